@@ -1,0 +1,114 @@
+# tokenscope: X.bpf.c -> .output/X.bpf.o -> .output/X.skel.h -> user objects -> ./tokenscope
+# Quiet by default; `make V=1` prints full commands.
+
+OUTPUT := .output
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= cc
+ARCH := x86
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -Wl,-Bdynamic -lm
+LDLIBS_UNIT := -ljansson -lz -lm
+
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
+SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+
+# The pipeline: everything above the probes, testable without root or BPF.
+CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
+	user/request.c user/report.c user/stats.c user/recording.c
+# Live capture: attach, ring buffer, CLI.
+LIVE_SRCS := user/main.c user/attach.c user/elfsym.c
+CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
+LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
+UNIT_HELPERS := $(OUTPUT)/tests/helpers.o
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+.PHONY: all clean test unit integration demo bench deps fixtures
+.DELETE_ON_ERROR:
+
+all: tokenscope
+
+deps:
+	$(Q)./scripts/setup.sh
+
+$(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/tokenscope.h vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
+		-Wall -Wno-unused-function -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT)/user/%.o: user/%.c | $(OUTPUT)/user
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The skeletons are generated headers: objects that include them must wait for them.
+$(LIVE_OBJS): $(SKELS)
+
+tokenscope: $(LIVE_OBJS) $(CORE_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS_STATIC) -o $@
+
+$(OUTPUT)/tests/%.o: tests/unit/%.c | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) -c $< -o $@
+
+$(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ -lcmocka $(LDLIBS_UNIT) -o $@
+
+fixtures:
+	$(Q)$(MAKE) -s -C tests/fixtures
+
+unit: $(UNIT_BINS)
+	$(Q)./tests/unit/run.sh $(UNIT_BINS)
+
+integration: tokenscope fixtures
+	$(Q)./tests/integration/run.sh
+
+# README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
+test: deps
+	$(Q)$(MAKE) -s all unit
+	$(Q)$(MAKE) -s integration
+
+demo: deps
+	$(Q)$(MAKE) -s all fixtures
+	$(Q)./demo/run.sh
+
+bench: deps
+	$(Q)$(MAKE) -s all fixtures $(OUTPUT)/sslbench
+	$(Q)./bench/run.sh
+
+$(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -c $< -o $@
+
+$(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< -lssl -lcrypto $(LDLIBS_STATIC) -o $@
+
+clean:
+	$(call msg,CLEAN)
+	$(Q)rm -rf $(OUTPUT) tokenscope
+	$(Q)$(MAKE) -s -C tests/fixtures clean
+
+-include $(wildcard $(OUTPUT)/user/*.d $(OUTPUT)/tests/*.d)

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Workloads for `make bench`, timed with CLOCK_MONOTONIC:
+ *   sslbench ssl N CERT KEY   N round trips of SSL_write (client, 120 bytes, an SSE event's
+ *                             size) + SSL_read (server) through real libssl over a memory BIO
+ *                             pair: two probed SSL calls per iteration, no sockets
+ *   sslbench empty N [--bare] N calls of an empty noinline function; with --bare, a uprobe that
+ *                             does nothing is attached to it first (the yardstick)
+ * Prints nanoseconds per iteration.
+ */
+#include <bpf/libbpf.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bare.skel.h"
+
+__attribute__((noinline)) void empty_target(int i)
+{
+	__asm__ volatile("" : : "r"(i) : "memory");
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int bench_empty(long n, bool bare)
+{
+	struct bare_bpf *skel = NULL;
+	struct bpf_link *link = NULL;
+	double t0;
+
+	if (bare) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "empty_target");
+
+		skel = bare_bpf__open_and_load();
+		if (!skel) {
+			fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
+			return 1;
+		}
+		link = bpf_program__attach_uprobe_opts(skel->progs.bare, getpid(), "/proc/self/exe", 0,
+						       &opts);
+		if (!link) {
+			fprintf(stderr, "sslbench: cannot attach the bare uprobe\n");
+			bare_bpf__destroy(skel);
+			return 1;
+		}
+	}
+	t0 = now_ns();
+	for (long i = 0; i < n; i++)
+		empty_target((int)i);
+	printf("%.1f\n", (now_ns() - t0) / n);
+	bpf_link__destroy(link);
+	bare_bpf__destroy(skel);
+	return 0;
+}
+
+static int pump(SSL *c, SSL *s)
+{
+	for (int i = 0; i < 1000; i++) {
+		int rc = SSL_do_handshake(c), rs = SSL_do_handshake(s);
+
+		if (rc == 1 && rs == 1)
+			return 0;
+	}
+	return -1;
+}
+
+static int bench_ssl(long n, const char *cert, const char *key)
+{
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method()), *sctx = SSL_CTX_new(TLS_server_method());
+	char msg[120], buf[256];
+	BIO *bc, *bs;
+	SSL *c, *s;
+	double t0;
+
+	memset(msg, 'x', sizeof(msg));
+	if (SSL_CTX_use_certificate_file(sctx, cert, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(sctx, key, SSL_FILETYPE_PEM) != 1) {
+		fprintf(stderr, "sslbench: cannot load %s / %s\n", cert, key);
+		return 1;
+	}
+	c = SSL_new(cctx);
+	s = SSL_new(sctx);
+	BIO_new_bio_pair(&bc, 1 << 16, &bs, 1 << 16);
+	SSL_set_bio(c, bc, bc);
+	SSL_set_bio(s, bs, bs);
+	SSL_set_connect_state(c);
+	SSL_set_accept_state(s);
+	if (pump(c, s)) {
+		fprintf(stderr, "sslbench: handshake failed\n");
+		return 1;
+	}
+	t0 = now_ns();
+	for (long i = 0; i < n; i++) {
+		if (SSL_write(c, msg, sizeof(msg)) != (int)sizeof(msg) ||
+		    SSL_read(s, buf, sizeof(buf)) != (int)sizeof(msg)) {
+			fprintf(stderr, "sslbench: round trip %ld failed\n", i);
+			return 1;
+		}
+	}
+	printf("%.1f\n", (now_ns() - t0) / n);
+	SSL_free(c);
+	SSL_free(s);
+	SSL_CTX_free(cctx);
+	SSL_CTX_free(sctx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 2 ? atol(argv[2]) : 0;
+
+	if (argc >= 5 && !strcmp(argv[1], "ssl") && n > 0)
+		return bench_ssl(n, argv[3], argv[4]);
+	if (argc >= 3 && !strcmp(argv[1], "empty") && n > 0)
+		return bench_empty(n, argc > 3 && !strcmp(argv[3], "--bare"));
+	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench empty N [--bare]\n");
+	return 2;
+}

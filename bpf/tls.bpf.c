@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * TLS plaintext capture: uprobes on OpenSSL's SSL_read/SSL_write family (in libssl or in any
+ * binary that embeds OpenSSL), plus the process lifecycle events that userspace needs to find
+ * new TLS libraries (exec, dlopen) and to close streams of processes that die (exit).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "tokenscope.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by userspace before load. */
+const volatile bool filter_pids = false;
+const volatile bool filter_comm = false;
+const volatile char target_comm[TS_COMM_LEN] = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by userspace (-b) */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TS_CNT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* -p PID filter: tgids to trace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+/* Arguments saved at entry, keyed by thread id, consumed at return. */
+struct ssl_call {
+	__u64 ssl;
+	__u64 buf;
+	__u64 out_len; /* size_t * for the _ex variants, 0 otherwise */
+	__u64 entry_ns;
+	__u32 dir;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct ssl_call);
+} calls SEC(".maps");
+
+struct stream_key {
+	__u32 pid;
+	__u32 _pad;
+	__u64 ssl;
+};
+
+/* Next piece sequence number per stream; LRU so that leaked SSL objects cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct stream_key);
+	__type(value, __u64);
+} stream_seq SEC(".maps");
+
+/* Processes that moved TLS bytes: only their exits are reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} tls_pids SEC(".maps");
+
+/* Per-CPU scratch: a data event is built here, then copied into the ring buffer with its
+ * exact size (bpf_ringbuf_output takes a variable length; bpf_ringbuf_reserve does not). */
+struct data_buf {
+	__u8 bytes[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct data_buf);
+} scratch SEC(".maps");
+
+static __always_inline void count(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += n;
+}
+
+static __always_inline bool traced(__u32 tgid)
+{
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return false;
+	if (filter_comm) {
+		char comm[TS_COMM_LEN];
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < TS_COMM_LEN; i++) {
+			if (comm[i] != target_comm[i])
+				return false;
+			if (!comm[i])
+				break;
+		}
+	}
+	return true;
+}
+
+static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->type = type;
+	h->size = size;
+	h->ts_ns = ts;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+static __always_inline int call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct ssl_call c = {
+		.ssl = (__u64)ssl,
+		.buf = (__u64)buf,
+		.out_len = (__u64)out_len,
+		.entry_ns = bpf_ktime_get_ns(),
+		.dir = dir,
+	};
+
+	if (!traced(id >> 32))
+		return 0;
+	/* OpenSSL does not nest these calls, so an entry still here is stale: its return was
+	 * never seen (the thread died, or the probe was attached while the call ran). */
+	if (bpf_map_lookup_elem(&calls, &tid))
+		count(TS_CNT_STALE_CALLS, 1);
+	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int call_return(long ret, bool ex)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct stream_key key = { .pid = tgid };
+	struct ssl_call *c;
+	struct data_buf *d;
+	struct ts_tls_data *ev;
+	__u64 total, ts, seq, *next, zero64 = 0, npieces;
+	__u32 zero = 0;
+	__u8 one = 1;
+
+	c = bpf_map_lookup_elem(&calls, &tid);
+	if (!c)
+		return 0;
+
+	/* phase: how many bytes did the call move */
+	if (ex) {
+		size_t moved = 0;
+
+		if (ret != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c->out_len))
+			goto out;
+		total = moved;
+	} else {
+		if (ret <= 0)
+			goto out;
+		total = ret;
+	}
+	if (!total)
+		goto out;
+
+	/* phase: reserve the stream's sequence numbers for every piece */
+	key.ssl = c->ssl;
+	npieces = (total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
+	if (npieces > TS_MAX_PIECES) {
+		npieces = TS_MAX_PIECES;
+		count(TS_CNT_TRUNCATED, 1);
+		count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
+	}
+	next = bpf_map_lookup_elem(&stream_seq, &key);
+	if (!next) {
+		bpf_map_update_elem(&stream_seq, &key, &zero64, BPF_NOEXIST);
+		next = bpf_map_lookup_elem(&stream_seq, &key);
+		if (!next)
+			goto out;
+	}
+	seq = __sync_fetch_and_add(next, npieces);
+	bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+
+	d = bpf_map_lookup_elem(&scratch, &zero);
+	if (!d)
+		goto out;
+	ev = (struct ts_tls_data *)d->bytes;
+	ts = c->dir == TS_DIR_WRITE ? c->entry_ns : now;
+
+	/* phase: one ring-buffer record per piece, sized to the bytes it carries */
+	for (__u32 i = 0; i < TS_MAX_PIECES; i++) {
+		__u64 off = (__u64)i * TS_CHUNK_MAX;
+		__u32 n;
+
+		if (off >= total)
+			break;
+		n = total - off > TS_CHUNK_MAX ? TS_CHUNK_MAX : total - off;
+		fill_hdr(&ev->hdr, TS_EV_TLS_DATA, sizeof(*ev) + n, ts);
+		ev->ssl = c->ssl;
+		ev->seq = seq + i;
+		ev->dir = c->dir;
+		ev->flags = total > (__u64)TS_MAX_PIECES * TS_CHUNK_MAX ? TS_F_TRUNCATED : 0;
+		ev->total_len = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
+		ev->offset = off;
+		ev->len = n;
+		ev->_pad = 0;
+		if (n > TS_CHUNK_MAX) /* for the verifier */
+			break;
+		if (bpf_probe_read_user(ev->data, n, (void *)(c->buf + off))) {
+			ev->flags |= TS_F_READ_FAULT;
+			count(TS_CNT_READ_FAULTS, 1);
+		}
+		if (bpf_ringbuf_output(&events, d, sizeof(*ev) + n, 0)) {
+			count(TS_CNT_DROPS, 1);
+			count(TS_CNT_DROP_BYTES, n);
+			continue;
+		}
+		count(TS_CNT_DATA_EVENTS, 1);
+		count(TS_CNT_DATA_BYTES, n);
+	}
+out:
+	bpf_map_delete_elem(&calls, &tid);
+	return 0;
+}
+
+/* int SSL_read(SSL *s, void *buf, int num) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf, int num)
+{
+	return call_enter(ssl, buf, NULL, TS_DIR_READ);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_read_exit, int ret)
+{
+	return call_return(ret, false);
+}
+
+/* int SSL_read_ex(SSL *s, void *buf, size_t num, size_t *readbytes) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, size_t num, size_t *readbytes)
+{
+	return call_enter(ssl, buf, readbytes, TS_DIR_READ);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_read_ex_exit, int ret)
+{
+	return call_return(ret, true);
+}
+
+/* int SSL_write(SSL *s, const void *buf, int num) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_enter, void *ssl, const void *buf, int num)
+{
+	return call_enter(ssl, buf, NULL, TS_DIR_WRITE);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_write_exit, int ret)
+{
+	return call_return(ret, false);
+}
+
+/* int SSL_write_ex(SSL *s, const void *buf, size_t num, size_t *written) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, size_t num, size_t *written)
+{
+	return call_enter(ssl, buf, written, TS_DIR_WRITE);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(ssl_write_ex_exit, int ret)
+{
+	return call_return(ret, true);
+}
+
+/* int SSL_write_ex2(SSL *s, const void *buf, size_t num, uint64_t flags, size_t *written) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u64 flags,
+	       size_t *written)
+{
+	return call_enter(ssl, buf, written, TS_DIR_WRITE);
+}
+
+/* void SSL_free(SSL *s) */
+SEC("uprobe")
+int BPF_KPROBE(ssl_free_enter, void *ssl)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct stream_key key = { .pid = id >> 32, .ssl = (__u64)ssl };
+	struct ts_tls_free *e;
+
+	/* Only streams that moved bytes have a sequence entry: skip the rest cheaply. */
+	if (!bpf_map_lookup_elem(&stream_seq, &key))
+		return 0;
+	bpf_map_delete_elem(&stream_seq, &key);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, TS_EV_TLS_FREE, sizeof(*e), bpf_ktime_get_ns());
+	e->ssl = (__u64)ssl;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* void *dlopen(const char *file, int mode): a new library may bring a libssl. */
+SEC("uretprobe")
+int BPF_KRETPROBE(dlopen_exit, void *handle)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct ts_proc *e;
+
+	if (!handle || !traced(id >> 32))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, TS_EV_DLOPEN, sizeof(*e), bpf_ktime_get_ns());
+	e->ppid = 0;
+	e->exit_code = 0;
+	e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* tp_btf (raw tracepoints with BTF) need no tracefs mount. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct ts_proc *e;
+
+	if (!traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, TS_EV_EXEC, sizeof(*e), bpf_ktime_get_ns());
+	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	e->exit_code = 0;
+	bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct ts_proc *e;
+
+	if (tgid != (__u32)id) /* threads: only the group leader's exit ends the process */
+		return 0;
+	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
+		return 0;
+	bpf_map_delete_elem(&tls_pids, &tgid);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
+	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	e->exit_code = BPF_CORE_READ(p, exit_code) >> 8;
+	e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs what tokenscope needs to build and test, from Debian 12 packages (and, for the
+# integration tests' SDK clients, the npm registry). Used by `make demo`, `make test` and
+# `make bench`; installs only what is missing.
+set -eu
+
+need="clang llvm make gcc pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libssl-dev
+libjansson-dev libcmocka-dev openssl curl python3 util-linux time"
+command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v npm >/dev/null 2>&1 || need="$need npm"
+
+missing=""
+for p in $need; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+# node and npm may come from elsewhere (NodeSource); then the commands are what count.
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "setup: missing packages:$missing (run as root, or install them)" >&2
+		exit 1
+	fi
+	echo "setup: installing$missing"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# The official SDK clients used by the integration tests, pinned by package-lock.json.
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$here/tests/node/node_modules/openai" ] || [ ! -d "$here/tests/node/node_modules/@anthropic-ai/sdk" ]; then
+	echo "setup: installing test clients from npm (openai, @anthropic-ai/sdk)"
+	(cd "$here/tests/node" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Python clients for the integration tests (the ssl module: SSL_read_ex/SSL_write_ex).
+
+usage: py_client.py MODE PORT CAFILE ARGS...
+  keepalive MODEL...      one connection, one streamed request per model, in order
+  concurrent N MODEL      N threads, each its own connection and request, all at once
+  hang MODEL              start a stream, report when the first bytes came, then wait
+"""
+import http.client
+import json
+import ssl
+import sys
+import threading
+
+DIALECT_PATHS = {
+    "openai.chat": "/v1/chat/completions",
+    "anthropic.messages": "/v1/messages",
+    "openai.responses": "/v1/responses",
+}
+
+
+def request(conn, path, model):
+    body = json.dumps({"model": model, "stream": True, "max_tokens": 64,
+                       "stream_options": {"include_usage": True},
+                       "messages": [{"role": "user", "content": "PROMPT-CANARY"}]})
+    conn.request("POST", path, body=body, headers={
+        "Content-Type": "application/json", "x-api-key": "sk-ant-test-SECRET-py",
+        "Authorization": "Bearer sk-test-SECRET-py"})
+    resp = conn.getresponse()
+    data = resp.read()
+    if resp.status != 200:
+        raise SystemExit(f"status {resp.status}")
+    return data
+
+
+def main():
+    mode, port, cafile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    ctx = ssl.create_default_context(cafile=cafile)
+    # The ssl module is imported lazily by http.client users; here it is already loaded.
+    if mode == "keepalive":
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+        for spec in sys.argv[4:]:
+            dialect, model = spec.split("=", 1)
+            request(conn, DIALECT_PATHS[dialect], model)
+        conn.close()
+    elif mode == "concurrent":
+        n, model = int(sys.argv[4]), sys.argv[5]
+        errors = []
+        barrier = threading.Barrier(n)
+
+        def one(i):
+            try:
+                conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+                conn.connect()
+                barrier.wait()
+                request(conn, "/v1/chat/completions", model)
+                conn.close()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise SystemExit(f"{len(errors)} failed: {errors[:3]}")
+    elif mode == "hang":
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
+        body = json.dumps({"model": sys.argv[4], "stream": True})
+        conn.request("POST", "/v1/chat/completions", body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read1(64)
+        print("STREAMING", flush=True)
+        threading.Event().wait(60)
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The HTTP/1.1 parser alone: framing, keep-alive, credential masking, malformed input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "http.h"
+
+struct seen {
+	int heads, ends;
+	struct http_head last;
+	char body[4096];
+	size_t body_len;
+	uint64_t end_ts[8];
+	bool no_body; /* what on_head answers */
+};
+
+static bool on_head(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	struct seen *s = ctx;
+
+	s->heads++;
+	s->last = *h;
+	return !s->no_body;
+}
+
+static void on_body(void *ctx, const uint8_t *d, size_t n, uint64_t ts)
+{
+	struct seen *s = ctx;
+
+	assert_true(s->body_len + n < sizeof(s->body));
+	memcpy(s->body + s->body_len, d, n);
+	s->body_len += n;
+}
+
+static void on_end(void *ctx, uint64_t ts)
+{
+	struct seen *s = ctx;
+
+	if (s->ends < 8)
+		s->end_ts[s->ends] = ts;
+	s->ends++;
+}
+
+static const struct http_callbacks cbs = { on_head, on_body, on_end };
+
+/* Feed text (copied: the parser may mask it) in pieces of `step` bytes (0: whole). */
+static enum http_error feed(struct http_parser *p, const char *text, size_t step, uint64_t ts,
+			    char *masked_out)
+{
+	size_t len = strlen(text), off = 0;
+	char *copy = strdup(text);
+	enum http_error e = HTTP_OK;
+
+	while (off < len && !e) {
+		size_t n = step && step < len - off ? step : len - off;
+
+		e = http_parser__feed(p, (uint8_t *)copy + off, n, ts);
+		off += n;
+	}
+	if (masked_out)
+		strcpy(masked_out, copy);
+	free(copy);
+	return e;
+}
+
+static void test_keepalive_responses(void **state)
+{
+	const char *three = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+			    "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n"
+			    "HTTP/1.1 204 No Content\r\n\r\n";
+
+	for (size_t step = 0; step <= 7; step++) {
+		struct seen s = { 0 };
+		struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+		assert_int_equal(feed(p, three, step, 1, NULL), HTTP_OK);
+		assert_int_equal(s.heads, 3);
+		assert_int_equal(s.ends, 3);
+		assert_int_equal(s.body_len, 10);
+		assert_memory_equal(s.body, "helloabcde", 10);
+		assert_int_equal(s.last.status, 204);
+		assert_false(http_parser__in_message(p));
+		http_parser__free(p);
+	}
+}
+
+static void test_request_line_and_headers(void **state)
+{
+	struct seen s = { 0 };
+	struct http_parser *p = http_parser__new(true, &cbs, &s);
+	char masked[1024];
+	const char *req = "POST /v1beta/models/g:streamGenerateContent?alt=sse&key=SECRET1 HTTP/1.1\r\n"
+			  "Host: x\r\nauthorization: Bearer SECRET2\r\nX-Api-Key:SECRET3\r\n"
+			  "Cookie: a=SECRET4;\r\n b=SECRET5\r\nContent-Type: application/json\r\n"
+			  "Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}";
+
+	assert_int_equal(feed(p, req, 3, 7, masked), HTTP_OK);
+	assert_int_equal(s.heads, 1);
+	assert_int_equal(s.ends, 1);
+	assert_string_equal(s.last.method, "POST");
+	assert_string_equal(s.last.path, "/v1beta/models/g:streamGenerateContent");
+	assert_int_equal(s.last.encoding, HTTP_ENC_GZIP);
+	assert_int_equal(s.last.ctype, HTTP_CT_JSON);
+	assert_int_equal(s.last.content_length, 2);
+	assert_int_equal(s.last.start_ns, 7);
+	/* Credential values (folded continuation too) and the query string are masked in place,
+	 * lengths kept; nothing else is touched. */
+	assert_null(strstr(masked, "SECRET"));
+	assert_int_equal(strlen(masked), strlen(req));
+	assert_non_null(strstr(masked, "authorization: ****** *******\r\n"));
+	assert_non_null(strstr(masked, "Host: x\r\n"));
+	assert_non_null(strstr(masked, "Content-Length: 2\r\n\r\n{}"));
+	http_parser__free(p);
+}
+
+static void test_until_close_and_eof(void **state)
+{
+	struct seen s = { 0 };
+	struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+	assert_int_equal(feed(p, "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n",
+			      0, 1, NULL), HTTP_OK);
+	assert_int_equal(s.ends, 0);
+	assert_false(http_parser__eof(p, 9)); /* the close ends the body: not unfinished */
+	assert_int_equal(s.ends, 1);
+	assert_int_equal(s.end_ts[0], 9);
+	assert_int_equal(s.last.ctype, HTTP_CT_SSE);
+	http_parser__free(p);
+}
+
+static void test_interim_and_head(void **state)
+{
+	struct seen s = { .no_body = true };
+	struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+	/* 100 Continue is no message of its own; a HEAD reply has no body despite its length. */
+	assert_int_equal(feed(p, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"
+				 "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0, 1, NULL), HTTP_OK);
+	assert_int_equal(s.heads, 2);
+	assert_int_equal(s.ends, 2);
+	http_parser__free(p);
+}
+
+static void test_malformed(void **state)
+{
+	const char *bad[] = {
+		"HTTP/1.1 2x0 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+		"SSH-2.0-OpenSSH\r\n",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct seen s = { 0 };
+		struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+		assert_int_equal(feed(p, bad[i], 0, 1, NULL), HTTP_ERR_SYNTAX);
+		assert_int_equal(http_parser__error(p), HTTP_ERR_SYNTAX);
+		/* Once failed, it stays failed and swallows nothing else. */
+		assert_int_equal(feed(p, "HTTP/1.1 200 OK\r\n\r\n", 0, 1, NULL), HTTP_ERR_SYNTAX);
+		http_parser__free(p);
+	}
+}
+
+static void test_header_too_large(void **state)
+{
+	struct seen s = { 0 };
+	struct http_parser *p = http_parser__new(false, &cbs, &s);
+	char *big = malloc(20000);
+
+	strcpy(big, "HTTP/1.1 200 OK\r\nX-Big: ");
+	memset(big + strlen(big), 'a', 15000);
+	big[24 + 15000] = 0;
+	assert_int_equal(feed(p, big, 0, 1, NULL), HTTP_ERR_TOO_LARGE);
+	free(big);
+	http_parser__free(p);
+}
+
+static void test_gap_inside_body_and_resync(void **state)
+{
+	struct seen s = { 0 };
+	struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+	assert_int_equal(feed(p, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 0, 1, NULL), HTTP_OK);
+	/* 4 lost bytes inside a sized body are skipped... */
+	assert_int_equal(http_parser__gap(p, 4, 2), HTTP_OK);
+	assert_int_equal(feed(p, "xyz", 0, 3, NULL), HTTP_OK);
+	assert_int_equal(s.ends, 1);
+	/* ...lost bytes between messages lose sync; the next response start resyncs. */
+	assert_int_equal(http_parser__gap(p, 100, 4), HTTP_ERR_LOST_SYNC);
+	assert_int_equal(feed(p, "tail of something", 0, 5, NULL), HTTP_OK);
+	assert_int_equal(s.heads, 1);
+	assert_int_equal(feed(p, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0, 6, NULL), HTTP_OK);
+	assert_int_equal(s.heads, 2);
+	assert_int_equal(s.ends, 2);
+	http_parser__free(p);
+}
+
+static void test_classifiers(void **state)
+{
+	assert_true(http__looks_like_request((const uint8_t *)"POST /x HTTP/1.1", 16));
+	assert_false(http__looks_like_request((const uint8_t *)"POS", 3));
+	assert_false(http__looks_like_request((const uint8_t *)"HTTP/1.1 200", 12));
+	assert_true(http__looks_like_h2_preface((const uint8_t *)"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24));
+	assert_false(http__looks_like_h2_preface((const uint8_t *)"PRI * HTTP/1.1", 14));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_keepalive_responses),
+		cmocka_unit_test(test_request_line_and_headers),
+		cmocka_unit_test(test_until_close_and_eof),
+		cmocka_unit_test(test_interim_and_head),
+		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_header_too_large),
+		cmocka_unit_test(test_gap_inside_body_and_resync),
+		cmocka_unit_test(test_classifiers),
+	};
+
+	return cmocka_run_group_tests_name("http", tests, NULL, NULL);
+}

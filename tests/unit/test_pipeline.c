@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#define _GNU_SOURCE
+/*
+ * The pipeline around the parsers: connections, roles, keep-alive, lost and truncated data,
+ * dying processes, unsupported streams, recordings and their replay.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "recording.h"
+
+#define T0 (1000 * MS)
+
+static const char *req_chat =
+	"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer sk-SECRET\r\n"
+	"Content-Length: 27\r\n\r\n{\"model\":\"m\",\"stream\":true}";
+static const char *resp_head =
+	"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+static void chunk(struct run *r, uint64_t ts, const char *payload)
+{
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "%zx\r\n%s\r\n", strlen(payload), payload);
+
+	run__data(r, false, ts, buf, (size_t)n);
+}
+
+static void token(struct run *r, uint64_t ts)
+{
+	chunk(r, ts, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n");
+}
+
+static void exchange(struct run *r, uint64_t t, int ntok)
+{
+	run__data(r, true, t, req_chat, strlen(req_chat));
+	run__data(r, false, t + 2 * MS, resp_head, strlen(resp_head));
+	for (int i = 0; i < ntok; i++)
+		token(r, t + (10 + 5 * i) * MS);
+	chunk(r, t + (11 + 5 * ntok) * MS, "data: [DONE]\n\n");
+	run__data(r, false, t + (12 + 5 * ntok) * MS, "0\r\n\r\n", 5);
+}
+
+static void test_keepalive_three_requests(void **state)
+{
+	struct run r;
+
+	run__init(&r);
+	exchange(&r, T0, 3);
+	exchange(&r, T0 + 100 * MS, 4);
+	exchange(&r, T0 + 200 * MS, 5);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r.reqs[i].start_ns, T0 + i * 100 * MS);
+		assert_float_equal(json_num(r.json[i], "ttft_ms"), 10, 1e-9);
+		assert_float_equal(json_num(r.json[i], "tpot_ms"), 5, 1e-9);
+		assert_float_equal(json_num(r.json[i], "output_tokens"), 3 + i, 0);
+		assert_int_equal(json_bool(r.json[i], "complete"), 1);
+	}
+	assert_int_equal(pipeline__health(r.pl)->streams_http1, 1);
+	run__free(&r);
+}
+
+static void test_server_role(void **state)
+{
+	struct run r;
+
+	run__init(&r);
+	/* A server reads the request and writes the reply. */
+	run__data(&r, false, T0, req_chat, strlen(req_chat));
+	run__data(&r, true, T0 + 1 * MS, resp_head, strlen(resp_head));
+	run__data(&r, true, T0 + 30 * MS, "2e\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\r\n",
+		  52);
+	run__data(&r, true, T0 + 31 * MS, "0\r\n\r\n", 5);
+	run__finish(&r, T0 + 99 * MS);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(json_str(r.json[0], "role"), "server");
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 30, 1e-9);
+	run__free(&r);
+}
+
+/* A sequence gap (ring buffer full): the request is incomplete and has no TTFT at all, and
+ * the next request on the same connection is measured again. */
+static void test_lost_pieces(void **state)
+{
+	struct run r;
+
+	run__init(&r);
+	run__data(&r, true, T0, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+	r.seqs[0][1] += 2; /* two pieces never arrive */
+	token(&r, T0 + 20 * MS);
+	chunk(&r, T0 + 21 * MS, "data: [DONE]\n\n");
+	run__data(&r, false, T0 + 22 * MS, "0\r\n\r\n", 5);
+	exchange(&r, T0 + 100 * MS, 2);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[0], "complete"), 0);
+	assert_string_equal(json_str(r.json[0], "error"), "capture_loss");
+	assert_true(isnan(json_num(r.json[0], "ttft_ms")));
+	assert_true(isnan(json_num(r.json[0], "tpot_ms")));
+	assert_int_equal(json_bool(r.json[1], "complete"), 1);
+	assert_float_equal(json_num(r.json[1], "ttft_ms"), 10, 1e-9);
+	assert_int_equal(pipeline__health(r.pl)->lost_pieces, 2);
+	assert_int_equal(pipeline__health(r.pl)->requests_incomplete, 1);
+	run__free(&r);
+}
+
+static void feed_proc(struct run *r, uint32_t type, uint64_t ts)
+{
+	struct ts_proc e = { 0 };
+
+	e.hdr.type = type;
+	e.hdr.size = sizeof(e);
+	e.hdr.ts_ns = ts;
+	e.hdr.pid = r->pid;
+	assert_int_equal(pipeline__feed(r->pl, &e, sizeof(e)), 0);
+}
+
+static void test_process_dies_midstream(void **state)
+{
+	struct run r;
+
+	run__init(&r);
+	run__data(&r, true, T0, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+	token(&r, T0 + 20 * MS);
+	feed_proc(&r, TS_EV_EXIT, T0 + 25 * MS);
+	assert_int_equal(r.n, 1); /* reported at the exit, not at the end of capture */
+	assert_int_equal(json_bool(r.json[0], "complete"), 0);
+	assert_string_equal(json_str(r.json[0], "error"), "process_exited");
+	assert_float_equal(json_num(r.json[0], "end_ns"), (double)(T0 + 25 * MS), 0);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 1);
+	run__free(&r);
+}
+
+static void test_ssl_free_and_capture_end(void **state)
+{
+	struct ts_tls_free fr = { 0 };
+	struct run r;
+
+	run__init(&r);
+	run__data(&r, true, T0, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 2 * MS, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+		  52);
+	run__data(&r, false, T0 + 9 * MS, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", 48);
+	/* A body delimited by the close is complete when the connection is freed. */
+	fr.hdr.type = TS_EV_TLS_FREE;
+	fr.hdr.size = sizeof(fr);
+	fr.hdr.ts_ns = T0 + 10 * MS;
+	fr.hdr.pid = r.pid;
+	fr.ssl = r.ssl;
+	assert_int_equal(pipeline__feed(r.pl, &fr, sizeof(fr)), 0);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 9, 1e-9);
+
+	/* A request still waiting when capture ends is reported, incomplete. */
+	r.ssl = 0xdef;
+	run__data(&r, true, T0 + 50 * MS, req_chat, strlen(req_chat));
+	run__finish(&r, T0 + 60 * MS);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[1], "complete"), 0);
+	assert_string_equal(json_str(r.json[1], "error"), "capture_ended");
+	run__free(&r);
+}
+
+static void test_unsupported_streams(void **state)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4";
+	struct run r;
+
+	run__init(&r);
+	/* HTTP/2, even when its preface arrives a byte at a time */
+	for (size_t i = 0; i < sizeof(preface) - 1; i++)
+		run__data(&r, true, T0, preface + i, 1);
+	r.ssl = 0x2;
+	run__data(&r, true, T0, "\x16\x03\x01garbage that is no HTTP at all", 36);
+	/* A malformed HTTP stream is marked and skipped... */
+	r.ssl = 0x3;
+	run__data(&r, true, T0, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 1 * MS, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n", 51);
+	/* ...and a good one beside it goes on. */
+	r.ssl = 0x4;
+	exchange(&r, T0, 2);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(pipeline__health(r.pl)->streams_http2, 1);
+	assert_int_equal(pipeline__health(r.pl)->streams_other, 0); /* still undecided at the end */
+	assert_int_equal(pipeline__health(r.pl)->streams_malformed, 1);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(json_str(r.json[0], "error"), "malformed_http");
+	assert_int_equal(json_bool(r.json[0], "complete"), 0);
+	assert_int_equal(json_bool(r.json[1], "complete"), 1);
+	assert_float_equal(json_num(r.json[1], "ttft_ms"), 10, 1e-9);
+	run__free(&r);
+}
+
+static void test_non_llm_http_not_reported(void **state)
+{
+	static const char get[] = "GET /index.html HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nhi";
+	struct run r;
+
+	run__init(&r);
+	run__data(&r, true, T0, get, sizeof(get) - 1);
+	run__data(&r, false, T0 + MS, ok, sizeof(ok) - 1);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(pipeline__health(r.pl)->other_http, 1);
+	run__free(&r);
+}
+
+/* A call larger than the piece budget: what was not sent is missing, and a body that the
+ * framing can skip over stays parseable. */
+static void test_truncated_request_body(void **state)
+{
+	const size_t body_len = (size_t)TS_MAX_PIECES * TS_CHUNK_MAX + 1000;
+	char head[256];
+	struct ts_tls_data *e = malloc(sizeof(*e) + TS_CHUNK_MAX);
+	struct run r;
+	int hn;
+
+	run__init(&r);
+	hn = snprintf(head, sizeof(head),
+		      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", body_len);
+	run__data(&r, true, T0, head, (size_t)hn);
+	/* The body write: TS_MAX_PIECES pieces arrive, the tail does not. */
+	for (uint32_t i = 0; i < TS_MAX_PIECES; i++) {
+		memset(e, 0, sizeof(*e));
+		e->hdr.type = TS_EV_TLS_DATA;
+		e->hdr.size = sizeof(*e) + TS_CHUNK_MAX;
+		e->hdr.ts_ns = T0;
+		e->hdr.pid = r.pid;
+		e->ssl = r.ssl;
+		e->seq = r.seqs[0][1]++;
+		e->dir = TS_DIR_WRITE;
+		e->flags = TS_F_TRUNCATED;
+		e->total_len = (uint32_t)body_len;
+		e->offset = i * TS_CHUNK_MAX;
+		e->len = TS_CHUNK_MAX;
+		memset(e->data, i == 0 ? '{' : ' ', TS_CHUNK_MAX);
+		assert_int_equal(pipeline__feed(r.pl, e, e->hdr.size), 0);
+	}
+	run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+	token(&r, T0 + 40 * MS);
+	run__data(&r, false, T0 + 41 * MS, "0\r\n\r\n", 5);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 1);
+	/* The response was fully seen: its figures stand; the model could not be read. */
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 40, 1e-9);
+	assert_string_equal(json_str(r.json[0], "model"), "");
+	free(e);
+	run__free(&r);
+}
+
+static void test_malformed_records(void **state)
+{
+	struct ts_event_hdr h = { .type = 77, .size = sizeof(h) };
+	struct run r;
+
+	run__init(&r);
+	assert_int_equal(pipeline__feed(r.pl, &h, sizeof(h)), -1);
+	h.type = TS_EV_TLS_DATA; /* too short for its type */
+	assert_int_equal(pipeline__feed(r.pl, &h, sizeof(h)), -1);
+	h.size = 5;
+	assert_int_equal(pipeline__feed(r.pl, &h, sizeof(h)), -1);
+	assert_int_equal(pipeline__health(r.pl)->bad_events, 3);
+	run__free(&r);
+}
+
+static int replay_into(void *ctx, void *rec, size_t size)
+{
+	pipeline__feed(ctx, rec, size);
+	return 0;
+}
+
+static void test_recording_roundtrip(void **state)
+{
+	char path[] = "/tmp/tokenscope-test-XXXXXX";
+	struct ts_rec_counters rc = { 0 };
+	struct recording *rec;
+	struct run live, replay;
+	struct stat st;
+	char *buf;
+	FILE *f;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	chmod(path, 0644);
+	rec = recording__create(path);
+	assert_non_null(rec);
+
+	run__init(&live);
+	pipeline__set_recording(live.pl, rec);
+	exchange(&live, T0, 3);
+	run__data(&live, true, T0 + 200 * MS, req_chat, strlen(req_chat)); /* left open */
+	rc.hdr.type = TS_REC_COUNTERS;
+	rc.hdr.size = sizeof(rc);
+	rc.hdr.ts_ns = T0 + 300 * MS;
+	rc.counters[TS_CNT_DROPS] = 4;
+	assert_int_equal(pipeline__feed(live.pl, &rc, sizeof(rc)), 0);
+	run__finish(&live, T0 + 300 * MS);
+	assert_int_equal(recording__close(rec), 0);
+
+	/* Private file; credentials masked in what was written. */
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	buf = calloc(1, st.st_size + 1);
+	f = fopen(path, "rb");
+	assert_int_equal(fread(buf, 1, st.st_size, f), (size_t)st.st_size);
+	fclose(f);
+	assert_null(memmem(buf, st.st_size, "sk-SECRET", 9));
+	assert_non_null(memmem(buf, st.st_size, "Authorization: ****** *********", 31));
+	free(buf);
+
+	run__init(&replay);
+	assert_int_equal(recording__replay(path, replay_into, replay.pl), 0);
+	run__finish(&replay, 0);
+	assert_int_equal(replay.n, live.n);
+	assert_int_equal(replay.n, 2);
+	for (size_t i = 0; i < live.n; i++)
+		assert_string_equal(replay.json[i], live.json[i]);
+	assert_int_equal(pipeline__health(replay.pl)->bpf[TS_CNT_DROPS], 4);
+	assert_int_equal(pipeline__health(replay.pl)->requests, 2);
+
+	/* Not a recording, and a recording cut short: clear errors. */
+	f = fopen(path, "r+b");
+	fwrite("NOTATSRC", 1, 8, f);
+	fclose(f);
+	assert_int_equal(recording__replay(path, replay_into, replay.pl), -1);
+	assert_int_equal(recording__replay("/nonexistent/x", replay_into, replay.pl), -1);
+	run__free(&live);
+	run__free(&replay);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_keepalive_three_requests),
+		cmocka_unit_test(test_server_role),
+		cmocka_unit_test(test_lost_pieces),
+		cmocka_unit_test(test_process_dies_midstream),
+		cmocka_unit_test(test_ssl_free_and_capture_end),
+		cmocka_unit_test(test_unsupported_streams),
+		cmocka_unit_test(test_non_llm_http_not_reported),
+		cmocka_unit_test(test_truncated_request_body),
+		cmocka_unit_test(test_malformed_records),
+		cmocka_unit_test(test_recording_roundtrip),
+	};
+
+	return cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);
+}

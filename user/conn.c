@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "decode.h"
+#include "dialect.h"
+#include "http.h"
+#include "sse.h"
+
+#define REQ_BODY_MAX (1u << 20)	 /* request JSON kept to read model and stream */
+#define RESP_BODY_MAX (4u << 20) /* non-streamed JSON response kept to read usage */
+#define SNIFF_MAX (64u << 10)	 /* bytes before a stream that never looks like HTTP is "other" */
+
+struct bytes {
+	char *p;
+	size_t len, cap;
+	bool overflow;
+};
+
+struct conn {
+	uint32_t pid;
+	uint64_t ssl;
+	char comm[16];
+	const struct conn_sink *sink;
+	enum conn_kind kind;
+	enum role role;
+	uint64_t sniffed;
+	/* The start of a message cut short by the SSL call that carried it: kept until there are
+	 * enough bytes to tell a request line from anything else. */
+	uint8_t pending[24];
+	size_t npending;
+	bool pending_write;
+	uint64_t pending_ts;
+
+	struct http_parser *req_parser;	 /* the direction requests travel in */
+	struct http_parser *resp_parser; /* the direction responses travel in */
+
+	/* Requests in order; a response pairs with the oldest one that has none yet. */
+	struct request **queue;
+	size_t qlen, qcap;
+	struct request *parsing_req;  /* request message being read */
+	struct bytes req_body;
+	bool req_body_encoded;	      /* compressed request bodies are not read */
+
+	struct request *resp_req;     /* request whose response is being read (NULL: unpaired) */
+	bool resp_active;
+	struct decoder *dec;
+	struct sse_parser *sse;
+	struct bytes resp_body;
+	bool resp_buffered;	      /* non-streamed body kept whole */
+};
+
+static void bytes_add(struct bytes *b, const void *src, size_t n, size_t max)
+{
+	if (b->overflow)
+		return;
+	if (b->len + n > max) {
+		b->overflow = true;
+		return;
+	}
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *np;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		np = realloc(b->p, cap);
+		if (!np) {
+			b->overflow = true;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+
+static void bytes_reset(struct bytes *b)
+{
+	b->len = 0;
+	b->overflow = false;
+}
+
+/* ---- request queue ---- */
+
+static int queue_push(struct conn *c, struct request *r)
+{
+	if (c->qlen == c->qcap) {
+		size_t cap = c->qcap ? c->qcap * 2 : 4;
+		struct request **nq = realloc(c->queue, cap * sizeof(*nq));
+
+		if (!nq)
+			return -1;
+		c->queue = nq;
+		c->qcap = cap;
+	}
+	c->queue[c->qlen++] = r;
+	return 0;
+}
+
+static void queue_remove(struct conn *c, struct request *r)
+{
+	for (size_t i = 0; i < c->qlen; i++) {
+		if (c->queue[i] == r) {
+			memmove(&c->queue[i], &c->queue[i + 1], (c->qlen - i - 1) * sizeof(*c->queue));
+			c->qlen--;
+			return;
+		}
+	}
+}
+
+/* The first queued request still waiting for its response head. */
+static struct request *queue_next_unanswered(struct conn *c)
+{
+	for (size_t i = 0; i < c->qlen; i++) {
+		if (!c->queue[i]->status)
+			return c->queue[i];
+	}
+	return NULL;
+}
+
+static void finish_request(struct conn *c, struct request *r)
+{
+	queue_remove(c, r);
+	if (c->parsing_req == r)
+		c->parsing_req = NULL;
+	if (c->resp_req == r)
+		c->resp_req = NULL;
+	c->sink->on_request(c->sink->ctx, r);
+}
+
+/* ---- response body: decode -> SSE/NDJSON or whole JSON -> dialect ---- */
+
+static void on_stream_event(void *ctx, const char *event, const char *data, size_t len,
+			    uint64_t ts)
+{
+	struct conn *c = ctx;
+
+	if (c->resp_req)
+		dialect__stream_event(c->resp_req, event, data, len, ts);
+}
+
+static void on_decoded(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
+{
+	struct conn *c = ctx;
+
+	if (c->sse) {
+		if (sse_parser__feed(c->sse, data, len, ts) && c->resp_req) {
+			request__error(c->resp_req, "event_too_large");
+			c->resp_req->lossy = true;
+		}
+	} else if (c->resp_buffered) {
+		bytes_add(&c->resp_body, data, len, RESP_BODY_MAX);
+	}
+}
+
+static void response_reset(struct conn *c)
+{
+	decoder__free(c->dec);
+	c->dec = NULL;
+	sse_parser__free(c->sse);
+	c->sse = NULL;
+	bytes_reset(&c->resp_body);
+	c->resp_buffered = false;
+	c->resp_active = false;
+	c->resp_req = NULL;
+}
+
+static bool resp_on_head(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	struct conn *c = ctx;
+	struct request *r = queue_next_unanswered(c);
+
+	response_reset(c);
+	c->resp_active = true;
+	if (!r) {
+		(*c->sink->unpaired_responses)++;
+		return true;
+	}
+	c->resp_req = r;
+	r->status = h->status;
+	r->response_ns = ts;
+	if (h->status >= 400)
+		request__error(r, "http_%d", h->status);
+	if (r->stream < 0)
+		r->stream = h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON;
+	if (h->encoding == HTTP_ENC_UNSUPPORTED) {
+		(*c->sink->unsupported_encodings)++;
+		request__error(r, "unsupported_content_encoding");
+		r->lossy = true; /* its events cannot be read: no figures rather than wrong ones */
+		return !(r->method[0] == 'H' && !strcmp(r->method, "HEAD"));
+	}
+	c->dec = decoder__new(h->encoding, on_decoded, c);
+	if (h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON)
+		c->sse = sse_parser__new(h->ctype == HTTP_CT_NDJSON, on_stream_event, c);
+	else
+		c->resp_buffered = true;
+	return strcmp(r->method, "HEAD") != 0;
+}
+
+static void resp_on_body(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
+{
+	struct conn *c = ctx;
+
+	if (!c->resp_req || !c->dec)
+		return;
+	if (decoder__feed(c->dec, data, len, ts)) {
+		request__error(c->resp_req, "malformed_content_encoding");
+		c->resp_req->lossy = true;
+	}
+}
+
+static void resp_on_end(void *ctx, uint64_t ts)
+{
+	struct conn *c = ctx;
+	struct request *r = c->resp_req;
+
+	if (r) {
+		if (c->sse)
+			sse_parser__finish(c->sse, ts);
+		if (c->resp_buffered && !c->resp_body.overflow)
+			dialect__response_body(r, c->resp_body.p ? c->resp_body.p : "",
+					       c->resp_body.len, ts);
+		r->end_ns = ts;
+		r->response_done = true;
+		finish_request(c, r);
+	}
+	response_reset(c);
+}
+
+static const struct http_callbacks resp_callbacks = {
+	.on_head = resp_on_head,
+	.on_body = resp_on_body,
+	.on_end = resp_on_end,
+};
+
+/* ---- request messages ---- */
+
+static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	struct conn *c = ctx;
+	struct request *r = request__new();
+
+	bytes_reset(&c->req_body);
+	c->parsing_req = NULL;
+	if (!r || queue_push(c, r)) {
+		request__free(r);
+		return true;
+	}
+	r->pid = c->pid;
+	memcpy(r->comm, c->comm, sizeof(r->comm));
+	r->role = c->role;
+	snprintf(r->method, sizeof(r->method), "%s", h->method);
+	snprintf(r->path, sizeof(r->path), "%s", h->path);
+	dialect__request_head(r);
+	r->start_ns = h->start_ns;
+	c->parsing_req = r;
+	c->req_body_encoded = h->encoding != HTTP_ENC_IDENTITY;
+	return true;
+}
+
+static void req_on_body(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
+{
+	struct conn *c = ctx;
+
+	if (c->parsing_req && !c->req_body_encoded)
+		bytes_add(&c->req_body, data, len, REQ_BODY_MAX);
+}
+
+static void req_on_end(void *ctx, uint64_t ts)
+{
+	struct conn *c = ctx;
+	struct request *r = c->parsing_req;
+
+	if (r && !c->req_body_encoded && !c->req_body.overflow && c->req_body.len)
+		dialect__request_body(r, c->req_body.p, c->req_body.len);
+	c->parsing_req = NULL;
+	bytes_reset(&c->req_body);
+}
+
+static const struct http_callbacks req_callbacks = {
+	.on_head = req_on_head,
+	.on_body = req_on_body,
+	.on_end = req_on_end,
+};
+
+/* ---- connection ---- */
+
+struct conn *conn__new(uint32_t pid, uint64_t ssl, const char *comm, const struct conn_sink *sink)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->pid = pid;
+	c->ssl = ssl;
+	snprintf(c->comm, sizeof(c->comm), "%s", comm);
+	c->sink = sink;
+	return c;
+}
+
+void conn__free(struct conn *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->qlen; i++)
+		request__free(c->queue[i]);
+	free(c->queue);
+	http_parser__free(c->req_parser);
+	http_parser__free(c->resp_parser);
+	response_reset(c);
+	free(c->req_body.p);
+	free(c->resp_body.p);
+	free(c);
+}
+
+enum conn_kind conn__kind(const struct conn *c)
+{
+	return c->kind;
+}
+
+uint32_t conn__pid(const struct conn *c)
+{
+	return c->pid;
+}
+
+uint64_t conn__ssl(const struct conn *c)
+{
+	return c->ssl;
+}
+
+/* Could these bytes still grow into a request line or the HTTP/2 preface? */
+static bool could_start(const uint8_t *d, size_t n)
+{
+	static const char *const starts[] = { "GET ", "POST ", "PUT ", "DELETE ", "PATCH ",
+					      "HEAD ", "OPTIONS ", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" };
+
+	for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
+		if (n < strlen(starts[i]) && !memcmp(d, starts[i], n))
+			return true;
+	}
+	return false;
+}
+
+/* Decide what the connection carries. Returns false while undecided. */
+static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t len, uint64_t ts)
+{
+	uint8_t head[sizeof(c->pending)];
+	size_t n;
+
+	if (c->npending && c->pending_write != is_write)
+		c->npending = 0; /* the other direction spoke first: that start was no request */
+	n = c->npending;
+	memcpy(head, c->pending, n);
+	memcpy(head + n, data, len < sizeof(head) - n ? len : sizeof(head) - n);
+	n += len < sizeof(head) - n ? len : sizeof(head) - n;
+
+	if (http__looks_like_h2_preface(head, n) && n >= 24) {
+		c->kind = CONN_HTTP2;
+		c->role = is_write ? ROLE_CLIENT : ROLE_SERVER;
+		return true;
+	}
+	if (http__looks_like_request(head, n)) {
+		c->kind = CONN_HTTP1;
+		c->role = is_write ? ROLE_CLIENT : ROLE_SERVER;
+		c->req_parser = http_parser__new(true, &req_callbacks, c);
+		c->resp_parser = http_parser__new(false, &resp_callbacks, c);
+		if (!c->req_parser || !c->resp_parser)
+			c->kind = CONN_OTHER;
+		return true;
+	}
+	if (could_start(head, n)) {
+		if (!c->npending) {
+			c->pending_write = is_write;
+			c->pending_ts = ts;
+		}
+		memcpy(c->pending + c->npending, data, len); /* n < 24 so this fits */
+		c->npending += len;
+		return false;
+	}
+	/* Joined mid-connection or not HTTP: wait for a request to start, but not forever. */
+	c->npending = 0;
+	c->sniffed += len;
+	if (c->sniffed > SNIFF_MAX)
+		c->kind = CONN_OTHER;
+	return false;
+}
+
+/* Every in-flight request becomes incomplete; both directions resync on the next message. */
+static void abandon_inflight(struct conn *c, uint64_t ts, const char *reason)
+{
+	while (c->qlen) {
+		struct request *r = c->queue[0];
+
+		r->lossy = true;
+		request__error(r, "%s", reason);
+		if (!r->end_ns)
+			r->end_ns = ts;
+		finish_request(c, r);
+	}
+	response_reset(c);
+	c->parsing_req = NULL;
+	bytes_reset(&c->req_body);
+}
+
+static void parser_failed(struct conn *c, struct http_parser *p, enum http_error e, uint64_t ts)
+{
+	if (e == HTTP_ERR_LOST_SYNC) {
+		abandon_inflight(c, ts, "capture_loss");
+		return;
+	}
+	(*c->sink->malformed_streams)++;
+	abandon_inflight(c, ts, http_error__str(e));
+}
+
+void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64_t ts)
+{
+	struct http_parser *p;
+	enum http_error e;
+
+	if (c->kind == CONN_UNKNOWN && !classify(c, is_write, data, len, ts))
+		return;
+	if (c->kind != CONN_HTTP1)
+		return;
+	/* A client writes requests; a server reads them. */
+	p = (is_write == (c->role == ROLE_CLIENT)) ? c->req_parser : c->resp_parser;
+	if (http_parser__error(p))
+		return;
+	e = HTTP_OK;
+	if (c->npending) {
+		/* Bytes held back while classifying; they keep their own time. */
+		e = http_parser__feed(p, c->pending, c->npending, c->pending_ts);
+		c->npending = 0;
+	}
+	if (!e)
+		e = http_parser__feed(p, data, len, ts);
+	if (e)
+		parser_failed(c, p, e, ts);
+}
+
+void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts)
+{
+	struct http_parser *p;
+	enum http_error e;
+
+	if (c->kind != CONN_HTTP1)
+		return;
+	p = (is_write == (c->role == ROLE_CLIENT)) ? c->req_parser : c->resp_parser;
+	if (p == c->resp_parser && c->resp_req) {
+		/* Lost response bytes may have held token events. */
+		c->resp_req->lossy = true;
+		request__error(c->resp_req, "capture_loss");
+	}
+	if (p == c->req_parser && c->parsing_req)
+		c->req_body.overflow = true; /* the body JSON is cut: do not read it */
+	e = http_parser__gap(p, n, ts);
+	if (e)
+		parser_failed(c, p, e, ts);
+}
+
+void conn__lost(struct conn *c, uint64_t ts)
+{
+	if (c->kind != CONN_HTTP1)
+		return;
+	abandon_inflight(c, ts, "capture_loss");
+	http_parser__gap(c->req_parser, UINT64_MAX, ts);
+	http_parser__gap(c->resp_parser, UINT64_MAX, ts);
+}
+
+void conn__close(struct conn *c, uint64_t ts, const char *reason)
+{
+	if (c->kind != CONN_HTTP1)
+		return;
+	/* A body that runs to the close is complete now. */
+	if (!http_parser__error(c->resp_parser))
+		http_parser__eof(c->resp_parser, ts);
+	while (c->qlen) {
+		struct request *r = c->queue[0];
+
+		request__error(r, "%s", reason);
+		if (!r->end_ns)
+			r->end_ns = ts;
+		finish_request(c, r);
+	}
+	response_reset(c);
+}

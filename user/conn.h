@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One TLS connection (pid, SSL*) and its two byte streams. Finds the role (a process that
+ * writes a request is a client, one that reads one is a server), runs an HTTP/1.1 parser per
+ * direction, pairs responses with requests in order (keep-alive, pipelining), and drives the
+ * response body through decoding, SSE/NDJSON framing and the API dialect into a request record.
+ */
+#ifndef TS_CONN_H
+#define TS_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+struct pipeline;
+
+enum conn_kind {
+	CONN_UNKNOWN = 0, /* no request start seen yet */
+	CONN_HTTP1,
+	CONN_HTTP2,	  /* client preface seen: counted as unsupported */
+	CONN_OTHER,	  /* bytes that never looked like HTTP */
+};
+
+/* Where finished requests and health counts go. */
+struct conn_sink {
+	void (*on_request)(void *ctx, struct request *r); /* takes ownership */
+	void *ctx;
+	uint64_t *unpaired_responses; /* responses with no request to pair with */
+	uint64_t *malformed_streams;  /* HTTP framing errors */
+	uint64_t *unsupported_encodings;
+};
+
+struct conn;
+
+struct conn *conn__new(uint32_t pid, uint64_t ssl, const char *comm, const struct conn_sink *sink);
+void conn__free(struct conn *c);
+/* Bytes moved by one SSL call piece; data may be modified (credential masking). */
+void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64_t ts);
+/* n bytes of one direction are known to be missing (truncated call, unreadable memory). */
+void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts);
+/* Pieces were lost, direction and size unknown: in-flight requests become incomplete. */
+void conn__lost(struct conn *c, uint64_t ts);
+/* The connection ended (SSL_free, process exit, end of capture). Unfinished requests are
+ * reported incomplete with reason. */
+void conn__close(struct conn *c, uint64_t ts, const char *reason);
+enum conn_kind conn__kind(const struct conn *c);
+uint32_t conn__pid(const struct conn *c);
+uint64_t conn__ssl(const struct conn *c);
+
+#endif

@@ -1,0 +1,525 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dialect.h"
+
+/* ---- helpers over jansson ---- */
+
+static json_t *get(json_t *o, const char *k)
+{
+	return json_is_object(o) ? json_object_get(o, k) : NULL;
+}
+
+/* o.a.b... for a NULL-terminated path */
+static json_t *dig(json_t *o, const char *k1, const char *k2, const char *k3)
+{
+	o = get(o, k1);
+	if (k2)
+		o = get(o, k2);
+	if (k3)
+		o = get(o, k3);
+	return o;
+}
+
+static bool nonempty_str(json_t *v)
+{
+	return json_is_string(v) && json_string_length(v) > 0;
+}
+
+static void set_count(struct opt_u64 *dst, json_t *v)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		dst->set = true;
+		dst->v = (uint64_t)json_integer_value(v);
+	}
+}
+
+static void set_str(char *dst, size_t cap, json_t *v)
+{
+	if (json_is_string(v) && json_string_length(v)) {
+		snprintf(dst, cap, "%s", json_string_value(v));
+	}
+}
+
+/* Error objects carry a type or code we may show; never their message (it can echo input). */
+static void set_api_error(struct request *r, json_t *err)
+{
+	json_t *t = json_is_object(err) ? get(err, "type") : NULL;
+
+	if (!nonempty_str(t) && json_is_object(err))
+		t = get(err, "code");
+	if (!nonempty_str(t) && json_is_object(err))
+		t = get(err, "status");
+	if (nonempty_str(t))
+		request__error(r, "api_error:%.40s", json_string_value(t));
+	else
+		request__error(r, "api_error");
+}
+
+/* ---- which API ---- */
+
+enum api dialect__from_path(const char *path)
+{
+	size_t n = strlen(path);
+
+#define ENDS(s) (n >= sizeof(s) - 1 && !strcmp(path + n - (sizeof(s) - 1), s))
+	if (ENDS("/chat/completions"))
+		return API_OPENAI_CHAT;
+	if (ENDS("/v1/completions") || !strcmp(path, "/completions"))
+		return API_OPENAI_COMPLETIONS;
+	if (ENDS("/v1/responses") || !strcmp(path, "/responses"))
+		return API_OPENAI_RESPONSES;
+	if (ENDS("/v1/messages"))
+		return API_ANTHROPIC_MESSAGES;
+	if (strstr(path, ":streamGenerateContent") || strstr(path, ":generateContent"))
+		return API_GEMINI;
+	if (!strcmp(path, "/api/generate") || !strcmp(path, "/api/chat"))
+		return API_OLLAMA;
+	if (!strcmp(path, "/completion"))
+		return API_LLAMACPP;
+	if (!strcmp(path, "/generate_stream") || !strcmp(path, "/generate"))
+		return API_TGI;
+#undef ENDS
+	return API_UNKNOWN;
+}
+
+void dialect__request_head(struct request *r)
+{
+	const char *m, *end;
+
+	r->api = dialect__from_path(r->path);
+	if (r->api != API_GEMINI || !(m = strstr(r->path, "/models/")))
+		return;
+	m += strlen("/models/");
+	end = strchr(m, ':');
+	if (end && end > m && (size_t)(end - m) < sizeof(r->model))
+		snprintf(r->model, sizeof(r->model), "%.*s", (int)(end - m), m);
+}
+
+/* A stream whose path told nothing: the first event's shape names the API. */
+static enum api from_payload(const char *event, json_t *o)
+{
+	json_t *obj = get(o, "object"), *type = get(o, "type");
+
+	if (json_is_string(obj)) {
+		if (!strcmp(json_string_value(obj), "chat.completion.chunk") ||
+		    !strcmp(json_string_value(obj), "chat.completion"))
+			return API_OPENAI_CHAT;
+		if (!strcmp(json_string_value(obj), "text_completion"))
+			return API_OPENAI_COMPLETIONS;
+	}
+	if (json_is_string(type)) {
+		const char *t = json_string_value(type);
+
+		if (!strncmp(t, "response.", 9))
+			return API_OPENAI_RESPONSES;
+		if (!strncmp(t, "message_", 8) || !strncmp(t, "content_block_", 14) ||
+		    !strcmp(t, "ping"))
+			return API_ANTHROPIC_MESSAGES;
+	}
+	if (get(o, "candidates") || get(o, "usageMetadata"))
+		return API_GEMINI;
+	if (get(o, "done") && get(o, "model") && (get(o, "response") || get(o, "message")))
+		return API_OLLAMA;
+	if (json_is_object(get(o, "token")))
+		return API_TGI;
+	if (get(o, "content") && get(o, "stop"))
+		return API_LLAMACPP;
+	(void)event;
+	return API_UNKNOWN;
+}
+
+void dialect__request_body(struct request *r, const char *body, size_t len)
+{
+	json_t *o = json_loadb(body, len, 0, NULL), *stream;
+
+	if (!o)
+		return; /* not JSON (or cut short): model stays unknown */
+	set_str(r->model, sizeof(r->model), get(o, "model"));
+	stream = get(o, "stream");
+	if (json_is_boolean(stream))
+		r->stream = json_is_true(stream);
+	else if (r->api == API_OLLAMA)
+		r->stream = 1; /* Ollama streams unless told not to */
+	json_decref(o);
+}
+
+/* ---- per-API event semantics ---- */
+
+static void openai_usage(struct request *r, json_t *u)
+{
+	if (!json_is_object(u))
+		return;
+	set_count(&r->input_tokens, get(u, "prompt_tokens"));
+	set_count(&r->output_tokens, get(u, "completion_tokens"));
+	set_count(&r->cached_tokens, dig(u, "prompt_tokens_details", "cached_tokens", NULL));
+}
+
+static bool openai_choice_has_text(json_t *c, bool completions, bool whole)
+{
+	json_t *d = get(c, whole ? "message" : "delta"), *tc;
+	size_t i;
+
+	if (completions)
+		return nonempty_str(get(c, "text"));
+	if (nonempty_str(get(d, "content")) || nonempty_str(get(d, "reasoning_content")) ||
+	    nonempty_str(get(d, "reasoning")) || nonempty_str(get(d, "refusal")))
+		return true;
+	tc = get(d, "tool_calls");
+	if (json_is_array(tc)) {
+		json_t *call;
+
+		json_array_foreach(tc, i, call) {
+			if (nonempty_str(dig(call, "function", "arguments", NULL)) ||
+			    nonempty_str(dig(call, "function", "name", NULL)))
+				return true;
+		}
+	}
+	return false;
+}
+
+static void openai_chunk(struct request *r, json_t *o, uint64_t ts, bool whole)
+{
+	bool completions = r->api == API_OPENAI_COMPLETIONS, text = false;
+	json_t *choices = get(o, "choices"), *c;
+	size_t i;
+
+	if (get(o, "error")) {
+		set_api_error(r, get(o, "error"));
+		return;
+	}
+	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	json_array_foreach(choices, i, c) {
+		text |= openai_choice_has_text(c, completions, whole);
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finish_reason"));
+	}
+	openai_usage(r, get(o, "usage"));
+	if (text)
+		request__token(r, ts);
+}
+
+static const char *const responses_token_types[] = {
+	"response.output_text.delta",	    "response.reasoning_text.delta",
+	"response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
+	"response.refusal.delta",
+};
+
+static void responses_final(struct request *r, json_t *resp)
+{
+	json_t *u = get(resp, "usage"), *st = get(resp, "status");
+
+	set_str(r->response_model, sizeof(r->response_model), get(resp, "model"));
+	if (json_is_object(u)) {
+		set_count(&r->input_tokens, get(u, "input_tokens"));
+		set_count(&r->output_tokens, get(u, "output_tokens"));
+		set_count(&r->cached_tokens, dig(u, "input_tokens_details", "cached_tokens", NULL));
+	}
+	if (nonempty_str(dig(resp, "incomplete_details", "reason", NULL)))
+		set_str(r->finish_reason, sizeof(r->finish_reason),
+			dig(resp, "incomplete_details", "reason", NULL));
+	else
+		set_str(r->finish_reason, sizeof(r->finish_reason), st);
+	if (json_is_string(st) && !strcmp(json_string_value(st), "failed"))
+		set_api_error(r, get(resp, "error"));
+}
+
+static void responses_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+{
+	const char *t = json_is_string(get(o, "type")) ? json_string_value(get(o, "type")) : event;
+
+	for (size_t i = 0; i < sizeof(responses_token_types) / sizeof(*responses_token_types); i++) {
+		if (!strcmp(t, responses_token_types[i])) {
+			if (nonempty_str(get(o, "delta")))
+				request__token(r, ts);
+			return;
+		}
+	}
+	if (!strcmp(t, "response.created") || !strcmp(t, "response.in_progress")) {
+		set_str(r->response_model, sizeof(r->response_model), dig(o, "response", "model", NULL));
+	} else if (!strcmp(t, "response.completed") || !strcmp(t, "response.failed") ||
+		   !strcmp(t, "response.incomplete")) {
+		responses_final(r, get(o, "response"));
+		r->stream_end_seen = true;
+	} else if (!strcmp(t, "error")) {
+		set_api_error(r, get(o, "error") ? get(o, "error") : o);
+		r->stream_end_seen = true;
+	}
+}
+
+static void anthropic_usage(struct request *r, json_t *u)
+{
+	struct opt_u64 in = { 0 }, read = { 0 }, create = { 0 };
+
+	if (!json_is_object(u))
+		return;
+	set_count(&in, get(u, "input_tokens"));
+	set_count(&read, get(u, "cache_read_input_tokens"));
+	set_count(&create, get(u, "cache_creation_input_tokens"));
+	/* input_tokens excludes the cached parts: the prompt is the sum of the three. */
+	if (in.set) {
+		r->input_tokens.set = true;
+		r->input_tokens.v = in.v + read.v + create.v;
+	}
+	if (read.set)
+		r->cached_tokens = read;
+	else if (in.set && !r->cached_tokens.set)
+		r->cached_tokens = (struct opt_u64){ true, 0 };
+	set_count(&r->output_tokens, get(u, "output_tokens"));
+}
+
+static void anthropic_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+{
+	const char *t = json_is_string(get(o, "type")) ? json_string_value(get(o, "type")) : event;
+	json_t *d = get(o, "delta");
+
+	if (!strcmp(t, "content_block_delta")) {
+		if (nonempty_str(get(d, "text")) || nonempty_str(get(d, "thinking")) ||
+		    nonempty_str(get(d, "partial_json")))
+			request__token(r, ts);
+	} else if (!strcmp(t, "message_start")) {
+		json_t *m = get(o, "message");
+
+		set_str(r->response_model, sizeof(r->response_model), get(m, "model"));
+		anthropic_usage(r, get(m, "usage"));
+		/* message_start's output_tokens is provisional: only message_delta's counts. */
+		r->output_tokens.set = false;
+	} else if (!strcmp(t, "message_delta")) {
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(d, "stop_reason"));
+		anthropic_usage(r, get(o, "usage"));
+	} else if (!strcmp(t, "message_stop")) {
+		r->stream_end_seen = true;
+	} else if (!strcmp(t, "error")) {
+		set_api_error(r, get(o, "error"));
+		r->stream_end_seen = true;
+	}
+}
+
+static void gemini_event(struct request *r, json_t *o, uint64_t ts)
+{
+	json_t *cands = get(o, "candidates"), *c, *u = get(o, "usageMetadata");
+	bool text = false;
+	size_t i, k;
+
+	if (get(o, "error")) {
+		set_api_error(r, get(o, "error"));
+		return;
+	}
+	set_str(r->response_model, sizeof(r->response_model), get(o, "modelVersion"));
+	json_array_foreach(cands, i, c) {
+		json_t *parts = dig(c, "content", "parts", NULL), *part;
+
+		json_array_foreach(parts, k, part) {
+			if (nonempty_str(get(part, "text")) || get(part, "functionCall"))
+				text = true;
+		}
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finishReason"));
+	}
+	if (json_is_object(u)) {
+		/* usageMetadata is cumulative: the last one holds the totals. */
+		set_count(&r->input_tokens, get(u, "promptTokenCount"));
+		set_count(&r->output_tokens, get(u, "candidatesTokenCount"));
+		if (get(u, "cachedContentTokenCount"))
+			set_count(&r->cached_tokens, get(u, "cachedContentTokenCount"));
+		else if (get(u, "promptTokenCount"))
+			r->cached_tokens = (struct opt_u64){ true, 0 };
+	}
+	if (text)
+		request__token(r, ts);
+}
+
+static void ollama_event(struct request *r, json_t *o, uint64_t ts)
+{
+	if (json_is_string(get(o, "error"))) {
+		request__error(r, "api_error");
+		return;
+	}
+	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	if (nonempty_str(get(o, "response")) || nonempty_str(dig(o, "message", "content", NULL)) ||
+	    nonempty_str(dig(o, "message", "thinking", NULL)) ||
+	    json_array_size(dig(o, "message", "tool_calls", NULL)))
+		request__token(r, ts);
+	if (json_is_true(get(o, "done"))) {
+		set_count(&r->input_tokens, get(o, "prompt_eval_count"));
+		set_count(&r->output_tokens, get(o, "eval_count"));
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "done_reason"));
+		r->stream_end_seen = true;
+	}
+}
+
+static void llamacpp_event(struct request *r, json_t *o, uint64_t ts)
+{
+	json_t *tm = get(o, "timings");
+
+	if (get(o, "error")) {
+		set_api_error(r, get(o, "error"));
+		return;
+	}
+	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	if (nonempty_str(get(o, "content")))
+		request__token(r, ts);
+	if (!json_is_true(get(o, "stop")))
+		return;
+	r->stream_end_seen = true;
+	if (json_is_object(tm)) {
+		struct opt_u64 prompt_n = { 0 }, cache_n = { 0 };
+
+		set_count(&prompt_n, get(tm, "prompt_n"));
+		set_count(&cache_n, get(tm, "cache_n"));
+		set_count(&r->output_tokens, get(tm, "predicted_n"));
+		if (prompt_n.set) {
+			r->input_tokens.set = true;
+			r->input_tokens.v = prompt_n.v + cache_n.v;
+		}
+		if (cache_n.set)
+			r->cached_tokens = cache_n;
+	}
+	if (!r->output_tokens.set)
+		set_count(&r->output_tokens, get(o, "tokens_predicted"));
+	if (nonempty_str(get(o, "stop_type")))
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_type"));
+	else if (json_is_true(get(o, "stopped_eos")))
+		snprintf(r->finish_reason, sizeof(r->finish_reason), "eos");
+	else if (json_is_true(get(o, "stopped_limit")))
+		snprintf(r->finish_reason, sizeof(r->finish_reason), "limit");
+	else if (json_is_true(get(o, "stopped_word")))
+		snprintf(r->finish_reason, sizeof(r->finish_reason), "word");
+}
+
+static void tgi_event(struct request *r, json_t *o, uint64_t ts)
+{
+	json_t *tok = get(o, "token"), *details = get(o, "details");
+
+	if (get(o, "error")) {
+		json_t *t = get(o, "error_type");
+
+		if (nonempty_str(t))
+			request__error(r, "api_error:%.40s", json_string_value(t));
+		else
+			request__error(r, "api_error");
+		return;
+	}
+	/* One token per event; special tokens (end of sequence) carry no generated text. */
+	if (nonempty_str(get(tok, "text")) && !json_is_true(get(tok, "special")))
+		request__token(r, ts);
+	if (json_is_object(details)) {
+		set_count(&r->output_tokens, get(details, "generated_tokens"));
+		set_str(r->finish_reason, sizeof(r->finish_reason), get(details, "finish_reason"));
+	}
+	if (get(o, "generated_text") && !json_is_null(get(o, "generated_text")))
+		r->stream_end_seen = true;
+}
+
+static void dispatch(struct request *r, const char *event, json_t *o, uint64_t ts, bool whole)
+{
+	if (r->api == API_UNKNOWN)
+		r->api = from_payload(event, o);
+	switch (r->api) {
+	case API_OPENAI_CHAT:
+	case API_OPENAI_COMPLETIONS:
+		openai_chunk(r, o, ts, whole);
+		break;
+	case API_OPENAI_RESPONSES:
+		if (whole) {
+			responses_final(r, o);
+			if (json_array_size(get(o, "output")))
+				request__token(r, ts);
+		} else {
+			responses_event(r, event, o, ts);
+		}
+		break;
+	case API_ANTHROPIC_MESSAGES:
+		if (whole) {
+			json_t *content = get(o, "content"), *b;
+			size_t i;
+			bool text = false;
+
+			if (get(o, "error") || (json_is_string(get(o, "type")) &&
+						!strcmp(json_string_value(get(o, "type")), "error"))) {
+				set_api_error(r, get(o, "error"));
+				break;
+			}
+			set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+			anthropic_usage(r, get(o, "usage"));
+			set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_reason"));
+			json_array_foreach(content, i, b) {
+				text |= nonempty_str(get(b, "text")) || nonempty_str(get(b, "thinking")) ||
+					get(b, "input") != NULL;
+			}
+			if (text)
+				request__token(r, ts);
+		} else {
+			anthropic_event(r, event, o, ts);
+		}
+		break;
+	case API_GEMINI:
+		gemini_event(r, o, ts);
+		break;
+	case API_OLLAMA:
+		ollama_event(r, o, ts);
+		break;
+	case API_LLAMACPP:
+		llamacpp_event(r, o, ts);
+		break;
+	case API_TGI:
+		tgi_event(r, o, ts);
+		break;
+	default:
+		break;
+	}
+}
+
+void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
+			   uint64_t ts)
+{
+	json_t *o;
+
+	if (len == 6 && !memcmp(data, "[DONE]", 6)) {
+		r->stream_end_seen = true;
+		return;
+	}
+	o = json_loadb(data, len, 0, NULL);
+	if (!o) {
+		request__error(r, "malformed_json");
+		return;
+	}
+	if (json_is_array(o) && r->api == API_GEMINI) {
+		/* Gemini without alt=sse streams one JSON array; handled as whole objects. */
+		json_t *e;
+		size_t i;
+
+		json_array_foreach(o, i, e)
+			gemini_event(r, e, ts);
+	} else if (json_is_object(o)) {
+		dispatch(r, event, o, ts, false);
+	}
+	json_decref(o);
+}
+
+void dialect__response_body(struct request *r, const char *body, size_t len, uint64_t ts)
+{
+	json_t *o = json_loadb(body, len, 0, NULL);
+
+	if (!o) {
+		if (r->status >= 200 && r->status < 300)
+			request__error(r, "malformed_json");
+		return;
+	}
+	if (r->status >= 400) {
+		json_t *err = get(o, "error");
+
+		if (err && !json_is_string(err))
+			set_api_error(r, err);
+	} else if (json_is_array(o) && r->api == API_GEMINI) {
+		json_t *e;
+		size_t i;
+
+		json_array_foreach(o, i, e)
+			gemini_event(r, e, ts);
+	} else if (json_is_object(o)) {
+		dispatch(r, "", o, ts, true);
+	}
+	json_decref(o);
+}

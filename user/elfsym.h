@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Exported function symbols of an ELF file, as the file offsets uprobes attach at. */
+#ifndef TS_ELFSYM_H
+#define TS_ELFSYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Look up each name in names[] among the file's defined function symbols (.dynsym, then
+ * .symtab) and store its file offset in offsets[i], or 0 when absent.
+ * Returns how many were found, or -errno when the file is not a readable ELF file.
+ */
+int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[]);
+
+#endif

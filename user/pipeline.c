@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "pipeline.h"
+#include "recording.h"
+#include "request.h"
+
+#define NBUCKETS 4096
+
+struct stream {
+	uint32_t pid;
+	uint64_t ssl;
+	uint64_t next_seq; /* the piece sequence number expected next */
+	struct conn *conn;
+	struct stream *next;
+};
+
+struct pipeline {
+	request_fn fn;
+	void *ctx;
+	struct recording *rec;
+	struct health h;
+	struct conn_sink sink;
+	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
+	struct stream *buckets[NBUCKETS];
+};
+
+static size_t bucket_of(uint32_t pid, uint64_t ssl)
+{
+	uint64_t x = ssl ^ ((uint64_t)pid * 0x9e3779b97f4a7c15ull);
+
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	return x % NBUCKETS;
+}
+
+/* Finished requests come here from every connection. */
+static void on_request(void *ctx, struct request *r)
+{
+	struct pipeline *p = ctx;
+	struct request_metrics m;
+
+	/* LLM calls only: a known API path or payload, or a streamed (SSE/NDJSON) reply. */
+	if (r->api == API_UNKNOWN && r->stream != 1) {
+		p->h.other_http++;
+		request__free(r);
+		return;
+	}
+	request__metrics(r, &m);
+	p->h.requests++;
+	if (!m.complete)
+		p->h.requests_incomplete++;
+	if (p->fn)
+		p->fn(p->ctx, r);
+	request__free(r);
+}
+
+struct pipeline *pipeline__new(request_fn fn, void *ctx)
+{
+	struct pipeline *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->fn = fn;
+	p->ctx = ctx;
+	p->sink.on_request = on_request;
+	p->sink.ctx = p;
+	p->sink.unpaired_responses = &p->h.unpaired_responses;
+	p->sink.malformed_streams = &p->h.streams_malformed;
+	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
+	return p;
+}
+
+static void count_kind(struct pipeline *p, const struct conn *c)
+{
+	switch (conn__kind(c)) {
+	case CONN_HTTP1: p->h.streams_http1++; break;
+	case CONN_HTTP2: p->h.streams_http2++; break;
+	case CONN_OTHER: p->h.streams_other++; break;
+	default: break;
+	}
+}
+
+static void stream_drop(struct pipeline *p, struct stream **link, uint64_t ts, const char *why)
+{
+	struct stream *s = *link;
+
+	conn__close(s->conn, ts, why);
+	count_kind(p, s->conn);
+	conn__free(s->conn);
+	*link = s->next;
+	free(s);
+}
+
+void pipeline__free(struct pipeline *p)
+{
+	if (!p)
+		return;
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		while (p->buckets[b]) {
+			struct stream *s = p->buckets[b];
+
+			p->buckets[b] = s->next;
+			conn__free(s->conn);
+			free(s);
+		}
+	}
+	free(p);
+}
+
+void pipeline__set_recording(struct pipeline *p, struct recording *rec)
+{
+	p->rec = rec;
+}
+
+static struct stream **stream_find(struct pipeline *p, uint32_t pid, uint64_t ssl)
+{
+	struct stream **link = &p->buckets[bucket_of(pid, ssl)];
+
+	while (*link && ((*link)->pid != pid || (*link)->ssl != ssl))
+		link = &(*link)->next;
+	return link;
+}
+
+static struct stream *stream_get(struct pipeline *p, const struct ts_tls_data *e)
+{
+	struct stream **link = stream_find(p, e->hdr.pid, e->ssl), *s = *link;
+
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->pid = e->hdr.pid;
+	s->ssl = e->ssl;
+	s->next_seq = e->seq;
+	s->conn = conn__new(e->hdr.pid, e->ssl, e->hdr.comm, &p->sink);
+	if (!s->conn) {
+		free(s);
+		return NULL;
+	}
+	*link = s;
+	p->h.streams++;
+	return s;
+}
+
+static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
+{
+	bool is_write = e->dir == TS_DIR_WRITE;
+	struct stream *s;
+
+	if (size < sizeof(*e) || e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
+		return -1;
+	s = stream_get(p, e);
+	if (!s)
+		return 0;
+	p->h.events++;
+	p->h.bytes += e->len;
+
+	/* phase: sequence gaps are lost pieces (ring buffer full); direction and size unknown */
+	if (e->seq > s->next_seq) {
+		p->h.lost_pieces += e->seq - s->next_seq;
+		conn__lost(s->conn, e->hdr.ts_ns);
+	}
+	/* A smaller number means the kernel forgot the stream (LRU) and started over. */
+	s->next_seq = e->seq + 1;
+
+	/* phase: bytes, or the knowledge that bytes are missing */
+	if (e->flags & TS_F_READ_FAULT)
+		conn__missing(s->conn, is_write, e->len, e->hdr.ts_ns);
+	else
+		conn__data(s->conn, is_write, e->data, e->len, e->hdr.ts_ns);
+	/* The last piece of a truncated call: what did not fit is missing. */
+	if ((e->flags & TS_F_TRUNCATED) && e->offset + e->len == TS_MAX_PIECES * TS_CHUNK_MAX)
+		conn__missing(s->conn, is_write, (uint64_t)e->total_len - e->offset - e->len,
+			      e->hdr.ts_ns);
+	return 0;
+}
+
+static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char *why)
+{
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		struct stream **link = &p->buckets[b];
+
+		while (*link) {
+			if ((*link)->pid == pid)
+				stream_drop(p, link, ts, why);
+			else
+				link = &(*link)->next;
+		}
+	}
+}
+
+int pipeline__feed(struct pipeline *p, void *rec, size_t size)
+{
+	struct ts_event_hdr *h = rec;
+	int err = 0;
+
+	if (size < sizeof(*h) || h->size != size) {
+		p->h.bad_events++;
+		return -1;
+	}
+	if (h->ts_ns > p->last_ts)
+		p->last_ts = h->ts_ns;
+	switch (h->type) {
+	case TS_EV_TLS_DATA:
+		err = on_tls_data(p, rec, size);
+		break;
+	case TS_EV_TLS_FREE: {
+		struct ts_tls_free *e = rec;
+		struct stream **link;
+
+		if (size < sizeof(*e)) {
+			err = -1;
+			break;
+		}
+		link = stream_find(p, h->pid, e->ssl);
+		if (*link)
+			stream_drop(p, link, h->ts_ns, "connection_closed");
+		break;
+	}
+	case TS_EV_EXIT:
+		close_pid(p, h->pid, h->ts_ns, "process_exited");
+		break;
+	case TS_EV_EXEC:
+	case TS_EV_DLOPEN:
+		break; /* attach work, done by the live loop */
+	case TS_REC_COUNTERS: {
+		struct ts_rec_counters *c = rec;
+
+		if (size < sizeof(*c)) {
+			err = -1;
+			break;
+		}
+		pipeline__set_bpf_counters(p, c->counters);
+		break;
+	}
+	default:
+		err = -1;
+	}
+	if (err) {
+		p->h.bad_events++;
+		return err;
+	}
+	if (p->rec)
+		recording__write(p->rec, rec, size);
+	return 0;
+}
+
+void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
+{
+	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
+}
+
+void pipeline__finish(struct pipeline *p, uint64_t ts)
+{
+	if (!ts)
+		ts = p->last_ts;
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		while (p->buckets[b])
+			stream_drop(p, &p->buckets[b], ts, "capture_ended");
+	}
+}
+
+const struct health *pipeline__health(const struct pipeline *p)
+{
+	return &p->h;
+}

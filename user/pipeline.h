@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Everything above the probes: raw events (from the ring buffer or a recording, the same
+ * bytes) in, finished requests and capture health out.
+ *
+ *   event -> pipeline__feed -> conn (pid, SSL*) -> http -> decode -> sse -> dialect -> request
+ *         -> report (text line, JSON Lines, summary)
+ */
+#ifndef TS_PIPELINE_H
+#define TS_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "tokenscope.h"
+
+struct request;
+struct recording;
+
+struct health {
+	__u64 bpf[TS_CNT__MAX];  /* kernel-side counters (drops, truncations, ...) */
+	uint64_t events;	    /* data events consumed */
+	uint64_t bytes;		    /* payload bytes consumed */
+	uint64_t bad_events;	    /* records too short or of unknown type */
+	uint64_t lost_pieces;	    /* sequence gaps seen per stream */
+	uint64_t streams;	    /* connections seen */
+	uint64_t streams_http1;
+	uint64_t streams_http2;	    /* unsupported */
+	uint64_t streams_other;	    /* non-HTTP: unsupported */
+	uint64_t streams_malformed; /* HTTP framing errors */
+	uint64_t unsupported_encodings;
+	uint64_t unpaired_responses;
+	uint64_t requests;	    /* LLM requests reported */
+	uint64_t requests_incomplete;
+	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
+};
+
+/* Called for each finished LLM request; the pipeline frees it afterwards. */
+typedef void (*request_fn)(void *ctx, const struct request *r);
+
+struct pipeline;
+
+struct pipeline *pipeline__new(request_fn fn, void *ctx);
+void pipeline__free(struct pipeline *p);
+/* Copy every consumed record (credentials masked) to rec; NULL stops recording. */
+void pipeline__set_recording(struct pipeline *p, struct recording *rec);
+/* One record as it came from the ring buffer or a recording. The payload may be modified
+ * (credential masking). Returns 0, or -1 for a malformed record (counted, skipped). */
+int pipeline__feed(struct pipeline *p, void *rec, size_t size);
+/* Kernel-side counters: live, read from the BPF map; replayed, from the recording. */
+void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
+/* End of capture at ts (0: the newest record's time): connections still open report their
+ * requests incomplete. */
+void pipeline__finish(struct pipeline *p, uint64_t ts);
+const struct health *pipeline__health(const struct pipeline *p);
+
+#endif

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "recording.h"
+
+#define REC_MAX_SIZE (sizeof(struct ts_tls_data) + (1u << 20))
+
+struct recording {
+	FILE *f;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct recording *recording__create(const char *path)
+{
+	struct ts_rec_file_header h = { 0 };
+	struct recording *r;
+	int fd;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if (fchmod(fd, 0600)) { /* an existing file keeps its mode otherwise */
+		close(fd);
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->f = fdopen(fd, "wb"))) {
+		free(r);
+		close(fd);
+		return NULL;
+	}
+	memcpy(h.magic, TS_RECORDING_MAGIC, sizeof(h.magic));
+	h.version = TS_RECORDING_VERSION;
+	h.header_size = sizeof(h);
+	h.start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	h.start_real_ns = clock_ns(CLOCK_REALTIME);
+	h.chunk_max = TS_CHUNK_MAX;
+	h.counters = TS_CNT__MAX;
+	if (fwrite(&h, sizeof(h), 1, r->f) != 1) {
+		fclose(r->f);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+int recording__write(struct recording *r, const void *rec, size_t size)
+{
+	return fwrite(rec, size, 1, r->f) == 1 ? 0 : -1;
+}
+
+int recording__close(struct recording *r)
+{
+	int err;
+
+	if (!r)
+		return 0;
+	err = fclose(r->f) ? -1 : 0;
+	free(r);
+	return err;
+}
+
+int recording__replay(const char *path, recording_fn fn, void *ctx)
+{
+	struct ts_rec_file_header h;
+	struct ts_event_hdr eh;
+	uint8_t *buf = NULL;
+	int err = -1;
+	FILE *f;
+
+	f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "tokenscope: cannot open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, TS_RECORDING_MAGIC, 8)) {
+		fprintf(stderr, "tokenscope: %s is not a tokenscope recording\n", path);
+		goto out;
+	}
+	if (h.version != TS_RECORDING_VERSION || h.header_size < sizeof(h)) {
+		fprintf(stderr, "tokenscope: %s: recording version %u is not supported (want %u)\n",
+			path, h.version, TS_RECORDING_VERSION);
+		goto out;
+	}
+	if (fseek(f, h.header_size, SEEK_SET))
+		goto out;
+	buf = malloc(REC_MAX_SIZE);
+	if (!buf)
+		goto out;
+	for (;;) {
+		size_t n = fread(&eh, 1, sizeof(eh), f);
+
+		if (n == 0 && feof(f))
+			break;
+		if (n != sizeof(eh) || eh.size < sizeof(eh) || eh.size > REC_MAX_SIZE) {
+			fprintf(stderr, "tokenscope: %s: truncated or corrupt record at offset %ld\n",
+				path, ftell(f) - (long)n);
+			goto out;
+		}
+		memcpy(buf, &eh, sizeof(eh));
+		if (fread(buf + sizeof(eh), 1, eh.size - sizeof(eh), f) != eh.size - sizeof(eh)) {
+			fprintf(stderr, "tokenscope: %s: recording ends inside a record\n", path);
+			goto out;
+		}
+		if (fn(ctx, buf, eh.size))
+			break;
+	}
+	err = 0;
+out:
+	free(buf);
+	fclose(f);
+	return err;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Recording files: the event stream, byte for byte as the ring buffer delivered it (after
+ * credential masking), behind a small header. Format: docs/recording.md.
+ */
+#ifndef TS_RECORDING_H
+#define TS_RECORDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <linux/types.h>
+
+#include "tokenscope.h"
+
+#define TS_RECORDING_MAGIC "TSCOPE\r\n" /* 8 bytes; the CRLF catches text-mode mangling */
+#define TS_RECORDING_VERSION 1
+
+/* Records that only recordings carry (userspace-made, never from BPF). */
+enum ts_rec_type {
+	TS_REC_COUNTERS = 100, /* struct ts_rec_counters: the BPF counters at the end */
+};
+
+struct ts_rec_counters {
+	struct ts_event_hdr hdr;
+	__u64 counters[TS_CNT__MAX];
+};
+
+struct ts_rec_file_header {
+	char magic[8];
+	__u32 version;
+	__u32 header_size;  /* sizeof this struct: readers skip what they do not know */
+	__u64 start_mono_ns; /* CLOCK_MONOTONIC when recording began */
+	__u64 start_real_ns; /* CLOCK_REALTIME at the same moment */
+	__u32 chunk_max;     /* TS_CHUNK_MAX of the writer */
+	__u32 counters;	     /* TS_CNT__MAX of the writer */
+};
+
+struct recording;
+
+/* Creates path with mode 0600 (it holds decrypted payloads). */
+struct recording *recording__create(const char *path);
+int recording__write(struct recording *r, const void *rec, size_t size);
+int recording__close(struct recording *r);
+
+/* Reads every record, in order, into fn. Returns 0, or -1 with a message on stderr when the
+ * file is not a recording of a supported version or ends inside a record. */
+typedef int (*recording_fn)(void *ctx, void *rec, size_t size);
+int recording__replay(const char *path, recording_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "stats.h"
+
+struct group {
+	uint32_t pid;
+	char comm[16];
+	enum role role;
+	enum api api;
+	char model[REQ_MODEL_MAX];
+	uint64_t n, incomplete;
+	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
+	struct group *next;
+};
+
+struct report {
+	FILE *lines;
+	FILE *jsonl;
+	struct group *groups;
+};
+
+struct report *report__new(FILE *lines, FILE *jsonl)
+{
+	struct report *rp = calloc(1, sizeof(*rp));
+
+	if (rp) {
+		rp->lines = lines;
+		rp->jsonl = jsonl;
+	}
+	return rp;
+}
+
+static void group_free(struct group *g)
+{
+	struct sample *all[] = { &g->ttft, &g->ttft_hit, &g->ttft_miss, &g->ttft_cache_unknown,
+				 &g->tpot, &g->itl, &g->e2e, &g->out_tokens };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
+		sample__free(all[i]);
+	free(g);
+}
+
+void report__free(struct report *rp)
+{
+	if (!rp)
+		return;
+	while (rp->groups) {
+		struct group *g = rp->groups;
+
+		rp->groups = g->next;
+		group_free(g);
+	}
+	free(rp);
+}
+
+static const char *model_of(const struct request *r)
+{
+	return r->model[0] ? r->model : r->response_model;
+}
+
+static json_t *num_or_null(double v)
+{
+	return isnan(v) ? json_null() : json_real(round(v * 1000.0) / 1000.0);
+}
+
+static json_t *count_or_null(struct opt_u64 v)
+{
+	return v.set ? json_integer((json_int_t)v.v) : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s && *s ? json_string(s) : json_null();
+}
+
+char *report__request_json(const struct request *r)
+{
+	struct request_metrics m;
+	json_t *o = json_object(), *itl = json_object();
+	char *s;
+
+	request__metrics(r, &m);
+	json_object_set_new(o, "type", json_string("request"));
+	json_object_set_new(o, "pid", json_integer(r->pid));
+	json_object_set_new(o, "comm", json_string(r->comm));
+	json_object_set_new(o, "role", json_string(role__name(r->role)));
+	json_object_set_new(o, "api", json_string(api__name(r->api)));
+	json_object_set_new(o, "model", str_or_null(model_of(r)));
+	json_object_set_new(o, "response_model", str_or_null(r->response_model));
+	json_object_set_new(o, "method", str_or_null(r->method));
+	json_object_set_new(o, "path", str_or_null(r->path));
+	json_object_set_new(o, "status", r->status ? json_integer(r->status) : json_null());
+	json_object_set_new(o, "stream", r->stream < 0 ? json_null() : json_boolean(r->stream));
+	json_object_set_new(o, "start_ns", json_integer((json_int_t)r->start_ns));
+	json_object_set_new(o, "first_token_ns",
+			    r->first_token_ns ? json_integer((json_int_t)r->first_token_ns) : json_null());
+	json_object_set_new(o, "end_ns", r->end_ns ? json_integer((json_int_t)r->end_ns) : json_null());
+	json_object_set_new(o, "ttft_ms", num_or_null(m.ttft_ms));
+	json_object_set_new(o, "tpot_ms", num_or_null(m.tpot_ms));
+	json_object_set_new(o, "e2e_ms", num_or_null(m.e2e_ms));
+	json_object_set_new(o, "duration_ms",
+			    r->end_ns && r->start_ns && !r->lossy
+				    ? num_or_null((double)(r->end_ns - r->start_ns) / 1e6)
+				    : json_null());
+	json_object_set_new(itl, "p50", num_or_null(m.itl_p50_ms));
+	json_object_set_new(itl, "p90", num_or_null(m.itl_p90_ms));
+	json_object_set_new(itl, "p99", num_or_null(m.itl_p99_ms));
+	json_object_set_new(itl, "max", num_or_null(m.itl_max_ms));
+	json_object_set_new(o, "itl_ms", itl);
+	json_object_set_new(o, "token_events", json_integer((json_int_t)r->token_events));
+	json_object_set_new(o, "output_tokens", count_or_null(m.output_tokens));
+	json_object_set_new(o, "output_tokens_estimated",
+			    m.output_tokens.set ? json_boolean(m.output_tokens_estimated) : json_null());
+	json_object_set_new(o, "input_tokens", count_or_null(r->input_tokens));
+	json_object_set_new(o, "cached_tokens", count_or_null(r->cached_tokens));
+	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
+	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
+	json_object_set_new(o, "complete", json_boolean(m.complete));
+	json_object_set_new(o, "error", str_or_null(r->error));
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+	json_decref(o);
+	return s;
+}
+
+static struct group *group_of(struct report *rp, const struct request *r)
+{
+	const char *model = model_of(r);
+	struct group *g, **link;
+
+	for (g = rp->groups; g; g = g->next) {
+		if (g->pid == r->pid && g->role == r->role && g->api == r->api &&
+		    !strcmp(g->model, model))
+			return g;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->pid = r->pid;
+	memcpy(g->comm, r->comm, sizeof(g->comm));
+	g->role = r->role;
+	g->api = r->api;
+	snprintf(g->model, sizeof(g->model), "%s", model);
+	/* appended: the summary lists groups in the order they first appeared */
+	for (link = &rp->groups; *link; link = &(*link)->next)
+		;
+	*link = g;
+	return g;
+}
+
+static void fmt_ms(char *buf, size_t n, double v)
+{
+	if (isnan(v))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.1fms", v);
+}
+
+static void print_line(FILE *f, const struct request *r, const struct request_metrics *m)
+{
+	char ttft[32], tpot[32], e2e[32], p99[32];
+
+	fmt_ms(ttft, sizeof(ttft), m->ttft_ms);
+	fmt_ms(tpot, sizeof(tpot), m->tpot_ms);
+	fmt_ms(e2e, sizeof(e2e), m->e2e_ms);
+	fmt_ms(p99, sizeof(p99), m->itl_p99_ms);
+	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s", role__name(r->role),
+		r->comm, r->pid, api__name(r->api), *model_of(r) ? model_of(r) : "-", r->path,
+		r->status, ttft, tpot, p99, e2e);
+	if (m->output_tokens.set)
+		fprintf(f, " out=%llu%s", (unsigned long long)m->output_tokens.v,
+			m->output_tokens_estimated ? "~" : "");
+	if (r->input_tokens.set)
+		fprintf(f, " in=%llu", (unsigned long long)r->input_tokens.v);
+	if (r->cached_tokens.set)
+		fprintf(f, " cached=%llu", (unsigned long long)r->cached_tokens.v);
+	if (!m->complete)
+		fprintf(f, " INCOMPLETE");
+	if (r->error[0])
+		fprintf(f, " error=%s", r->error);
+	fputc('\n', f);
+	fflush(f);
+}
+
+void report__request(void *ctx, const struct request *r)
+{
+	struct report *rp = ctx;
+	struct request_metrics m;
+	struct group *g;
+
+	request__metrics(r, &m);
+	if (rp->lines)
+		print_line(rp->lines, r, &m);
+	if (rp->jsonl) {
+		char *s = report__request_json(r);
+
+		if (s) {
+			fprintf(rp->jsonl, "%s\n", s);
+			fflush(rp->jsonl);
+			free(s);
+		}
+	}
+	g = group_of(rp, r);
+	if (!g)
+		return;
+	g->n++;
+	if (!m.complete)
+		g->incomplete++;
+	if (!isnan(m.ttft_ms)) {
+		sample__add(&g->ttft, m.ttft_ms);
+		sample__add(m.cache_hit > 0 ? &g->ttft_hit
+			    : m.cache_hit == 0 ? &g->ttft_miss : &g->ttft_cache_unknown, m.ttft_ms);
+	}
+	if (!isnan(m.tpot_ms))
+		sample__add(&g->tpot, m.tpot_ms);
+	if (!isnan(m.e2e_ms))
+		sample__add(&g->e2e, m.e2e_ms);
+	if (!r->lossy) {
+		for (uint64_t i = 0; i + 1 < r->token_events; i++)
+			sample__add(&g->itl, (double)r->gaps_ns[i] / 1e6);
+	}
+	if (m.output_tokens.set)
+		sample__add(&g->out_tokens, (double)m.output_tokens.v);
+}
+
+static void print_pcts(FILE *out, const char *label, struct sample *s)
+{
+	if (!s->n)
+		return;
+	fprintf(out, "    %-14s n=%-6zu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label, s->n,
+		sample__pct(s, 50), sample__pct(s, 90), sample__pct(s, 99), sample__max(s));
+}
+
+void report__summary(struct report *rp, FILE *out, const struct health *h)
+{
+	fprintf(out, "\n=== tokenscope summary ===\n");
+	if (!rp->groups)
+		fprintf(out, "no LLM API requests seen\n");
+	for (struct group *g = rp->groups; g; g = g->next) {
+		fprintf(out, "%s[%u] %s %s model=%s requests=%llu incomplete=%llu\n", g->comm, g->pid,
+			role__name(g->role), api__name(g->api), g->model[0] ? g->model : "-",
+			(unsigned long long)g->n, (unsigned long long)g->incomplete);
+		print_pcts(out, "ttft_ms", &g->ttft);
+		print_pcts(out, "ttft_ms hit", &g->ttft_hit);
+		print_pcts(out, "ttft_ms miss", &g->ttft_miss);
+		print_pcts(out, "ttft_ms cache?", &g->ttft_cache_unknown);
+		print_pcts(out, "tpot_ms", &g->tpot);
+		print_pcts(out, "itl_ms", &g->itl);
+		print_pcts(out, "e2e_ms", &g->e2e);
+		print_pcts(out, "output_tokens", &g->out_tokens);
+	}
+	fprintf(out,
+		"capture: events=%llu bytes=%llu drops=%llu (%llu bytes) lost_pieces=%llu "
+		"truncated_calls=%llu (%llu bytes) read_faults=%llu other_drops=%llu stale_calls=%llu "
+		"bad_records=%llu\n",
+		(unsigned long long)h->events, (unsigned long long)h->bytes,
+		(unsigned long long)h->bpf[TS_CNT_DROPS], (unsigned long long)h->bpf[TS_CNT_DROP_BYTES],
+		(unsigned long long)h->lost_pieces, (unsigned long long)h->bpf[TS_CNT_TRUNCATED],
+		(unsigned long long)h->bpf[TS_CNT_TRUNCATED_BYTES],
+		(unsigned long long)h->bpf[TS_CNT_READ_FAULTS],
+		(unsigned long long)h->bpf[TS_CNT_OTHER_DROPS],
+		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events);
+	fprintf(out,
+		"streams: %llu (http/1.1 %llu, unsupported: http/2 %llu, non-http %llu; malformed %llu, "
+		"unsupported encodings %llu) requests: %llu llm (%llu incomplete), %llu other http, "
+		"%llu unpaired responses\n",
+		(unsigned long long)h->streams, (unsigned long long)h->streams_http1,
+		(unsigned long long)h->streams_http2, (unsigned long long)h->streams_other,
+		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
+		(unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
+		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
+	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED])
+		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
+			     "(raise -b to enlarge the ring buffer)\n");
+	fflush(out);
+}

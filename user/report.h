@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Outputs: one text line per finished request, JSON Lines records, and the end-of-run summary
+ * (percentiles per process, API and model, plus capture health). */
+#ifndef TS_REPORT_H
+#define TS_REPORT_H
+
+#include <stdio.h>
+
+#include "pipeline.h"
+#include "request.h"
+
+struct report;
+
+/* lines: per-request text lines (NULL: none). jsonl: JSON Lines records (NULL: none). */
+struct report *report__new(FILE *lines, FILE *jsonl);
+void report__free(struct report *rp);
+/* A request_fn for pipeline__new. */
+void report__request(void *rp, const struct request *r);
+void report__summary(struct report *rp, FILE *out, const struct health *h);
+/* The JSON Lines object of one request (caller frees with free()). */
+char *report__request_json(const struct request *r);
+
+#endif

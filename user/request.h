@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One LLM API call as seen on one connection, and the metrics derived from it
+ * (definitions: docs/metrics.md).
+ */
+#ifndef TS_REQUEST_H
+#define TS_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http.h"
+
+enum api {
+	API_UNKNOWN = 0,
+	API_OPENAI_CHAT,
+	API_OPENAI_COMPLETIONS,
+	API_OPENAI_RESPONSES,
+	API_ANTHROPIC_MESSAGES,
+	API_GEMINI,
+	API_OLLAMA,
+	API_LLAMACPP,
+	API_TGI,
+	API__COUNT,
+};
+
+enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
+
+#define REQ_MODEL_MAX 128
+#define REQ_REASON_MAX 32
+#define REQ_ERROR_MAX 64
+
+/* A count that may be unknown (null in JSON, never 0). */
+struct opt_u64 {
+	bool set;
+	uint64_t v;
+};
+
+struct request {
+	/* who */
+	uint32_t pid;
+	char comm[16];
+	enum role role;
+	/* what */
+	enum api api;
+	char model[REQ_MODEL_MAX];	   /* as requested */
+	char response_model[REQ_MODEL_MAX]; /* as the response named it */
+	char method[HTTP_METHOD_MAX];
+	char path[HTTP_PATH_MAX];
+	int status; /* 0 until the response head is seen */
+	int stream; /* -1 unknown, 0 no, 1 yes (from the request body, else the response type) */
+
+	/* when (CLOCK_MONOTONIC ns; 0 = not seen) */
+	uint64_t start_ns;	 /* first request byte */
+	uint64_t response_ns;	 /* response head */
+	uint64_t first_token_ns;
+	uint64_t last_token_ns;
+	uint64_t end_ns;	 /* end of the response (terminator, last byte or close) */
+	bool stream_end_seen;	 /* [DONE], message_stop, response.completed, done:true, ... */
+
+	/* token events and gaps between them */
+	uint64_t token_events;
+	uint64_t *gaps_ns; /* token_events - 1 inter-token gaps */
+	size_t gaps_cap;
+
+	/* usage, as the stream reported it */
+	struct opt_u64 output_tokens;
+	struct opt_u64 input_tokens;  /* whole prompt, cached part included */
+	struct opt_u64 cached_tokens;
+	char finish_reason[REQ_REASON_MAX];
+
+	/* health */
+	bool response_done; /* the response body ended where its framing said */
+	bool lossy;	    /* capture lost bytes of this request or its response */
+	char error[REQ_ERROR_MAX]; /* first error: HTTP status, API error, parse or capture */
+};
+
+struct request *request__new(void);
+void request__free(struct request *r);
+/* A token-bearing event arrived at ts. */
+void request__token(struct request *r, uint64_t ts);
+/* Record the first error only: later ones are consequences. */
+void request__error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *api__name(enum api a);
+const char *role__name(enum role r);
+
+/* Derived metrics; NAN when not defined for this request. */
+struct request_metrics {
+	double ttft_ms, tpot_ms, e2e_ms;
+	double itl_p50_ms, itl_p90_ms, itl_p99_ms, itl_max_ms;
+	struct opt_u64 output_tokens; /* usage, else token events */
+	bool output_tokens_estimated;
+	int cache_hit; /* -1 unknown */
+	bool complete;
+};
+
+void request__metrics(const struct request *r, struct request_metrics *m);
+
+#endif

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "stats.h"
+
+int sample__add(struct sample *s, double v)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		double *nv = realloc(s->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		s->v = nv;
+		s->cap = cap;
+	}
+	s->v[s->n++] = v;
+	s->sorted = 0;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static size_t rank_index(size_t n, double p)
+{
+	size_t k = (size_t)ceil(p / 100.0 * (double)n);
+
+	return k ? k - 1 : 0;
+}
+
+double sample__pct(struct sample *s, double p)
+{
+	if (!s->n)
+		return NAN;
+	if (!s->sorted) {
+		qsort(s->v, s->n, sizeof(*s->v), cmp_double);
+		s->sorted = 1;
+	}
+	return s->v[rank_index(s->n, p)];
+}
+
+double sample__max(struct sample *s)
+{
+	return sample__pct(s, 100);
+}
+
+void sample__free(struct sample *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = s->cap = 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+double pct_ns_ms(uint64_t *v, size_t n, double p)
+{
+	if (!n)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return (double)v[rank_index(n, p)] / 1e6;
+}
