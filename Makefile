@@ -37,7 +37,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit integration demo bench deps fixtures
+.PHONY: all clean test unit unit-sanitized integration demo bench deps fixtures
 .DELETE_ON_ERROR:
 
 all: tokenscope
@@ -88,7 +88,13 @@ integration: tokenscope fixtures
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s all unit
+	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s integration
+
+# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+unit-sanitized:
+	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="-O1 -g -fsanitize=address,undefined \
+		-fno-omit-frame-pointer -fno-sanitize-recover=all" unit
 
 demo: deps
 	$(Q)$(MAKE) -s all fixtures

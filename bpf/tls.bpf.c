@@ -47,7 +47,7 @@ struct ssl_call {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* threads killed inside a call must not fill it */
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct ssl_call);
@@ -370,10 +370,11 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct *p)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
+	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct ts_proc *e;
 
-	if (tgid != (__u32)id) /* threads: only the group leader's exit ends the process */
+	bpf_map_delete_elem(&calls, &tid); /* a thread that dies inside an SSL call */
+	if (tgid != tid) /* threads: only the group leader's exit ends the process */
 		return 0;
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
 		return 0;

@@ -149,11 +149,12 @@ static struct stream *stream_get(struct pipeline *p, const struct ts_tls_data *e
 
 static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 {
-	bool is_write = e->dir == TS_DIR_WRITE;
 	struct stream *s;
+	bool is_write;
 
 	if (size < sizeof(*e) || e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
 		return -1;
+	is_write = e->dir == TS_DIR_WRITE;
 	s = stream_get(p, e);
 	if (!s)
 		return 0;

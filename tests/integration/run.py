@@ -41,6 +41,7 @@ def check(cond, what):
 
 class Tracer:
     def __init__(self, work, *args):
+        os.makedirs(work, exist_ok=True)
         self.out = os.path.join(work, "requests.jsonl")
         self.rec = os.path.join(work, "capture.tsrec")
         self.stdout = open(os.path.join(work, "tokenscope.stdout"), "w+")
@@ -184,6 +185,9 @@ def body(work, port, truth_path, server_pid):
     shutil.copy2("/lib/x86_64-linux-gnu/libssl.so.3", libdir)
 
     tracer = Tracer(work)
+    # A second tracer at the same time, filtered to the fixture server's pid: it must see
+    # the server side only.
+    only_server = Tracer(os.path.join(work, "pidfilter"), "-p", str(server_pid))
     expect = []  # (label, model, api, comm or None, timing)
 
     # phase: curl, one request per dialect
@@ -238,6 +242,22 @@ def body(work, port, truth_path, server_pid):
     expect.append(("python via dlopen'd private libssl", "fx-ttft25-itl5-n4-idd1", "openai.chat",
                    None, True))
 
+    # phase: large request bodies: 8 KiB pieces reassembled in order; past the 256 KiB budget
+    # the body is cut (counted), the reply still measured
+    big = "fx-ttft20-itl5-n4-idb1"
+    check(curl(port, "/v1/chat/completions", big,
+               {"stream_options": {"include_usage": True}, "pad": "p" * 100_000}),
+          "curl with a 100 KB request body ran")
+    expect.append(("curl 100 KB request", big, "openai.chat", "curl", True))
+    # Python's ssl module sends a body with one SSL_write_ex call: 400 KB in one call.
+    huge = "fx-ttft20-itl5-n4-idb2"
+    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "big", str(port), CERT,
+               huge, "400000"]), "python with a 400 KB request body ran")
+
+    # phase: an HTTP/2 client preface: detected and counted as unsupported (both ends)
+    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "h2", str(port), CERT]),
+          "HTTP/2 preface client ran")
+
     # phase: 50 concurrent streams, none lost
     check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "concurrent", str(port),
                CERT, "50", "fx-ttft60-itl10-n10-conc"], timeout=180), "50 concurrent streams ran")
@@ -253,6 +273,12 @@ def body(work, port, truth_path, server_pid):
     time.sleep(0.5)
 
     rc, out, err = tracer.stop()
+    rc2, _, err2 = only_server.stop()
+    check(rc2 == 0, f"-p tracer exited 0 ({err2[-300:]})")
+    filtered = [json.loads(line) for line in open(only_server.out)]
+    check(len(filtered) > 0 and all(r["pid"] == server_pid and r["role"] == "server"
+                                    for r in filtered),
+          f"-p {server_pid}: {len(filtered)} records, all from the server")
     check(rc == 0, f"tokenscope exited 0 on SIGINT (rc {rc}): {err[-500:]}")
     records = [json.loads(line) for line in open(tracer.out)]
     truth = {}
@@ -296,6 +322,13 @@ def body(work, port, truth_path, server_pid):
     check(len(conc_s) == 50, f"concurrent: 50 server records (got {len(conc_s)})")
     check(all(r["complete"] and r["token_events"] == 10 and r["output_tokens"] == 10
               for r in conc_c + conc_s), "concurrent: every stream complete with 10 tokens")
+
+    cut = find(huge, "client")
+    check(cut is not None and cut["complete"] is True and cut["ttft_ms"] is not None,
+          "400 KB request: the reply is still measured")
+    check(f"truncated_calls=1 ({400_000 - 32 * 8192} bytes)" in out,
+          "400 KB request: one truncated call, the bytes past 256 KiB counted")
+    check("http/2 2," in out, "HTTP/2 preface counted as unsupported on both ends")
 
     dead = find("fx-ttft10-itl200-n50-idh1", "client")
     check(dead is not None and dead["complete"] is False and dead["error"] == "process_exited",

@@ -185,7 +185,7 @@ static void test_unsupported_streams(void **state)
 	for (size_t i = 0; i < sizeof(preface) - 1; i++)
 		run__data(&r, true, T0, preface + i, 1);
 	r.ssl = 0x2;
-	run__data(&r, true, T0, "\x16\x03\x01garbage that is no HTTP at all", 36);
+	run__data(&r, true, T0, "\x16\x03\x01garbage that is no HTTP at all", 33);
 	/* A malformed HTTP stream is marked and skipped... */
 	r.ssl = 0x3;
 	run__data(&r, true, T0, req_chat, strlen(req_chat));
@@ -279,6 +279,41 @@ static void test_malformed_records(void **state)
 	run__free(&r);
 }
 
+/* Random bytes after a valid request and response head: whatever they do to the parsers,
+ * nothing crashes (the sanitizer build checks memory), every request still comes out once. */
+static void test_garbage_never_crashes(void **state)
+{
+	static const char *heads[] = {
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nContent-Encoding: gzip\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: deflate\r\n"
+		"Content-Length: 300\r\n\r\n",
+	};
+
+	for (unsigned seed = 1; seed <= 300; seed++) {
+		unsigned x = seed;
+		uint8_t buf[200];
+		struct run r;
+
+		run__init(&r);
+		run__data(&r, true, T0, req_chat, strlen(req_chat));
+		run__data(&r, false, T0 + MS, heads[seed % 3], strlen(heads[seed % 3]));
+		for (int k = 0; k < 8; k++) {
+			size_t n = 1 + (x >> 4) % sizeof(buf);
+
+			for (size_t i = 0; i < n; i++) {
+				x = x * 1103515245u + 12345u;
+				/* mostly SSE-ish text, some binary */
+				buf[i] = (x >> 16) % 4 ? "data: {}\r\n:0a\"x"[(x >> 8) % 16] : (uint8_t)(x >> 8);
+			}
+			run__data(&r, (x >> 20) % 5 == 0, T0 + (2 + k) * MS, buf, n);
+		}
+		run__finish(&r, T0 + 99 * MS);
+		assert_true(r.n >= 1);
+		run__free(&r);
+	}
+}
+
 static int replay_into(void *ctx, void *rec, size_t size)
 {
 	pipeline__feed(ctx, rec, size);
@@ -358,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_malformed_records),
+		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),
 	};
 

@@ -5,6 +5,8 @@ usage: py_client.py MODE PORT CAFILE ARGS...
   keepalive MODEL...      one connection, one streamed request per model, in order
   concurrent N MODEL      N threads, each its own connection and request, all at once
   hang MODEL              start a stream, report when the first bytes came, then wait
+  big MODEL BYTES         one request whose body is padded to BYTES (sent in one SSL call)
+  h2                      send the HTTP/2 client preface and a SETTINGS frame, then close
 """
 import http.client
 import json
@@ -65,6 +67,26 @@ def main():
             t.join()
         if errors:
             raise SystemExit(f"{len(errors)} failed: {errors[:3]}")
+    elif mode == "big":
+        model, size = sys.argv[4], int(sys.argv[5])
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+        body = json.dumps({"model": model, "stream": True, "pad": ""})
+        body = body[:-2] + "p" * (size - len(body)) + '"}'
+        conn.request("POST", "/v1/chat/completions", body=body.encode(),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status != 200:
+            raise SystemExit(f"status {resp.status}")
+    elif mode == "h2":
+        import socket
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+                try:
+                    tls.recv(100)
+                except OSError:
+                    pass
     elif mode == "hang":
         conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
         body = json.dumps({"model": sys.argv[4], "stream": True})
