@@ -10,7 +10,7 @@ ARCH := x86
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
-LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -Wl,-Bdynamic -lm
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -lstdc++ -Wl,-Bdynamic -lm
 LDLIBS_UNIT := -ljansson -lz -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
@@ -19,9 +19,9 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
-	user/request.c user/report.c user/stats.c user/recording.c
+	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c
 # Live capture: attach, ring buffer, CLI.
-LIVE_SRCS := user/main.c user/attach.c user/elfsym.c
+LIVE_SRCS := user/main.c user/attach.c user/elfsym.c user/ksym.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 
@@ -78,6 +78,7 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
+	$(Q)$(MAKE) -s -C tests/gpu
 
 unit: $(UNIT_BINS)
 	$(Q)./tests/unit/run.sh $(UNIT_BINS)
@@ -116,5 +117,6 @@ clean:
 	$(call msg,CLEAN)
 	$(Q)rm -rf $(OUTPUT) tokenscope
 	$(Q)$(MAKE) -s -C tests/fixtures clean
+	$(Q)$(MAKE) -s -C tests/gpu clean
 
 -include $(wildcard $(OUTPUT)/user/*.d $(OUTPUT)/tests/*.d)

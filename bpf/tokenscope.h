@@ -23,6 +23,8 @@ enum ts_event_type {
 	TS_EV_EXEC = 3,	    /* a process exec'd: userspace looks for TLS libraries in it */
 	TS_EV_EXIT = 4,	    /* a process that moved TLS bytes exited */
 	TS_EV_DLOPEN = 5,   /* dlopen returned: userspace rescans the process's mappings */
+	TS_EV_GPU_MARK = 6, /* a CUDA ordering or sync point, with the work launched before it */
+	TS_EV_GPU_KNAME = 7, /* a kernel handle's name (cuModuleGetFunction, or a symbolized stub) */
 };
 
 enum ts_dir {
@@ -68,6 +70,74 @@ struct ts_proc {
 	char path[TS_PATH_LEN]; /* exec: the file exec'd; empty otherwise */
 };
 
+/* ---- CUDA (bpf/cuda.bpf.c) ---- */
+
+#define TS_KSAMPLES 8	 /* distinct kernels (id, grid, block) kept per step */
+#define TS_KNAME_LEN 160
+#define TS_GPU_MAX_STREAMS 16 /* streams per process a device-wide sync flushes */
+
+enum ts_gpu_mark_kind {
+	TS_GPU_RECORD = 1,  /* event recorded on a stream: the stream's work so far is before it */
+	TS_GPU_WAIT = 2,    /* a stream waits for an event: its later work depends on it */
+	TS_GPU_FLUSH = 3,   /* a stream's work so far, handed over before a device-wide sync */
+	TS_GPU_SYNC_ENTER = 4,  /* the host starts to wait (stream, event, device, blocking copy) */
+	TS_GPU_SYNC_RETURN = 5, /* the host's wait returned */
+	TS_GPU_QUERY_DONE = 6,	/* a query returned "done" */
+};
+
+enum ts_gpu_scope {
+	TS_GPU_SCOPE_STREAM = 0,
+	TS_GPU_SCOPE_EVENT = 1,
+	TS_GPU_SCOPE_DEVICE = 2,
+};
+
+enum ts_gpu_api { TS_GPU_RUNTIME = 0, TS_GPU_DRIVER = 1 };
+
+/* ts_kernel_sample.flags */
+#define TS_KS_STUB (1u << 0)  /* id is a host stub address (runtime launch): symbolize it */
+#define TS_KS_GRAPH (1u << 1) /* id is a graph exec handle */
+
+struct ts_kernel_sample {
+	__u64 id;
+	__u32 count;
+	__u32 flags;
+	__u32 grid[3];
+	__u32 block[3];
+};
+
+/* Work launched on one stream since its last marker, aggregated in BPF. */
+struct ts_gpu_work {
+	__u32 launches;
+	__u32 graph_launches;
+	__u32 copies;	       /* async copies enqueued */
+	__u32 other_samples;   /* launches whose kernel did not fit in k[] */
+	__u64 first_ns;	       /* first launch (entry of the launch call) */
+	__u64 last_ns;	       /* last launch */
+	__u32 nsamples;
+	__u32 capturing;       /* stream capture in progress: launches are recorded, not run */
+	struct ts_kernel_sample k[TS_KSAMPLES];
+};
+
+struct ts_gpu_mark {
+	struct ts_event_hdr hdr; /* ts_ns: when the call was made (returns: when it returned) */
+	__u32 kind;		 /* enum ts_gpu_mark_kind */
+	__u32 scope;		 /* enum ts_gpu_scope */
+	__u64 stream;		 /* CUstream / cudaStream_t (0 = legacy default stream) */
+	__u64 event;		 /* CUevent / cudaEvent_t */
+	__u32 api;		 /* enum ts_gpu_api */
+	__s32 result;		 /* returns: the call's CUresult / cudaError_t */
+	__u64 enter_ns;		 /* returns: when the call was entered */
+	struct ts_gpu_work work; /* RECORD, FLUSH, SYNC_ENTER on a stream: its work so far */
+};
+
+struct ts_gpu_kname {
+	struct ts_event_hdr hdr;
+	__u64 id;   /* CUfunction / CUkernel handle, or host stub address */
+	__u32 flags; /* TS_KS_STUB when symbolized from a stub */
+	__u32 _pad;
+	char name[TS_KNAME_LEN];
+};
+
 /* Counters kept in a per-CPU array in BPF, summed by userspace. */
 enum ts_counter {
 	TS_CNT_DATA_EVENTS = 0, /* pieces sent */
@@ -79,6 +149,11 @@ enum ts_counter {
 	TS_CNT_READ_FAULTS,	/* user memory that could not be read */
 	TS_CNT_OTHER_DROPS,	/* exec/exit/free/dlopen events lost */
 	TS_CNT_STALE_CALLS,	/* an SSL call entered while an older one had no return seen */
+	TS_CNT_GPU_LAUNCHES,	/* kernel and graph launches counted */
+	TS_CNT_GPU_NESTED,	/* driver calls made inside a probed runtime call: not counted twice */
+	TS_CNT_GPU_CAPTURED,	/* launches into a stream capture (not run) */
+	TS_CNT_GPU_DROPS,	/* CUDA marks lost: ring buffer full */
+	TS_CNT_GPU_NO_SLOT,	/* launches on a stream beyond TS_GPU_MAX_STREAMS per process */
 	TS_CNT__MAX,
 };
 

@@ -3,7 +3,9 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 
 #include "attach.h"
 #include "elfsym.h"
+#include "cuda.skel.h"
 #include "tls.skel.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
@@ -25,9 +28,90 @@ static const char *const tls_syms[SYM__N] = {
 	"SSL_read", "SSL_read_ex", "SSL_write", "SSL_write_ex", "SSL_write_ex2", "SSL_free",
 };
 
+/* CUDA entry points: symbol, entry program, return program (NULL: entry only). Every
+ * variant that exists in a file is probed; missing ones are skipped. */
+struct cuda_probe {
+	const char *sym;
+	size_t enter; /* offsetof(struct cuda_bpf, progs.X) */
+	size_t ret;
+};
+
+#define P(x) offsetof(struct cuda_bpf, progs.x)
+static const struct cuda_probe cuda_probes[] = {
+	/* runtime: libcudart, or a binary with cudart linked in */
+	{ "cudaLaunchKernel", P(cuda_launch), 0 },
+	{ "cudaLaunchKernel_ptsz", P(cuda_launch_ptsz), 0 },
+	{ "cudaLaunchCooperativeKernel", P(cuda_launch), 0 },
+	{ "cudaLaunchCooperativeKernel_ptsz", P(cuda_launch_ptsz), 0 },
+	{ "cudaLaunchKernelExC", P(cuda_launch_ex), 0 },
+	{ "cudaLaunchKernelExC_ptsz", P(cuda_launch_ex_ptsz), 0 },
+	{ "cudaGraphLaunch", P(cuda_graph), 0 },
+	{ "cudaGraphLaunch_ptsz", P(cuda_graph_ptsz), 0 },
+	{ "cudaMemcpyAsync", P(cuda_copy_async), 0 },
+	{ "cudaMemcpyAsync_ptsz", P(cuda_copy_async_ptsz), 0 },
+	{ "cudaEventRecord", P(cuda_record), 0 },
+	{ "cudaEventRecord_ptsz", P(cuda_record_ptsz), 0 },
+	{ "cudaEventRecordWithFlags", P(cuda_record), 0 },
+	{ "cudaEventRecordWithFlags_ptsz", P(cuda_record_ptsz), 0 },
+	{ "cudaStreamWaitEvent", P(cuda_wait), 0 },
+	{ "cudaStreamWaitEvent_ptsz", P(cuda_wait_ptsz), 0 },
+	{ "cudaStreamSynchronize", P(cuda_stream_sync), P(cuda_ret) },
+	{ "cudaStreamSynchronize_ptsz", P(cuda_stream_sync_ptsz), P(cuda_ret) },
+	{ "cudaStreamQuery", P(cuda_stream_query), P(cuda_ret) },
+	{ "cudaStreamQuery_ptsz", P(cuda_stream_query_ptsz), P(cuda_ret) },
+	{ "cudaEventSynchronize", P(cuda_event_sync), P(cuda_ret) },
+	{ "cudaEventQuery", P(cuda_event_query), P(cuda_ret) },
+	{ "cudaDeviceSynchronize", P(cuda_device_sync), P(cuda_ret) },
+	{ "cudaMemcpy", P(cuda_copy), P(cuda_ret) },
+	{ "cudaMemcpy_ptds", P(cuda_copy_ptds), P(cuda_ret) },
+	{ "cudaStreamBeginCapture", P(capture_begin), 0 },
+	{ "cudaStreamBeginCapture_ptsz", P(capture_begin_ptsz), 0 },
+	{ "cudaStreamEndCapture", P(capture_end), 0 },
+	{ "cudaStreamEndCapture_ptsz", P(capture_end_ptsz), 0 },
+	/* driver: libcuda.so.1 */
+	{ "cuLaunchKernel", P(cu_launch), 0 },
+	{ "cuLaunchKernel_ptsz", P(cu_launch_ptsz), 0 },
+	{ "cuLaunchCooperativeKernel", P(cu_launch), 0 },
+	{ "cuLaunchCooperativeKernel_ptsz", P(cu_launch_ptsz), 0 },
+	{ "cuLaunchKernelEx", P(cu_launch_ex), 0 },
+	{ "cuLaunchKernelEx_ptsz", P(cu_launch_ex_ptsz), 0 },
+	{ "cuGraphLaunch", P(cu_graph), 0 },
+	{ "cuGraphLaunch_ptsz", P(cu_graph_ptsz), 0 },
+	{ "cuMemcpyDtoHAsync_v2", P(cu_copy_async), 0 },
+	{ "cuMemcpyDtoHAsync_v2_ptsz", P(cu_copy_async_ptsz), 0 },
+	{ "cuMemcpyAsync", P(cu_copy_async), 0 },
+	{ "cuMemcpyAsync_ptsz", P(cu_copy_async_ptsz), 0 },
+	{ "cuEventRecord", P(cu_record), 0 },
+	{ "cuEventRecord_ptsz", P(cu_record_ptsz), 0 },
+	{ "cuEventRecordWithFlags", P(cu_record), 0 },
+	{ "cuEventRecordWithFlags_ptsz", P(cu_record_ptsz), 0 },
+	{ "cuStreamWaitEvent", P(cu_wait), 0 },
+	{ "cuStreamWaitEvent_ptsz", P(cu_wait_ptsz), 0 },
+	{ "cuStreamSynchronize", P(cu_stream_sync), P(cu_ret) },
+	{ "cuStreamSynchronize_ptsz", P(cu_stream_sync_ptsz), P(cu_ret) },
+	{ "cuStreamQuery", P(cu_stream_query), P(cu_ret) },
+	{ "cuStreamQuery_ptsz", P(cu_stream_query_ptsz), P(cu_ret) },
+	{ "cuEventSynchronize", P(cu_event_sync), P(cu_ret) },
+	{ "cuEventQuery", P(cu_event_query), P(cu_ret) },
+	{ "cuCtxSynchronize", P(cu_ctx_sync), P(cu_ret) },
+	{ "cuMemcpyDtoH_v2", P(cu_copy), P(cu_ret) },
+	{ "cuMemcpyDtoH_v2_ptds", P(cu_copy_ptds), P(cu_ret) },
+	{ "cuStreamBeginCapture", P(capture_begin), 0 },
+	{ "cuStreamBeginCapture_v2", P(capture_begin), 0 },
+	{ "cuStreamBeginCapture_ptsz", P(capture_begin_ptsz), 0 },
+	{ "cuStreamBeginCapture_v2_ptsz", P(capture_begin_ptsz), 0 },
+	{ "cuStreamEndCapture", P(capture_end), 0 },
+	{ "cuStreamEndCapture_ptsz", P(capture_end_ptsz), 0 },
+	{ "cuModuleGetFunction", P(cu_get_function), P(cu_get_function_ret) },
+	{ "cuLibraryGetKernel", P(cu_get_function), P(cu_get_function_ret) },
+};
+#undef P
+#define NCUDA (sizeof(cuda_probes) / sizeof(cuda_probes[0]))
+
 struct seen_file {
 	dev_t dev;
 	ino_t ino;
+	bool cuda; /* it got CUDA probes */
 };
 
 struct rescan {
@@ -38,6 +122,11 @@ struct rescan {
 
 struct attacher {
 	struct tls_bpf *skel;
+	struct cuda_bpf *cuda; /* NULL: no GPU probes */
+	size_t cuda_files;
+	attacher_cuda_fn on_cuda; /* a process maps a CUDA file */
+	void *on_cuda_ctx;
+	bool last_was_cuda;	  /* examine(): the file just looked at is a CUDA one */
 	int verbose;
 	struct seen_file *seen; /* every file already examined, TLS or not */
 	size_t nseen, seencap;
@@ -49,12 +138,13 @@ struct attacher {
 	size_t nrescans, rescancap;
 };
 
-struct attacher *attacher__new(struct tls_bpf *skel, int verbose)
+struct attacher *attacher__new(struct tls_bpf *skel, struct cuda_bpf *cuda, int verbose)
 {
 	struct attacher *a = calloc(1, sizeof(*a));
 
 	if (a) {
 		a->skel = skel;
+		a->cuda = cuda;
 		a->verbose = verbose;
 	}
 	return a;
@@ -75,6 +165,17 @@ void attacher__free(struct attacher *a)
 size_t attacher__tls_files(const struct attacher *a)
 {
 	return a->tls_files;
+}
+
+void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
+{
+	a->on_cuda = fn;
+	a->on_cuda_ctx = ctx;
+}
+
+size_t attacher__cuda_files(const struct attacher *a)
+{
+	return a->cuda_files;
 }
 
 size_t attacher__failures(const struct attacher *a)
@@ -100,16 +201,19 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 	return true;
 }
 
-/* Returns true the first time a file is seen. */
+/* Returns true the first time a file is seen; a->last_was_cuda tells what it was. */
 static bool first_sight(struct attacher *a, const struct stat *st)
 {
 	for (size_t i = 0; i < a->nseen; i++) {
-		if (a->seen[i].dev == st->st_dev && a->seen[i].ino == st->st_ino)
+		if (a->seen[i].dev == st->st_dev && a->seen[i].ino == st->st_ino) {
+			a->last_was_cuda = a->seen[i].cuda;
 			return false;
+		}
 	}
+	a->last_was_cuda = false;
 	if (!grow((void **)&a->seen, &a->seencap, a->nseen + 1, sizeof(*a->seen)))
 		return false;
-	a->seen[a->nseen++] = (struct seen_file){ st->st_dev, st->st_ino };
+	a->seen[a->nseen++] = (struct seen_file){ st->st_dev, st->st_ino, false };
 	return true;
 }
 
@@ -169,37 +273,88 @@ static void attach_tls(struct attacher *a, const char *path, const uint64_t off[
 	}
 }
 
-/* Look at one file: TLS library? libc (dlopen)? Each file only once. */
+static struct bpf_program *cuda_prog(struct attacher *a, size_t off)
+{
+	return *(struct bpf_program **)((char *)a->cuda + off);
+}
+
+/* A CUDA runtime or driver: every entry point it has. */
+static void attach_cuda(struct attacher *a, const char *path, const uint64_t off[NCUDA])
+{
+	int attached = 0;
+
+	for (size_t i = 0; i < NCUDA; i++) {
+		const struct cuda_probe *p = &cuda_probes[i];
+
+		if (!off[i])
+			continue;
+		if (p->ret && attach_one(a, cuda_prog(a, p->ret), true, path, off[i], p->sym))
+			continue;
+		if (attach_one(a, cuda_prog(a, p->enter), false, path, off[i], p->sym))
+			continue;
+		attached++;
+	}
+	if (attached) {
+		a->cuda_files++;
+		a->seen[a->nseen - 1].cuda = a->last_was_cuda = true;
+		if (a->verbose)
+			fprintf(stderr, "tokenscope: CUDA probes on %s (%d functions)\n", path, attached);
+	}
+}
+
+/* Look at one file, once: TLS library? CUDA runtime or driver? libc (dlopen)? */
 static void examine(struct attacher *a, const char *path)
 {
-	static const char *const dl_syms[] = { "dlopen" };
-	uint64_t off[SYM__N], dl_off[1];
+	const char *names[SYM__N + 1 + NCUDA];
+	uint64_t off[SYM__N + 1 + NCUDA];
+	size_t n = 0, dl, cuda0;
 	const char *base;
 	struct stat st;
 
 	if (stat(path, &st) || !S_ISREG(st.st_mode) || !first_sight(a, &st))
 		return;
-	if (elfsym__offsets(path, tls_syms, SYM__N, off) > 0 && off[SYM_READ] && off[SYM_WRITE])
+	for (size_t i = 0; i < SYM__N; i++)
+		names[n++] = tls_syms[i];
+	dl = n;
+	names[n++] = "dlopen";
+	cuda0 = n;
+	for (size_t i = 0; a->cuda && i < NCUDA; i++)
+		names[n++] = cuda_probes[i].sym;
+	if (elfsym__offsets(path, names, n, off) <= 0)
+		return;
+	if (off[SYM_READ] && off[SYM_WRITE])
 		attach_tls(a, path, off);
 	/* glibc 2.34+ has dlopen in libc itself; older ones in libdl. */
 	base = strrchr(path, '/');
 	base = base ? base + 1 : path;
-	if ((!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8)) &&
-	    elfsym__offsets(path, dl_syms, 1, dl_off) > 0)
-		attach_one(a, a->skel->progs.dlopen_exit, true, path, dl_off[0], "dlopen");
+	if ((!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8)) && off[dl])
+		attach_one(a, a->skel->progs.dlopen_exit, true, path, off[dl], "dlopen");
+	if (a->cuda)
+		attach_cuda(a, path, off + cuda0);
 }
 
 void attacher__scan_system(struct attacher *a)
 {
-	static const char *const paths[] = {
+	static const char *const patterns[] = {
 		"/lib/x86_64-linux-gnu/libssl.so.3",	 "/usr/lib/x86_64-linux-gnu/libssl.so.3",
 		"/lib/x86_64-linux-gnu/libssl.so.1.1",	 "/usr/lib/x86_64-linux-gnu/libssl.so.1.1",
 		"/usr/lib64/libssl.so.3",		 "/usr/lib/libssl.so.3",
 		"/lib/x86_64-linux-gnu/libc.so.6",	 "/usr/lib/x86_64-linux-gnu/libc.so.6",
+		/* the CUDA driver and toolkit runtimes where installers put them */
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
+		"/usr/local/nvidia/lib64/libcuda.so.1",	 "/usr/local/cuda*/lib64/libcudart.so.*",
+		"/usr/local/cuda*/targets/x86_64-linux/lib/libcudart.so.*",
 	};
 
-	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
-		examine(a, paths[i]);
+	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+		glob_t g;
+
+		if (glob(patterns[i], 0, NULL, &g))
+			continue;
+		for (size_t k = 0; k < g.gl_pathc; k++)
+			examine(a, g.gl_pathv[k]);
+		globfree(&g);
+	}
 }
 
 /* A path from /proc/PID/maps names a file in that process's mount namespace: reach it through
@@ -222,9 +377,11 @@ static void examine_mapped(struct attacher *a, pid_t pid, const char *path)
 static void scan_one(struct attacher *a, pid_t pid)
 {
 	char fn[64], line[PATH_MAX + 256], exe[PATH_MAX];
+	bool cuda = false;
 	FILE *f;
 	ssize_t n;
 
+	a->last_was_cuda = false;
 	/* The executable first: node and static builds carry OpenSSL inside. */
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", pid);
 	n = readlink(fn, exe, sizeof(exe) - 1);
@@ -233,6 +390,7 @@ static void scan_one(struct attacher *a, pid_t pid)
 		if (!strstr(exe, " (deleted)"))
 			examine_mapped(a, pid, exe);
 	}
+	cuda = a->last_was_cuda;
 	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
 	f = fopen(fn, "re");
 	if (!f)
@@ -252,9 +410,13 @@ static void scan_one(struct attacher *a, pid_t pid)
 			path[--len] = 0;
 		if (strstr(path, " (deleted)"))
 			continue;
+		a->last_was_cuda = false;
 		examine_mapped(a, pid, path);
+		cuda |= a->last_was_cuda;
 	}
 	fclose(f);
+	if (cuda && a->on_cuda)
+		a->on_cuda(a->on_cuda_ctx, pid);
 }
 
 void attacher__scan_pid(struct attacher *a, pid_t pid)
@@ -282,6 +444,19 @@ void attacher__on_exec(struct attacher *a, pid_t pid, uint64_t now_ns)
 	if (!grow((void **)&a->rescans, &a->rescancap, a->nrescans + 1, sizeof(*a->rescans)))
 		return;
 	a->rescans[a->nrescans++] = (struct rescan){ pid, now_ns + rescan_after_ns[0], 0 };
+}
+
+int attacher__next_due_ms(const struct attacher *a, uint64_t now_ns, int max_ms)
+{
+	uint64_t best = (uint64_t)max_ms * 1000000ull;
+
+	for (size_t i = 0; i < a->nrescans; i++) {
+		uint64_t d = a->rescans[i].due_ns > now_ns ? a->rescans[i].due_ns - now_ns : 0;
+
+		if (d < best)
+			best = d;
+	}
+	return (int)((best + 999999) / 1000000);
 }
 
 void attacher__tick(struct attacher *a, uint64_t now_ns)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Finding and probing TLS libraries: the system's libssl, every file mapped by a running
- * process that exports SSL_read/SSL_write (libssl or a binary that embeds OpenSSL, like node),
- * and later the executables and libraries of new processes (exec) and of dlopen. Each file is
+ * Finding and probing TLS and CUDA libraries: the system's libssl, every file mapped by a
+ * running process that exports SSL_read/SSL_write (libssl or a binary that embeds OpenSSL, like
+ * node) or CUDA runtime/driver entry points (libcudart, the copies PyTorch wheels carry,
+ * libcuda.so.1, binaries with cudart linked in), and later the executables and libraries of
+ * new processes (exec) and of dlopen. Each file is
  * probed once (device + inode), by path, so every process that maps it is covered.
  */
 #ifndef TS_ATTACH_H
@@ -14,10 +16,16 @@
 #include <sys/types.h>
 
 struct tls_bpf;
+struct cuda_bpf;
 struct attacher;
 
-struct attacher *attacher__new(struct tls_bpf *skel, int verbose);
+typedef void (*attacher_cuda_fn)(void *ctx, uint32_t pid);
+
+/* cuda may be NULL: no GPU probes. */
+struct attacher *attacher__new(struct tls_bpf *skel, struct cuda_bpf *cuda, int verbose);
 void attacher__free(struct attacher *a);
+/* Called whenever a scan finds a process that maps a CUDA runtime or driver. */
+void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx);
 /* The system's libssl and libc (for dlopen) at their usual paths. */
 void attacher__scan_system(struct attacher *a);
 /* Every mapped executable file of pid (pid 0: every process). */
@@ -25,10 +33,14 @@ void attacher__scan_pid(struct attacher *a, pid_t pid);
 /* A process exec'd: probe its executable now and rescan its mappings shortly after, while
  * the dynamic loader maps its libraries. */
 void attacher__on_exec(struct attacher *a, pid_t pid, uint64_t now_ns);
+/* Milliseconds until the next rescan is due (at most max_ms): the poll timeout. */
+int attacher__next_due_ms(const struct attacher *a, uint64_t now_ns, int max_ms);
 /* Run the rescans that are due. */
 void attacher__tick(struct attacher *a, uint64_t now_ns);
 /* Files with TLS probes attached. */
 size_t attacher__tls_files(const struct attacher *a);
+/* Files with CUDA probes attached. */
+size_t attacher__cuda_files(const struct attacher *a);
 /* Probe attach failures (other than files without the symbols). */
 size_t attacher__failures(const struct attacher *a);
 

@@ -13,4 +13,8 @@
  */
 int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[]);
 
+/* The function symbol (.symtab, then .dynsym) covering a file offset of an executable
+ * segment: its raw (mangled) name. Returns 0, or -1 when none does. */
+int elfsym__name_at(const char *path, uint64_t file_off, char *out, size_t n);
+
 #endif

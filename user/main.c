@@ -23,6 +23,8 @@
 #include "pipeline.h"
 #include "recording.h"
 #include "report.h"
+#include "cuda.skel.h"
+#include "ksym.h"
 #include "tls.skel.h"
 
 #define MAX_PIDS 64
@@ -214,9 +216,65 @@ static int replay_record(void *ctx, void *rec, size_t size)
 struct live {
 	struct pipeline *pl;
 	struct attacher *att;
+	struct ksym *ksym;
 	uint8_t buf[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
 	uint64_t last_ts;
 };
+
+static void snapshot_maps(void *ctx, uint32_t pid)
+{
+	ksym__snapshot(ctx, pid);
+}
+
+/* Runtime launches name their kernel by host stub address: symbolize it while the process
+ * lives, and put the name into the event stream (so recordings carry it). */
+static void name_stubs(struct live *lv, const struct ts_gpu_mark *m)
+{
+	for (__u32 i = 0; i < m->work.nsamples && i < TS_KSAMPLES; i++) {
+		const struct ts_kernel_sample *k = &m->work.k[i];
+		struct ts_gpu_kname kn = { 0 };
+
+		if (!(k->flags & TS_KS_STUB) || ksym__known(lv->ksym, m->hdr.pid, k->id))
+			continue;
+		kn.hdr.type = TS_EV_GPU_KNAME;
+		kn.hdr.size = sizeof(kn);
+		kn.hdr.ts_ns = m->hdr.ts_ns;
+		kn.hdr.pid = m->hdr.pid;
+		kn.hdr.tid = m->hdr.tid;
+		memcpy(kn.hdr.comm, m->hdr.comm, sizeof(kn.hdr.comm));
+		kn.id = k->id;
+		kn.flags = TS_KS_STUB;
+		ksym__name(lv->ksym, m->hdr.pid, k->id, kn.name, sizeof(kn.name));
+		if (kn.name[0])
+			pipeline__feed(lv->pl, &kn, sizeof(kn));
+	}
+}
+
+/* The CUDA probes share the TLS object's ring buffer, counters and pid filter. A failure
+ * here costs the GPU view, not the TLS one. */
+static struct cuda_bpf *open_cuda(const struct options *o, struct tls_bpf *tls)
+{
+	struct cuda_bpf *c = cuda_bpf__open();
+
+	if (!c)
+		goto fail;
+	c->rodata->filter_pids = o->npids > 0;
+	if (o->comm) {
+		c->rodata->filter_comm = true;
+		strncpy((char *)c->rodata->target_comm, o->comm, TS_COMM_LEN - 1);
+	}
+	if (bpf_map__set_max_entries(c->maps.events, (__u32)o->ringbuf_mb << 20) ||
+	    bpf_map__reuse_fd(c->maps.events, bpf_map__fd(tls->maps.events)) ||
+	    bpf_map__reuse_fd(c->maps.counters, bpf_map__fd(tls->maps.counters)) ||
+	    bpf_map__reuse_fd(c->maps.pids, bpf_map__fd(tls->maps.pids)) || cuda_bpf__load(c))
+		goto fail;
+	return c;
+fail:
+	fprintf(stderr, "tokenscope: CUDA probes unavailable (%s); tracing TLS only\n",
+		strerror(errno));
+	cuda_bpf__destroy(c);
+	return NULL;
+}
 
 static int on_event(void *ctx, void *data, size_t size)
 {
@@ -227,10 +285,17 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (size > sizeof(lv->buf) || size < sizeof(*h))
 		return pipeline__feed(lv->pl, data, size), 0;
 	memcpy(lv->buf, data, size);
-	if (h->type == TS_EV_EXEC)
+	if (h->type == TS_EV_EXEC) {
+		/* the executable's mapping, where nvcc-built programs keep their kernel stubs */
+		ksym__snapshot(lv->ksym, h->pid);
 		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
+	}
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
+	else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark))
+		name_stubs(lv, data);
+	else if (h->type == TS_EV_EXIT)
+		ksym__forget(lv->ksym, h->pid);
 	lv->last_ts = h->ts_ns;
 	pipeline__feed(lv->pl, lv->buf, size);
 	return 0;
@@ -291,6 +356,7 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 {
 	struct ring_buffer *rb = NULL;
 	struct tls_bpf *skel = NULL;
+	struct cuda_bpf *cuda = NULL;
 	struct bpf_link *tp_exec = NULL, *tp_exit = NULL;
 	struct live *lv = NULL;
 	__u64 counters[TS_CNT__MAX] = { 0 };
@@ -330,6 +396,7 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 				"verifier log)\n", strerror(errno));
 		goto cleanup;
 	}
+	cuda = open_cuda(o, skel);
 	for (int i = 0; i < o->npids; i++) {
 		__u32 pid = (__u32)o->pids[i];
 		__u8 one = 1;
@@ -353,7 +420,11 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 	if (!lv)
 		goto cleanup;
 	lv->pl = pl;
-	lv->att = attacher__new(skel, o->verbose);
+	lv->att = attacher__new(skel, cuda, o->verbose);
+	lv->ksym = ksym__new();
+	if (!lv->ksym)
+		goto cleanup;
+	attacher__on_cuda(lv->att, snapshot_maps, lv->ksym);
 	if (!lv->att)
 		goto cleanup;
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, lv, NULL);
@@ -370,7 +441,7 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 	} else {
 		attacher__scan_pid(lv->att, 0);
 	}
-	if (!attacher__tls_files(lv->att)) {
+	if (!attacher__tls_files(lv->att) && !attacher__cuda_files(lv->att)) {
 		fprintf(stderr, "tokenscope: no OpenSSL library found (no libssl.so.3/1.1 on this "
 				"system and no running process maps a file exporting SSL_read)\n");
 		goto cleanup;
@@ -380,13 +451,15 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 	signal(SIGTERM, on_signal);
 	if (o->duration_s)
 		deadline = now_ns() + (uint64_t)o->duration_s * 1000000000ull;
-	fprintf(stderr, "tokenscope: tracing TLS in %zu files%s. Hit Ctrl-C to end.\n",
-		attacher__tls_files(lv->att), o->npids || o->comm ? " (filtered)" : "");
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s. Hit Ctrl-C to "
+			"end.\n",
+		attacher__tls_files(lv->att), attacher__cuda_files(lv->att),
+		o->npids || o->comm ? " (filtered)" : "");
 
 	/* phase: consume events until told to stop */
 	while (!exiting) {
 		uint64_t now;
-		int n = ring_buffer__poll(rb, 100);
+		int n = ring_buffer__poll(rb, attacher__next_due_ms(lv->att, now_ns(), 100));
 
 		if (n < 0 && n != -EINTR) {
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
@@ -431,11 +504,14 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 
 cleanup:
 	ring_buffer__free(rb);
-	if (lv)
+	if (lv) {
 		attacher__free(lv->att);
+		ksym__free(lv->ksym);
+	}
 	free(lv);
 	bpf_link__destroy(tp_exec);
 	bpf_link__destroy(tp_exit);
+	cuda_bpf__destroy(cuda);
 	tls_bpf__destroy(skel);
 	return err;
 }
@@ -456,7 +532,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rp = report__new(o.quiet ? NULL : stdout, jsonl);
-	pl = rp ? pipeline__new(report__request, rp) : NULL;
+	pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
 	if (!pl)
 		goto cleanup;
 

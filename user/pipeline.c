@@ -19,7 +19,9 @@ struct stream {
 
 struct pipeline {
 	request_fn fn;
+	gpu_step_fn on_step;
 	void *ctx;
+	struct gpu *gpu;
 	struct recording *rec;
 	struct health h;
 	struct conn_sink sink;
@@ -58,13 +60,28 @@ static void on_request(void *ctx, struct request *r)
 	request__free(r);
 }
 
-struct pipeline *pipeline__new(request_fn fn, void *ctx)
+static void on_step(void *ctx, const struct gpu *g, const struct gpu_step *s)
+{
+	struct pipeline *p = ctx;
+
+	p->h.gpu_steps++;
+	if (p->on_step)
+		p->on_step(p->ctx, g, s);
+}
+
+struct pipeline *pipeline__new(request_fn fn, gpu_step_fn step_fn, void *ctx)
 {
 	struct pipeline *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
+	p->gpu = gpu__new(on_step, p);
+	if (!p->gpu) {
+		free(p);
+		return NULL;
+	}
 	p->fn = fn;
+	p->on_step = step_fn;
 	p->ctx = ctx;
 	p->sink.on_request = on_request;
 	p->sink.ctx = p;
@@ -99,6 +116,7 @@ void pipeline__free(struct pipeline *p)
 {
 	if (!p)
 		return;
+	gpu__free(p->gpu);
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		while (p->buckets[b]) {
 			struct stream *s = p->buckets[b];
@@ -225,6 +243,21 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	}
 	case TS_EV_EXIT:
 		close_pid(p, h->pid, h->ts_ns, "process_exited");
+		gpu__exit(p->gpu, h->pid);
+		break;
+	case TS_EV_GPU_MARK:
+		if (size < sizeof(struct ts_gpu_mark)) {
+			err = -1;
+			break;
+		}
+		gpu__mark(p->gpu, rec);
+		break;
+	case TS_EV_GPU_KNAME:
+		if (size < sizeof(struct ts_gpu_kname)) {
+			err = -1;
+			break;
+		}
+		gpu__kname(p->gpu, rec);
 		break;
 	case TS_EV_EXEC:
 	case TS_EV_DLOPEN:
@@ -264,9 +297,12 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 		while (p->buckets[b])
 			stream_drop(p, &p->buckets[b], ts, "capture_ended");
 	}
+	gpu__finish(p->gpu);
 }
 
-const struct health *pipeline__health(const struct pipeline *p)
+const struct health *pipeline__health(struct pipeline *p)
 {
+	p->h.gpu_marks = gpu__marks(p->gpu);
+	p->h.gpu_unobserved = gpu__unobserved(p->gpu);
 	return &p->h;
 }

@@ -15,6 +15,7 @@
 
 #include <linux/types.h>
 
+#include "gpu.h"
 #include "tokenscope.h"
 
 struct request;
@@ -36,6 +37,9 @@ struct health {
 	uint64_t requests;	    /* LLM requests reported */
 	uint64_t requests_incomplete;
 	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
+	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
+	uint64_t gpu_steps;	    /* steps reported */
+	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
 };
 
 /* Called for each finished LLM request; the pipeline frees it afterwards. */
@@ -43,7 +47,8 @@ typedef void (*request_fn)(void *ctx, const struct request *r);
 
 struct pipeline;
 
-struct pipeline *pipeline__new(request_fn fn, void *ctx);
+/* on_step may be NULL. */
+struct pipeline *pipeline__new(request_fn fn, gpu_step_fn on_step, void *ctx);
 void pipeline__free(struct pipeline *p);
 /* Copy every consumed record (credentials masked) to rec; NULL stops recording. */
 void pipeline__set_recording(struct pipeline *p, struct recording *rec);
@@ -55,6 +60,6 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
 /* End of capture at ts (0: the newest record's time): connections still open report their
  * requests incomplete. */
 void pipeline__finish(struct pipeline *p, uint64_t ts);
-const struct health *pipeline__health(const struct pipeline *p);
+const struct health *pipeline__health(struct pipeline *p);
 
 #endif

@@ -18,10 +18,20 @@ struct group {
 	struct group *next;
 };
 
+/* GPU steps of one process. */
+struct step_group {
+	uint32_t pid;
+	char comm[16];
+	uint64_t n, bound, first_ns, last_ns;
+	struct sample step_ms, launches;
+	struct step_group *next;
+};
+
 struct report {
 	FILE *lines;
 	FILE *jsonl;
 	struct group *groups;
+	struct step_group *steps;
 };
 
 struct report *report__new(FILE *lines, FILE *jsonl)
@@ -49,6 +59,14 @@ void report__free(struct report *rp)
 {
 	if (!rp)
 		return;
+	while (rp->steps) {
+		struct step_group *sg = rp->steps;
+
+		rp->steps = sg->next;
+		sample__free(&sg->step_ms);
+		sample__free(&sg->launches);
+		free(sg);
+	}
 	while (rp->groups) {
 		struct group *g = rp->groups;
 
@@ -227,6 +245,82 @@ void report__request(void *ctx, const struct request *r)
 		sample__add(&g->out_tokens, (double)m.output_tokens.v);
 }
 
+char *report__step_json(const struct gpu *g, const struct gpu_step *s)
+{
+	json_t *o = json_object(), *ks = json_array();
+	char hex[32], buf[64];
+	char *out;
+
+	snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)s->stream);
+	json_object_set_new(o, "type", json_string("gpu_step"));
+	json_object_set_new(o, "pid", json_integer(s->pid));
+	json_object_set_new(o, "tid", json_integer(s->tid));
+	json_object_set_new(o, "comm", json_string(s->comm));
+	json_object_set_new(o, "stream", json_string(hex));
+	json_object_set_new(o, "launches", json_integer(s->launches));
+	json_object_set_new(o, "graph_launches", json_integer(s->graph_launches));
+	json_object_set_new(o, "copies", json_integer(s->copies));
+	json_object_set_new(o, "first_launch_ns", json_integer((json_int_t)s->first_launch_ns));
+	json_object_set_new(o, "last_launch_ns", json_integer((json_int_t)s->last_launch_ns));
+	json_object_set_new(o, "gpu_done_ns", json_integer((json_int_t)s->gpu_done_ns));
+	json_object_set_new(o, "host_seen_ns", json_integer((json_int_t)s->host_seen_ns));
+	json_object_set_new(o, "done_bound", json_boolean(s->done_bound));
+	for (uint32_t i = 0; i < s->nkernels; i++) {
+		const struct ts_kernel_sample *k = &s->k[i];
+		json_t *kj = json_object();
+
+		json_object_set_new(kj, "name", json_string(gpu__kernel_name(g, s->pid, k, buf, sizeof(buf))));
+		json_object_set_new(kj, "count", json_integer(k->count));
+		if (!(k->flags & TS_KS_GRAPH)) {
+			json_object_set_new(kj, "grid", json_pack("[iii]", k->grid[0], k->grid[1], k->grid[2]));
+			json_object_set_new(kj, "block", json_pack("[iii]", k->block[0], k->block[1], k->block[2]));
+		}
+		json_array_append_new(ks, kj);
+	}
+	json_object_set_new(o, "kernels", ks);
+	json_object_set_new(o, "other_launches", json_integer(s->other_launches));
+	out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return out;
+}
+
+void report__step(void *ctx, const struct gpu *g, const struct gpu_step *s)
+{
+	struct report *rp = ctx;
+	struct step_group *sg, **link;
+
+	if (rp->jsonl) {
+		char *j = report__step_json(g, s);
+
+		if (j) {
+			fprintf(rp->jsonl, "%s\n", j);
+			fflush(rp->jsonl);
+			free(j);
+		}
+	}
+	for (link = &rp->steps; *link && (*link)->pid != s->pid; link = &(*link)->next)
+		;
+	sg = *link;
+	if (!sg) {
+		sg = calloc(1, sizeof(*sg));
+		if (!sg)
+			return;
+		sg->pid = s->pid;
+		memcpy(sg->comm, s->comm, sizeof(sg->comm));
+		sg->first_ns = s->first_launch_ns;
+		*link = sg;
+	}
+	sg->n++;
+	sg->bound += s->done_bound;
+	if (s->first_launch_ns && s->first_launch_ns < sg->first_ns)
+		sg->first_ns = s->first_launch_ns;
+	if (s->host_seen_ns > sg->last_ns)
+		sg->last_ns = s->host_seen_ns;
+	if (s->first_launch_ns && s->gpu_done_ns >= s->first_launch_ns)
+		sample__add(&sg->step_ms, (double)(s->gpu_done_ns - s->first_launch_ns) / 1e6);
+	sample__add(&sg->launches, s->launches + s->graph_launches);
+}
+
 static void print_pcts(FILE *out, const char *label, struct sample *s)
 {
 	if (!s->n)
@@ -238,8 +332,8 @@ static void print_pcts(FILE *out, const char *label, struct sample *s)
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
-	if (!rp->groups)
-		fprintf(out, "no LLM API requests seen\n");
+	if (!rp->groups && !rp->steps)
+		fprintf(out, "no LLM API requests or GPU steps seen\n");
 	for (struct group *g = rp->groups; g; g = g->next) {
 		fprintf(out, "%s[%u] %s %s model=%s requests=%llu incomplete=%llu\n", g->comm, g->pid,
 			role__name(g->role), api__name(g->api), g->model[0] ? g->model : "-",
@@ -253,6 +347,23 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		print_pcts(out, "e2e_ms", &g->e2e);
 		print_pcts(out, "output_tokens", &g->out_tokens);
 	}
+	for (struct step_group *sg = rp->steps; sg; sg = sg->next) {
+		double span = (double)(sg->last_ns - sg->first_ns) / 1e9;
+
+		fprintf(out, "%s[%u] gpu steps=%llu (%llu with completion bounded) steps/s=%.1f\n",
+			sg->comm, sg->pid, (unsigned long long)sg->n, (unsigned long long)sg->bound,
+			span > 0 ? (double)sg->n / span : 0.0);
+		print_pcts(out, "step_ms", &sg->step_ms);
+		print_pcts(out, "launches/step", &sg->launches);
+	}
+	if (h->gpu_marks)
+		fprintf(out, "gpu: marks=%llu launches=%llu nested_deduped=%llu captured=%llu "
+			     "steps=%llu unobserved=%llu drops=%llu streams_over_limit=%llu\n",
+			(unsigned long long)h->gpu_marks, (unsigned long long)h->bpf[TS_CNT_GPU_LAUNCHES],
+			(unsigned long long)h->bpf[TS_CNT_GPU_NESTED],
+			(unsigned long long)h->bpf[TS_CNT_GPU_CAPTURED], (unsigned long long)h->gpu_steps,
+			(unsigned long long)h->gpu_unobserved, (unsigned long long)h->bpf[TS_CNT_GPU_DROPS],
+			(unsigned long long)h->bpf[TS_CNT_GPU_NO_SLOT]);
 	fprintf(out,
 		"capture: events=%llu bytes=%llu drops=%llu (%llu bytes) lost_pieces=%llu "
 		"truncated_calls=%llu (%llu bytes) read_faults=%llu other_drops=%llu stale_calls=%llu "

@@ -15,6 +15,8 @@ import sys
 import tempfile
 import time
 
+from gpu_checks import run_gpu_checks
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENSCOPE = os.path.join(ROOT, "tokenscope")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -355,6 +357,10 @@ def body(work, port, truth_path, server_pid):
     check(replayed == records, f"replay gives the same {len(records)} records "
           f"(got {len(replayed)})")
     check("=== tokenscope summary ===" in r.stdout, "replay prints the summary")
+
+    # phase: GPU steps (a tracer of their own)
+    run_gpu_checks({"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
+                    "tokenscope": TOKENSCOPE})
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ static void collect(void *ctx, const struct request *req)
 void run__init(struct run *r)
 {
 	memset(r, 0, sizeof(*r));
-	r->pl = pipeline__new(collect, r);
+	r->pl = pipeline__new(collect, NULL, r);
 	assert_non_null(r->pl);
 	r->pid = 100;
 	r->ssl = 0xabc;

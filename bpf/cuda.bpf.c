@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * GPU work capture: uprobes on the CUDA runtime (libcudart, or a binary with cudart linked
+ * in) and driver (libcuda.so.1) launch, graph-launch, event, stream-wait, sync, query and
+ * copy entry points.
+ *
+ * Launches are never sent one by one: they are aggregated per (process, stream) in the `work`
+ * map - counts, first/last launch time, a bounded sample of kernels - and that aggregate
+ * travels with the next marker on the stream (event record, sync, query that reports done).
+ * Sync calls send their entry and their return. A driver call made from inside a probed
+ * runtime call on the same thread is not counted again.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "tokenscope.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) ((x)->r9) /* libbpf 1.1 stops at five on x86-64 */
+#endif
+
+const volatile bool filter_pids = false;
+const volatile bool filter_comm = false;
+const volatile char target_comm[TS_COMM_LEN] = {};
+
+/* Shared with tls.bpf.c: userspace hands this object the same maps (bpf_map__reuse_fd). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TS_CNT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct work_key {
+	__u32 pid;
+	__u32 _pad;
+	__u64 stream;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct work_key);
+	__type(value, struct ts_gpu_work);
+} work SEC(".maps");
+
+/* The streams of each process that have a `work` entry, for device-wide syncs. */
+struct pid_streams {
+	__u64 s[TS_GPU_MAX_STREAMS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct pid_streams);
+} streams SEC(".maps");
+
+/* Zeroed values to create map entries from: they are too big for the BPF stack. Never
+ * written. */
+struct zeros {
+	struct ts_gpu_work work;
+	struct pid_streams streams;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zeros);
+} zeros SEC(".maps");
+
+/* A sync/query/copy call in progress on a thread, from entry to return. */
+struct gpu_call {
+	__u32 kind;  /* TS_GPU_SYNC_ENTER or TS_GPU_QUERY_DONE (a query) */
+	__u32 scope;
+	__u64 stream;
+	__u64 event;
+	__u64 enter_ns;
+	__u32 api;
+	__u32 driver_inside; /* a driver call is running inside this runtime call */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct gpu_call);
+} calls SEC(".maps");
+
+/* The last entry-only runtime call (launch, record, wait, copy) of a thread: a driver call of
+ * the same kind and key right after it is the runtime calling the driver. */
+enum pending_kind { P_LAUNCH = 1, P_GRAPH, P_RECORD, P_WAIT, P_COPY };
+
+struct pending {
+	__u32 kind;
+	__u32 _pad;
+	__u64 key;
+	__u64 ts;
+};
+
+#define NESTED_WINDOW_NS 10000000ull
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pending);
+} pending SEC(".maps");
+
+/* cuModuleGetFunction / cuLibraryGetKernel arguments, entry to return. */
+struct name_call {
+	__u64 out;
+	__u64 name;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct name_call);
+} name_calls SEC(".maps");
+
+static __always_inline void count(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += n;
+}
+
+static __always_inline bool traced(__u32 tgid)
+{
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return false;
+	if (filter_comm) {
+		char comm[TS_COMM_LEN];
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < TS_COMM_LEN; i++) {
+			if (comm[i] != target_comm[i])
+				return false;
+			if (!comm[i])
+				break;
+		}
+	}
+	return true;
+}
+
+/* The legacy (0, CU_STREAM_LEGACY=1) default stream is one stream; per-thread default
+ * (CU_STREAM_PER_THREAD=2, or 0 through a _ptsz/_ptds entry point) another. */
+static __always_inline __u64 norm_stream(__u64 s, bool per_thread)
+{
+	if (s == 0)
+		return per_thread ? 2 : 0;
+	return s == 1 ? 0 : s;
+}
+
+static __always_inline void set_pending(__u32 tid, __u32 kind, __u64 key, __u64 now)
+{
+	struct pending p = { .kind = kind, .key = key, .ts = now };
+
+	bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
+}
+
+/* A driver call: was it made by the runtime call that this thread just entered? */
+static __always_inline bool nested(__u32 tid, __u32 kind, __u64 key, __u64 now)
+{
+	struct pending *p = bpf_map_lookup_elem(&pending, &tid);
+
+	if (!p || p->kind != kind || p->key != key || now - p->ts > NESTED_WINDOW_NS)
+		return false;
+	bpf_map_delete_elem(&pending, &tid);
+	count(TS_CNT_GPU_NESTED, 1);
+	return true;
+}
+
+static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
+{
+	struct work_key key = { .pid = tgid, .stream = stream };
+	struct ts_gpu_work *w = bpf_map_lookup_elem(&work, &key);
+	struct pid_streams *ps;
+	struct zeros *z;
+	__u32 zero = 0;
+	int slot = -1;
+
+	if (w)
+		return w;
+	z = bpf_map_lookup_elem(&zeros, &zero);
+	if (!z)
+		return NULL;
+	/* a new stream of this process: give it a slot for device-wide syncs */
+	ps = bpf_map_lookup_elem(&streams, &tgid);
+	if (!ps) {
+		bpf_map_update_elem(&streams, &tgid, &z->streams, BPF_NOEXIST);
+		ps = bpf_map_lookup_elem(&streams, &tgid);
+		if (!ps)
+			return NULL;
+	}
+	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
+		if (ps->s[i] == stream + 1) { /* stored +1 so that stream 0 is not "empty" */
+			slot = i;
+			break;
+		}
+		if (!ps->s[i] && slot < 0)
+			slot = i;
+	}
+	if (slot < 0) {
+		count(TS_CNT_GPU_NO_SLOT, 1);
+		return NULL;
+	}
+	if (slot < TS_GPU_MAX_STREAMS)
+		ps->s[slot] = stream + 1;
+	bpf_map_update_elem(&work, &key, &z->work, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&work, &key);
+}
+
+static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32 flags,
+				       __u32 gx, __u32 gy, __u32 gz, __u32 bx, __u32 by,
+				       __u32 bz, bool graph)
+{
+	struct ts_gpu_work *w = work_get(tgid, stream);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!w)
+		return;
+	if (w->capturing) {
+		count(TS_CNT_GPU_CAPTURED, 1);
+		return;
+	}
+	if (graph)
+		__sync_fetch_and_add(&w->graph_launches, 1);
+	else
+		__sync_fetch_and_add(&w->launches, 1);
+	if (!w->first_ns)
+		w->first_ns = now;
+	w->last_ns = now;
+	count(TS_CNT_GPU_LAUNCHES, 1);
+
+	/* the bounded kernel sample: the same kernel with the same shape counts up */
+	for (int i = 0; i < TS_KSAMPLES; i++) {
+		struct ts_kernel_sample *k = &w->k[i];
+
+		if (i >= w->nsamples) {
+			k->id = id;
+			k->count = 1;
+			k->flags = flags;
+			k->grid[0] = gx;
+			k->grid[1] = gy;
+			k->grid[2] = gz;
+			k->block[0] = bx;
+			k->block[1] = by;
+			k->block[2] = bz;
+			w->nsamples = i + 1;
+			return;
+		}
+		if (k->id == id && k->grid[0] == gx && k->grid[1] == gy && k->grid[2] == gz &&
+		    k->block[0] == bx && k->block[1] == by && k->block[2] == bz) {
+			__sync_fetch_and_add(&k->count, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&w->other_samples, 1);
+}
+
+static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	h->type = type;
+	h->size = size;
+	h->ts_ns = ts;
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+/* Send a mark; with take_work, the stream's aggregate travels with it and starts over. */
+static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u64 event,
+				      __u32 api, bool take_work, __s32 result, __u64 enter_ns)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct work_key key = { .pid = id >> 32, .stream = stream };
+	struct ts_gpu_work *w = take_work ? bpf_map_lookup_elem(&work, &key) : NULL;
+	struct ts_gpu_mark *m;
+
+	if (w && w->capturing)
+		return; /* inside a capture: records and syncs belong to the graph */
+	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	if (!m) {
+		count(TS_CNT_GPU_DROPS, 1);
+		return;
+	}
+	fill_hdr(&m->hdr, TS_EV_GPU_MARK, sizeof(*m), bpf_ktime_get_ns());
+	m->kind = kind;
+	m->scope = scope;
+	m->stream = stream;
+	m->event = event;
+	m->api = api;
+	m->result = result;
+	m->enter_ns = enter_ns;
+	if (w) {
+		__builtin_memcpy(&m->work, w, sizeof(m->work));
+		__builtin_memset(w, 0, sizeof(*w));
+	} else {
+		__builtin_memset(&m->work, 0, sizeof(m->work));
+	}
+	bpf_ringbuf_submit(m, 0);
+}
+
+/* Device-wide sync: every stream of the process hands over its work first. */
+static __always_inline void flush_all(__u32 tgid, __u32 api)
+{
+	struct pid_streams *ps = bpf_map_lookup_elem(&streams, &tgid);
+
+	if (!ps)
+		return;
+	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
+		__u64 s = ps->s[i];
+		struct work_key key = { .pid = tgid, .stream = s - 1 };
+		struct ts_gpu_work *w;
+
+		if (!s)
+			continue;
+		w = bpf_map_lookup_elem(&work, &key);
+		if (w && (w->launches || w->graph_launches || w->copies))
+			send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, s - 1, 0, api, true, 0, 0);
+	}
+}
+
+/* ---- launches ---- */
+
+static __always_inline int launch(__u64 stream, __u64 id, __u32 flags, __u32 gx, __u32 gy,
+				  __u32 gz, __u32 bx, __u32 by, __u32 bz, bool graph, __u32 api)
+{
+	__u64 pt = bpf_get_current_pid_tgid(), now;
+	__u32 tgid = pt >> 32, tid = (__u32)pt;
+
+	if (!traced(tgid))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (api == TS_GPU_DRIVER) {
+		if (nested(tid, graph ? P_GRAPH : P_LAUNCH, stream, now))
+			return 0;
+	} else {
+		set_pending(tid, graph ? P_GRAPH : P_LAUNCH, stream, now);
+	}
+	add_launch(tgid, stream, id, flags, gx, gy, gz, bx, by, bz, graph);
+	return 0;
+}
+
+static __always_inline __u64 stack_arg(struct pt_regs *ctx, int n)
+{
+	__u64 v = 0;
+
+	/* x86-64: at entry, sp points at the return address; stack arguments follow it */
+	bpf_probe_read_user(&v, sizeof(v), (void *)(PT_REGS_SP(ctx) + 8 * n));
+	return v;
+}
+
+/* cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
+ *                  cudaStream_t stream): each dim3 travels in two registers. */
+static __always_inline int rt_launch(struct pt_regs *ctx, bool ptsz)
+{
+	__u64 gxy = PT_REGS_PARM2(ctx), bxy = PT_REGS_PARM4(ctx);
+
+	return launch(norm_stream(stack_arg(ctx, 2), ptsz), PT_REGS_PARM1(ctx), TS_KS_STUB,
+		      (__u32)gxy, gxy >> 32, (__u32)PT_REGS_PARM3(ctx), (__u32)bxy, bxy >> 32,
+		      (__u32)PT_REGS_PARM5(ctx), false, TS_GPU_RUNTIME);
+}
+
+SEC("uprobe") int cuda_launch(struct pt_regs *ctx) { return rt_launch(ctx, false); }
+SEC("uprobe") int cuda_launch_ptsz(struct pt_regs *ctx) { return rt_launch(ctx, true); }
+
+/* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) */
+static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz)
+{
+	struct {
+		__u32 grid[3], block[3];
+		__u64 shmem, stream;
+	} c = {};
+
+	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
+	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), TS_KS_STUB, c.grid[0],
+		      c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], false,
+		      TS_GPU_RUNTIME);
+}
+
+SEC("uprobe") int cuda_launch_ex(struct pt_regs *ctx) { return rt_launch_ex(ctx, false); }
+SEC("uprobe") int cuda_launch_ex_ptsz(struct pt_regs *ctx) { return rt_launch_ex(ctx, true); }
+
+/* cuLaunchKernel(CUfunction f, gx, gy, gz, bx, by, bz, shmem, CUstream s, params, extra);
+ * cuLaunchCooperativeKernel has the same first nine arguments. */
+static __always_inline int drv_launch(struct pt_regs *ctx, bool ptsz)
+{
+	return launch(norm_stream(stack_arg(ctx, 3), ptsz), PT_REGS_PARM1(ctx), 0,
+		      (__u32)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx),
+		      (__u32)PT_REGS_PARM4(ctx), (__u32)PT_REGS_PARM5(ctx),
+		      (__u32)PT_REGS_PARM6(ctx), (__u32)stack_arg(ctx, 1), false, TS_GPU_DRIVER);
+}
+
+SEC("uprobe") int cu_launch(struct pt_regs *ctx) { return drv_launch(ctx, false); }
+SEC("uprobe") int cu_launch_ptsz(struct pt_regs *ctx) { return drv_launch(ctx, true); }
+
+/* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) */
+static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz)
+{
+	struct {
+		__u32 grid[3], block[3];
+		__u32 shmem, _pad;
+		__u64 stream;
+	} c = {};
+
+	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
+	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), 0, c.grid[0], c.grid[1],
+		      c.grid[2], c.block[0], c.block[1], c.block[2], false, TS_GPU_DRIVER);
+}
+
+SEC("uprobe") int cu_launch_ex(struct pt_regs *ctx) { return drv_launch_ex(ctx, false); }
+SEC("uprobe") int cu_launch_ex_ptsz(struct pt_regs *ctx) { return drv_launch_ex(ctx, true); }
+
+/* cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s), cuGraphLaunch(CUgraphExec, CUstream) */
+SEC("uprobe") int cuda_graph(struct pt_regs *ctx)
+{
+	return launch(norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0,
+		      0, 0, 0, 0, 0, true, TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cuda_graph_ptsz(struct pt_regs *ctx)
+{
+	return launch(norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0,
+		      0, 0, 0, 0, 0, true, TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cu_graph(struct pt_regs *ctx)
+{
+	return launch(norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
+		      0, 0, 0, 0, true, TS_GPU_DRIVER);
+}
+SEC("uprobe") int cu_graph_ptsz(struct pt_regs *ctx)
+{
+	return launch(norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
+		      0, 0, 0, 0, true, TS_GPU_DRIVER);
+}
+
+/* ---- async copies: work on the stream, no marker ---- */
+
+static __always_inline int async_copy(__u64 stream, __u32 api)
+{
+	__u64 pt = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	__u32 tgid = pt >> 32, tid = (__u32)pt;
+	struct ts_gpu_work *w;
+
+	if (!traced(tgid))
+		return 0;
+	if (api == TS_GPU_DRIVER) {
+		if (nested(tid, P_COPY, stream, now))
+			return 0;
+	} else {
+		set_pending(tid, P_COPY, stream, now);
+	}
+	w = work_get(tgid, stream);
+	if (w && !w->capturing)
+		__sync_fetch_and_add(&w->copies, 1);
+	return 0;
+}
+
+/* cudaMemcpyAsync(dst, src, count, kind, stream) */
+SEC("uprobe") int cuda_copy_async(struct pt_regs *ctx)
+{
+	return async_copy(norm_stream(PT_REGS_PARM5(ctx), false), TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cuda_copy_async_ptsz(struct pt_regs *ctx)
+{
+	return async_copy(norm_stream(PT_REGS_PARM5(ctx), true), TS_GPU_RUNTIME);
+}
+/* cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), cuMemcpyAsync(dst, src, bytes, stream) */
+SEC("uprobe") int cu_copy_async(struct pt_regs *ctx)
+{
+	return async_copy(norm_stream(PT_REGS_PARM4(ctx), false), TS_GPU_DRIVER);
+}
+SEC("uprobe") int cu_copy_async_ptsz(struct pt_regs *ctx)
+{
+	return async_copy(norm_stream(PT_REGS_PARM4(ctx), true), TS_GPU_DRIVER);
+}
+
+/* ---- event record, stream wait ---- */
+
+static __always_inline int ordering(__u32 kind, __u64 stream, __u64 event, __u32 api)
+{
+	__u64 pt = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)pt;
+	__u32 pk = kind == TS_GPU_RECORD ? P_RECORD : P_WAIT;
+
+	if (!traced(pt >> 32))
+		return 0;
+	if (api == TS_GPU_DRIVER) {
+		if (nested(tid, pk, event, now))
+			return 0;
+	} else {
+		set_pending(tid, pk, event, now);
+	}
+	send_mark(kind, TS_GPU_SCOPE_STREAM, stream, event, api, kind == TS_GPU_RECORD, 0, 0);
+	return 0;
+}
+
+/* cudaEventRecord(event, stream[, flags]), cuEventRecord(event, stream[, flags]) */
+SEC("uprobe") int cuda_record(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx),
+			TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cuda_record_ptsz(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx),
+			TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cu_record(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx),
+			TS_GPU_DRIVER);
+}
+SEC("uprobe") int cu_record_ptsz(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx),
+			TS_GPU_DRIVER);
+}
+
+/* cudaStreamWaitEvent(stream, event, flags), cuStreamWaitEvent(stream, event, flags) */
+SEC("uprobe") int cuda_wait(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), false), PT_REGS_PARM2(ctx),
+			TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cuda_wait_ptsz(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), true), PT_REGS_PARM2(ctx),
+			TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cu_wait(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), false), PT_REGS_PARM2(ctx),
+			TS_GPU_DRIVER);
+}
+SEC("uprobe") int cu_wait_ptsz(struct pt_regs *ctx)
+{
+	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), true), PT_REGS_PARM2(ctx),
+			TS_GPU_DRIVER);
+}
+
+/* ---- syncs, queries and blocking copies: entry and return ---- */
+
+/* kind: TS_GPU_SYNC_ENTER for waits, TS_GPU_QUERY_DONE for queries */
+static __always_inline int call_enter(__u32 kind, __u32 scope, __u64 stream, __u64 event,
+				      __u32 api)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tgid = pt >> 32, tid = (__u32)pt;
+	struct gpu_call c = {
+		.kind = kind, .scope = scope, .stream = stream, .event = event, .api = api,
+	}, *cur;
+
+	if (!traced(tgid))
+		return 0;
+	cur = bpf_map_lookup_elem(&calls, &tid);
+	if (api == TS_GPU_DRIVER && cur && cur->api == TS_GPU_RUNTIME) {
+		cur->driver_inside = 1; /* the runtime's own driver call: its caller reports */
+		count(TS_CNT_GPU_NESTED, 1);
+		return 0;
+	}
+	c.enter_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	if (kind != TS_GPU_SYNC_ENTER)
+		return 0;
+	if (scope == TS_GPU_SCOPE_DEVICE)
+		flush_all(tgid, api);
+	send_mark(TS_GPU_SYNC_ENTER, scope, stream, event, api, scope == TS_GPU_SCOPE_STREAM, 0, 0);
+	return 0;
+}
+
+static __always_inline int call_return(__u32 api, long ret)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pt;
+	struct gpu_call *c = bpf_map_lookup_elem(&calls, &tid);
+	struct gpu_call copy;
+
+	if (!c)
+		return 0;
+	if (api == TS_GPU_DRIVER && c->api == TS_GPU_RUNTIME) {
+		c->driver_inside = 0;
+		return 0;
+	}
+	copy = *c;
+	bpf_map_delete_elem(&calls, &tid);
+	if (copy.kind == TS_GPU_SYNC_ENTER)
+		send_mark(TS_GPU_SYNC_RETURN, copy.scope, copy.stream, copy.event, api, false,
+			  (__s32)ret, copy.enter_ns);
+	else if (ret == 0) /* a query that reports the work done */
+		send_mark(TS_GPU_QUERY_DONE, copy.scope, copy.stream, copy.event, api,
+			  copy.scope == TS_GPU_SCOPE_STREAM, 0, copy.enter_ns);
+	return 0;
+}
+
+SEC("uretprobe") int cuda_ret(struct pt_regs *ctx) { return call_return(TS_GPU_RUNTIME, PT_REGS_RC(ctx)); }
+SEC("uretprobe") int cu_ret(struct pt_regs *ctx) { return call_return(TS_GPU_DRIVER, PT_REGS_RC(ctx)); }
+
+#define STREAM_CALL(name, kind, api, per_thread)                                              \
+	SEC("uprobe") int name(struct pt_regs *ctx)                                           \
+	{                                                                                     \
+		return call_enter(kind, TS_GPU_SCOPE_STREAM,                                  \
+				  norm_stream(PT_REGS_PARM1(ctx), per_thread), 0, api);       \
+	}
+#define EVENT_CALL(name, kind, api)                                                           \
+	SEC("uprobe") int name(struct pt_regs *ctx)                                           \
+	{                                                                                     \
+		return call_enter(kind, TS_GPU_SCOPE_EVENT, 0, PT_REGS_PARM1(ctx), api);      \
+	}
+
+/* cudaStreamSynchronize(stream), cuStreamSynchronize(stream) */
+STREAM_CALL(cuda_stream_sync, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME, false)
+STREAM_CALL(cuda_stream_sync_ptsz, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME, true)
+STREAM_CALL(cu_stream_sync, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER, false)
+STREAM_CALL(cu_stream_sync_ptsz, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER, true)
+/* cudaStreamQuery(stream), cuStreamQuery(stream) */
+STREAM_CALL(cuda_stream_query, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME, false)
+STREAM_CALL(cuda_stream_query_ptsz, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME, true)
+STREAM_CALL(cu_stream_query, TS_GPU_QUERY_DONE, TS_GPU_DRIVER, false)
+STREAM_CALL(cu_stream_query_ptsz, TS_GPU_QUERY_DONE, TS_GPU_DRIVER, true)
+/* cudaEventSynchronize(event), cuEventSynchronize(event), and the queries */
+EVENT_CALL(cuda_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME)
+EVENT_CALL(cu_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER)
+EVENT_CALL(cuda_event_query, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME)
+EVENT_CALL(cu_event_query, TS_GPU_QUERY_DONE, TS_GPU_DRIVER)
+
+/* cudaDeviceSynchronize(), cuCtxSynchronize() */
+SEC("uprobe") int cuda_device_sync(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, 0, 0, TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cu_ctx_sync(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, 0, 0, TS_GPU_DRIVER);
+}
+
+/* Blocking copies wait for the default stream: cudaMemcpy(dst, src, count, kind),
+ * cuMemcpyDtoH_v2(dst, src, bytes); the _ptds entry points use the per-thread stream. */
+SEC("uprobe") int cuda_copy(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 0, 0, TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cuda_copy_ptds(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 2, 0, TS_GPU_RUNTIME);
+}
+SEC("uprobe") int cu_copy(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 0, 0, TS_GPU_DRIVER);
+}
+SEC("uprobe") int cu_copy_ptds(struct pt_regs *ctx)
+{
+	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 2, 0, TS_GPU_DRIVER);
+}
+
+/* ---- stream capture: launches into a capture build a graph, they do not run ---- */
+
+static __always_inline int capture(__u64 stream, __u32 on)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct ts_gpu_work *w;
+
+	if (!traced(pt >> 32))
+		return 0;
+	w = work_get(pt >> 32, stream);
+	if (w)
+		w->capturing = on;
+	return 0;
+}
+
+/* cudaStreamBeginCapture(stream, mode), cuStreamBeginCapture(_v2)(stream, mode),
+ * cudaStreamEndCapture(stream, graph *), cuStreamEndCapture(stream, graph *) */
+SEC("uprobe") int capture_begin(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), false), 1); }
+SEC("uprobe") int capture_begin_ptsz(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), true), 1); }
+SEC("uprobe") int capture_end(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), false), 0); }
+SEC("uprobe") int capture_end_ptsz(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), true), 0); }
+
+/* ---- kernel names of driver handles ---- */
+
+/* cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name),
+ * cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name) */
+SEC("uprobe") int cu_get_function(struct pt_regs *ctx)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pt;
+	struct name_call c = { .out = PT_REGS_PARM1(ctx), .name = PT_REGS_PARM3(ctx) };
+
+	if (!traced(pt >> 32))
+		return 0;
+	bpf_map_update_elem(&name_calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pt;
+	struct name_call *c = bpf_map_lookup_elem(&name_calls, &tid);
+	struct ts_gpu_kname *e;
+	__u64 handle = 0;
+
+	if (!c)
+		return 0;
+	if (PT_REGS_RC(ctx) == 0 && !bpf_probe_read_user(&handle, sizeof(handle), (void *)c->out) &&
+	    handle) {
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		if (e) {
+			fill_hdr(&e->hdr, TS_EV_GPU_KNAME, sizeof(*e), bpf_ktime_get_ns());
+			e->id = handle;
+			e->flags = 0;
+			e->_pad = 0;
+			if (bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
+				e->name[0] = 0;
+			bpf_ringbuf_submit(e, 0);
+		} else {
+			count(TS_CNT_GPU_DROPS, 1);
+		}
+	}
+	bpf_map_delete_elem(&name_calls, &tid);
+	return 0;
+}

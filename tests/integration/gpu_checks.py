@@ -1,0 +1,118 @@
+"""GPU step checks with real eBPF probes (imported by run.py).
+
+1. cudaprog: nvcc-built, real libcudart, no GPU here: every launch seen with its demangled
+   name and grid/block, every sync closing exactly one step.
+2. engine: the simulated inference engine on the stand-in libcuda.so.1 (virtual GPU), in
+   sync and async (vLLM-like) modes, with and without CUDA graphs: the steps tokenscope
+   rebuilds match the engine's ground truth - same count, times within 0.5 ms.
+3. nested: runtime entry points that call the driver: each launch counted once.
+"""
+import json
+import os
+import subprocess
+
+STEP_TOLERANCE_NS = 500_000
+
+
+def run_gpu_checks(ctx):
+    check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
+    root, work = ctx["root"], os.path.join(ctx["work"], "gpu")
+    gpu = os.path.join(root, ".output", "gpu")
+    tracer = Tracer(work)
+
+    # phase: a real libcudart, no GPU
+    r = subprocess.run([os.path.join(gpu, "cudaprog")], capture_output=True, text=True)
+    check(r.returncode == 0, f"cudaprog ran ({r.stderr[-300:]})")
+    prog_truth = json.loads(r.stdout)
+    prog_pid = None
+
+    # phase: the engine in four configurations
+    configs = [("sync-eager", []), ("sync-graphs", ["--graphs"]),
+               ("async-graphs", ["--async", "--graphs"]),
+               ("async-eager-chunked", ["--async", "--chunk", "256"])]
+    engines = []
+    for name, args in configs:
+        truth = os.path.join(work, f"engine-{name}.jsonl")
+        p = subprocess.Popen([os.path.join(gpu, "engine"), "--truth", truth, "--requests", "6",
+                              "--seed", str(len(engines) + 3), *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0, f"engine {name} ran ({err[-300:]})")
+        engines.append((name, p.pid, truth))
+
+    # phase: nested runtime -> driver calls
+    r = subprocess.run([os.path.join(gpu, "nested"), "10", "3"], capture_output=True, text=True)
+    check(r.returncode == 0, f"nested harness ran ({r.stderr[-300:]})")
+    nested_truth = json.loads(r.stdout)
+
+    rc, out, err = tracer.stop()
+    check(rc == 0, f"GPU tracer exited 0 ({err[-300:]})")
+    records = [json.loads(line) for line in open(tracer.out)]
+    steps = [s for s in records if s["type"] == "gpu_step"]
+
+    # cudaprog: three steps, exactly the launches it made
+    prog = [s for s in steps if s["comm"] == "cudaprog"]
+    check(len(prog) == 3, f"cudaprog: 3 steps (got {len(prog)})")
+    prog.sort(key=lambda s: s["first_launch_ns"])
+    for i, (want, got) in enumerate(zip(prog_truth["steps"], prog)):
+        seen = {k["name"]: [k["count"], k["grid"], k["block"]] for k in got["kernels"]}
+        check(seen == want, f"cudaprog step {i}: kernels {seen} == {want}")
+        check(got["launches"] == sum(v[0] for v in want.values()),
+              f"cudaprog step {i}: launches {got['launches']}")
+        # the calls failed (no driver): completion is only bounded
+        check(got["done_bound"] is True, f"cudaprog step {i}: failed syncs only bound completion")
+
+    # engine: the steps against the engine's own ground truth
+    for name, pid, truth_path in engines:
+        truth = [json.loads(l) for l in open(truth_path)]
+        want = sorted([t for t in truth if t["type"] == "step"], key=lambda t: t["first_launch_ns"])
+        got = sorted([s for s in steps if s["pid"] == pid], key=lambda s: s["first_launch_ns"])
+        if not check(len(got) == len(want), f"engine {name}: {len(got)} steps == {len(want)}"):
+            continue
+        bad = []
+        exact = 0
+        for t, s in zip(want, got):
+            if s["launches"] != t["launches"] or s["graph_launches"] != t["graph_launches"]:
+                bad.append(f"step {t['step']} launches {s['launches']}/{s['graph_launches']}")
+            if abs(s["first_launch_ns"] - t["first_launch_ns"]) > STEP_TOLERANCE_NS:
+                bad.append(f"step {t['step']} first launch off by "
+                           f"{(s['first_launch_ns'] - t['first_launch_ns']) / 1e6:.3f} ms")
+            if abs(s["host_seen_ns"] - t["host_seen_ns"]) > STEP_TOLERANCE_NS:
+                bad.append(f"step {t['step']} host_seen off by "
+                           f"{(s['host_seen_ns'] - t['host_seen_ns']) / 1e6:.3f} ms")
+            if s["done_bound"]:
+                if s["gpu_done_ns"] < t["gpu_end_ns"]:
+                    bad.append(f"step {t['step']} bound {s['gpu_done_ns']} before the GPU end")
+            else:
+                exact += 1
+                if abs(s["gpu_done_ns"] - t["gpu_end_ns"]) > STEP_TOLERANCE_NS:
+                    bad.append(f"step {t['step']} gpu_done off by "
+                               f"{(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms")
+            names = {k["name"] for k in s["kernels"]}
+            if t["graph_launches"]:
+                ok = len(names) == 1 and next(iter(names)).startswith("graph@")
+            else:
+                ok = names == ({"prefill_attn", "prefill_mlp"} if t["kind"] == "prefill"
+                               else {"decode_attn", "decode_mlp"})
+            if not ok:
+                bad.append(f"step {t['step']} kernels {sorted(names)}")
+        check(not bad, f"engine {name}: every step matches the truth: {bad[:4]}")
+        if name.startswith("sync"):
+            # the host blocked in every sync: completion times are exact
+            check(exact == len(got), f"engine {name}: {exact}/{len(got)} completions exact")
+
+    # nested: one step, each launch once
+    nest = [s for s in steps if s["comm"] == "nested"]
+    check(len(nest) == 1 and nest[0]["launches"] == nested_truth["launches"],
+          f"nested: one step with {nested_truth['launches']} launches "
+          f"(got {[s['launches'] for s in nest]})")
+    check("nested_deduped=0 " not in out, "nested: the runtime's driver calls were deduplicated")
+
+    # replay gives the same steps
+    replay_out = os.path.join(work, "replay.jsonl")
+    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "-q", "-o", replay_out],
+                       capture_output=True, text=True)
+    replayed = [json.loads(line) for line in open(replay_out)] if r.returncode == 0 else []
+    check(replayed == records, f"GPU replay gives the same {len(records)} records "
+          f"(got {len(replayed)})")
+    check("gpu steps=" in out, "summary has per-process GPU step statistics")
