@@ -37,7 +37,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized integration demo bench deps fixtures
+.PHONY: all clean test unit unit-sanitized replay integration demo bench deps fixtures
 .DELETE_ON_ERROR:
 
 all: tokenscope
@@ -83,6 +83,10 @@ fixtures:
 unit: $(UNIT_BINS)
 	$(Q)./tests/unit/run.sh $(UNIT_BINS)
 
+# Recorded captures (a real H200 run among them) replayed and checked; no root needed.
+replay: tokenscope
+	$(Q)./tests/replay/run.sh
+
 integration: tokenscope fixtures
 	$(Q)./tests/integration/run.sh
 
@@ -90,6 +94,7 @@ integration: tokenscope fixtures
 test: deps
 	$(Q)$(MAKE) -s all unit
 	$(Q)$(MAKE) -s unit-sanitized
+	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.

@@ -125,7 +125,8 @@ struct {
 /* cuModuleGetFunction / cuLibraryGetKernel arguments, entry to return. */
 struct name_call {
 	__u64 out;
-	__u64 name;
+	__u64 name;  /* const char * (0 for cuKernelGetFunction) */
+	__u64 alias; /* cuKernelGetFunction: the CUkernel */
 };
 
 struct {
@@ -712,6 +713,19 @@ SEC("uprobe") int cu_get_function(struct pt_regs *ctx)
 	return 0;
 }
 
+/* cuKernelGetFunction(CUfunction *f, CUkernel k): the same kernel under another handle */
+SEC("uprobe") int cu_kernel_get_function(struct pt_regs *ctx)
+{
+	__u64 pt = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pt;
+	struct name_call c = { .out = PT_REGS_PARM1(ctx), .alias = PT_REGS_PARM2(ctx) };
+
+	if (!traced(pt >> 32))
+		return 0;
+	bpf_map_update_elem(&name_calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
 SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
@@ -728,9 +742,12 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 		if (e) {
 			fill_hdr(&e->hdr, TS_EV_GPU_KNAME, sizeof(*e), bpf_ktime_get_ns());
 			e->id = handle;
+			e->alias = c->alias;
 			e->flags = 0;
 			e->_pad = 0;
-			if (bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
+			e->name[0] = 0;
+			if (c->name &&
+			    bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
 				e->name[0] = 0;
 			bpf_ringbuf_submit(e, 0);
 		} else {

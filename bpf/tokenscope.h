@@ -73,7 +73,7 @@ struct ts_proc {
 /* ---- CUDA (bpf/cuda.bpf.c) ---- */
 
 #define TS_KSAMPLES 8	 /* distinct kernels (id, grid, block) kept per step */
-#define TS_KNAME_LEN 160
+#define TS_KNAME_LEN 512 /* mangled C++ kernel names run long */
 #define TS_GPU_MAX_STREAMS 16 /* streams per process a device-wide sync flushes */
 
 enum ts_gpu_mark_kind {
@@ -132,7 +132,8 @@ struct ts_gpu_mark {
 
 struct ts_gpu_kname {
 	struct ts_event_hdr hdr;
-	__u64 id;   /* CUfunction / CUkernel handle, or host stub address */
+	__u64 id;    /* CUfunction / CUkernel handle, or host stub address */
+	__u64 alias; /* cuKernelGetFunction: id is the same kernel as this CUkernel; name empty */
 	__u32 flags; /* TS_KS_STUB when symbolized from a stub */
 	__u32 _pad;
 	char name[TS_KNAME_LEN];

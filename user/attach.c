@@ -104,6 +104,7 @@ static const struct cuda_probe cuda_probes[] = {
 	{ "cuStreamEndCapture_ptsz", P(capture_end_ptsz), 0 },
 	{ "cuModuleGetFunction", P(cu_get_function), P(cu_get_function_ret) },
 	{ "cuLibraryGetKernel", P(cu_get_function), P(cu_get_function_ret) },
+	{ "cuKernelGetFunction", P(cu_kernel_get_function), P(cu_get_function_ret) },
 };
 #undef P
 #define NCUDA (sizeof(cuda_probes) / sizeof(cuda_probes[0]))

@@ -48,6 +48,7 @@ struct proc {
 struct kname {
 	uint32_t pid;
 	uint64_t id;
+	uint64_t alias; /* another handle of the same kernel: its name is this one's */
 	char *name;
 };
 
@@ -154,10 +155,11 @@ void gpu__kname(struct gpu *g, const struct ts_gpu_kname *k)
 	name[TS_KNAME_LEN] = 0;
 	for (size_t i = 0; i < g->nnames; i++) {
 		if (g->names[i].pid == k->hdr.pid && g->names[i].id == k->id) {
-			if (!name[0])
+			if (!name[0] && !k->alias)
 				return; /* an unnamed stub does not hide a driver function's name */
 			free(g->names[i].name);
 			g->names[i].name = strdup(name);
+			g->names[i].alias = k->alias;
 			return;
 		}
 	}
@@ -170,17 +172,28 @@ void gpu__kname(struct gpu *g, const struct ts_gpu_kname *k)
 		g->names = nn;
 		g->capnames = cap;
 	}
-	g->names[g->nnames++] = (struct kname){ k->hdr.pid, k->id, strdup(name) };
+	g->names[g->nnames++] = (struct kname){ k->hdr.pid, k->id, k->alias, strdup(name) };
+}
+
+static const struct kname *find_name(const struct gpu *g, uint32_t pid, uint64_t id)
+{
+	for (size_t i = 0; i < g->nnames; i++) {
+		if (g->names[i].pid == pid && g->names[i].id == id)
+			return &g->names[i];
+	}
+	return NULL;
 }
 
 const char *gpu__kernel_name(const struct gpu *g, uint32_t pid, const struct ts_kernel_sample *k,
 			     char *buf, size_t n)
 {
-	for (size_t i = 0; i < g->nnames; i++) {
-		if (g->names[i].pid == pid && g->names[i].id == k->id && g->names[i].name &&
-		    g->names[i].name[0])
-			return g->names[i].name;
-	}
+	const struct kname *kn = find_name(g, pid, k->id);
+
+	/* follow cuKernelGetFunction aliases, a few hops at most */
+	for (int hops = 0; kn && !(kn->name && kn->name[0]) && kn->alias && hops < 4; hops++)
+		kn = find_name(g, pid, kn->alias);
+	if (kn && kn->name && kn->name[0])
+		return kn->name;
 	snprintf(buf, n, "%s0x%llx", k->flags & TS_KS_GRAPH ? "graph@" : "", (unsigned long long)k->id);
 	return buf;
 }

@@ -198,7 +198,7 @@ static int locate(struct ksym *k, uint32_t pid, uint64_t addr, char *path, size_
 
 void ksym__name(struct ksym *k, uint32_t pid, uint64_t addr, char *out, size_t n)
 {
-	char path[PATH_MAX + 32], raw[512];
+	char path[PATH_MAX + 32], raw[8192];
 	uint64_t off;
 
 	out[0] = 0;

@@ -285,6 +285,15 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (size > sizeof(lv->buf) || size < sizeof(*h))
 		return pipeline__feed(lv->pl, data, size), 0;
 	memcpy(lv->buf, data, size);
+	if (h->type == TS_EV_GPU_KNAME && size >= sizeof(struct ts_gpu_kname)) {
+		/* driver names come mangled: demangle here, so outputs and recordings are readable */
+		struct ts_gpu_kname *kn = (struct ts_gpu_kname *)lv->buf;
+		char raw[TS_KNAME_LEN + 1];
+
+		memcpy(raw, kn->name, TS_KNAME_LEN);
+		raw[TS_KNAME_LEN] = 0;
+		ksym__demangle(raw, kn->name, sizeof(kn->name));
+	}
 	if (h->type == TS_EV_EXEC) {
 		/* the executable's mapping, where nvcc-built programs keep their kernel stubs */
 		ksym__snapshot(lv->ksym, h->pid);
