@@ -107,12 +107,18 @@ demo: deps
 	$(Q)./demo/run.sh
 
 bench: deps
-	$(Q)$(MAKE) -s all fixtures $(OUTPUT)/sslbench
+	$(Q)$(MAKE) -s all fixtures $(OUTPUT)/sslbench $(OUTPUT)/gpubench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -c $< -o $@
+
+CUDA_LIB ?= /usr/local/cuda/lib64
+$(OUTPUT)/gpubench: bench/gpubench.c fixtures
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< -L$(CUDA_LIB) -lcudart -L$(OUTPUT)/gpu -lcuda \
+		-Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(abspath $(OUTPUT)/gpu) -o $@
 
 $(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)

@@ -30,25 +30,38 @@ stop_tracer() {
 	tracer=
 }
 
+libssl=/lib/x86_64-linux-gnu/libssl.so.3
+libcudart=$(ls /usr/local/cuda/lib64/libcudart.so.* | head -n 1)
+libcuda=.output/gpu/libcuda.so.1
 echo "tokenscope bench: $ROUNDS rounds of $N iterations (medians)"
-: >"$work/empty"; : >"$work/bare"; : >"$work/ssl"; : >"$work/traced"
+for f in ssl ssl_bare ssl_t rt rt_bare rt_t drv drv_bare drv_t; do : >"$work/$f"; done
 for r in $(seq "$ROUNDS"); do
-	$bench empty "$N" >>"$work/empty"
-	$bench empty "$N" --bare >>"$work/bare"
 	$bench ssl "$N" "$cert" "$key" >>"$work/ssl"
+	$bench bare $libssl SSL_write $bench ssl "$N" "$cert" "$key" >>"$work/ssl_bare"
+	.output/gpubench rt "$N" >>"$work/rt"
+	$bench bare "$libcudart" cudaLaunchKernel .output/gpubench rt "$N" >>"$work/rt_bare"
+	.output/gpubench drv "$N" >>"$work/drv"
+	$bench bare $libcuda cuLaunchKernel .output/gpubench drv "$N" >>"$work/drv_bare"
 	start_tracer -c sslbench
-	$bench ssl "$N" "$cert" "$key" >>"$work/traced"
+	$bench ssl "$N" "$cert" "$key" >>"$work/ssl_t"
+	stop_tracer
+	start_tracer -c gpubench
+	.output/gpubench rt "$N" >>"$work/rt_t"
+	.output/gpubench drv "$N" >>"$work/drv_t"
 	stop_tracer
 done
-empty=$(median <"$work/empty"); bare=$(median <"$work/bare")
-ssl=$(median <"$work/ssl"); traced=$(median <"$work/traced")
-awk -v e="$empty" -v b="$bare" -v s="$ssl" -v t="$traced" 'BEGIN {
-	u = b - e; per = (t - s) / 2
-	printf "  bare uprobe:                %8.0f ns per hit\n", u
-	printf "  SSL_write+SSL_read untraced: %7.0f ns per round trip\n", s
-	printf "  SSL_write+SSL_read traced:   %7.0f ns per round trip\n", t
-	printf "  added per SSL call:         %8.0f ns = %.2f x a bare uprobe\n", per, per / u
-	printf "  (each traced call takes an entry uprobe and a return probe: 2 traps)\n"
+for f in ssl ssl_bare ssl_t rt rt_bare rt_t drv drv_bare drv_t; do
+	eval "$f=\$(median <\"\$work/$f\")"
+done
+awk -v s="$ssl" -v sb="$ssl_bare" -v st="$ssl_t" -v r="$rt" -v rb="$rt_bare" -v rt="$rt_t" \
+	-v d="$drv" -v db="$drv_bare" -v dt="$drv_t" 'BEGIN {
+	printf "  %-34s %9s %9s %9s %9s\n", "per call (ns)", "untraced", "bare", "traced", "ratio"
+	# SSL: one round trip is two traced calls (SSL_write, SSL_read); the bare probe is on SSL_write
+	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "SSL_write + SSL_read round trip", s, sb - s, (st - s) / 2, (st - s) / 2 / (sb - s)
+	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "cudaLaunchKernel (libcudart)", r, rb - r, rt - r, (rt - r) / (rb - r)
+	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "cuLaunchKernel (stand-in libcuda)", d, db - d, dt - d, (dt - d) / (db - d)
+	printf "  bare: an empty uprobe on the same entry point; traced: added per call with tokenscope\n"
+	printf "  (a traced SSL call takes an entry and a return probe; a launch only an entry probe)\n"
 }'
 
 # Pipeline throughput: replay a recording of streamed requests.

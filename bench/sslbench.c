@@ -4,8 +4,9 @@
  *   sslbench ssl N CERT KEY   N round trips of SSL_write (client, 120 bytes, an SSE event's
  *                             size) + SSL_read (server) through real libssl over a memory BIO
  *                             pair: two probed SSL calls per iteration, no sockets
- *   sslbench empty N [--bare] N calls of an empty noinline function; with --bare, a uprobe that
- *                             does nothing is attached to it first (the yardstick)
+ *   sslbench bare LIB SYMBOL CMD...  run CMD with a uprobe that does nothing attached to
+ *                             SYMBOL in LIB (every process): the yardstick, measured on the
+ *                             very entry point whose tracing cost is compared with it
  * Prints nanoseconds per iteration.
  */
 #include <bpf/libbpf.h>
@@ -15,14 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bare.skel.h"
-
-__attribute__((noinline)) void empty_target(int i)
-{
-	__asm__ volatile("" : : "r"(i) : "memory");
-}
 
 static double now_ns(void)
 {
@@ -32,35 +29,34 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int bench_empty(long n, bool bare)
+static int bare_probe(const char *lib, const char *sym, char **cmd)
 {
-	struct bare_bpf *skel = NULL;
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = sym);
+	struct bare_bpf *skel = bare_bpf__open_and_load();
 	struct bpf_link *link = NULL;
-	double t0;
+	int status = 1;
+	pid_t child;
 
-	if (bare) {
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "empty_target");
-
-		skel = bare_bpf__open_and_load();
-		if (!skel) {
-			fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
-			return 1;
-		}
-		link = bpf_program__attach_uprobe_opts(skel->progs.bare, getpid(), "/proc/self/exe", 0,
-						       &opts);
-		if (!link) {
-			fprintf(stderr, "sslbench: cannot attach the bare uprobe\n");
-			bare_bpf__destroy(skel);
-			return 1;
-		}
+	if (!skel) {
+		fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
+		return 1;
 	}
-	t0 = now_ns();
-	for (long i = 0; i < n; i++)
-		empty_target((int)i);
-	printf("%.1f\n", (now_ns() - t0) / n);
+	link = bpf_program__attach_uprobe_opts(skel->progs.bare, -1, lib, 0, &opts);
+	if (!link) {
+		fprintf(stderr, "sslbench: cannot attach to %s in %s\n", sym, lib);
+		bare_bpf__destroy(skel);
+		return 1;
+	}
+	child = fork();
+	if (child == 0) {
+		execvp(cmd[0], cmd);
+		_exit(127);
+	}
+	if (child > 0)
+		waitpid(child, &status, 0);
 	bpf_link__destroy(link);
 	bare_bpf__destroy(skel);
-	return 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 static int pump(SSL *c, SSL *s)
@@ -121,8 +117,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 5 && !strcmp(argv[1], "ssl") && n > 0)
 		return bench_ssl(n, argv[3], argv[4]);
-	if (argc >= 3 && !strcmp(argv[1], "empty") && n > 0)
-		return bench_empty(n, argc > 3 && !strcmp(argv[3], "--bare"));
-	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench empty N [--bare]\n");
+	if (argc >= 5 && !strcmp(argv[1], "bare"))
+		return bare_probe(argv[2], argv[3], argv + 4);
+	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench bare LIB SYMBOL CMD...\n");
 	return 2;
 }
