@@ -39,6 +39,8 @@ endif
 
 .PHONY: all clean test unit unit-sanitized replay integration demo bench deps fixtures
 .DELETE_ON_ERROR:
+# Keep the BPF objects between the skeletons built from them.
+.SECONDARY:
 
 all: tokenscope
 
@@ -48,7 +50,7 @@ deps:
 $(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/tokenscope.h vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/tokenscope.h vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
 		-Wall -Wno-unused-function -c $< -o $@

@@ -13,37 +13,13 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include "tokenscope.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #ifndef PT_REGS_PARM6
 #define PT_REGS_PARM6(x) ((x)->r9) /* libbpf 1.1 stops at five on x86-64 */
 #endif
-
-const volatile bool filter_pids = false;
-const volatile bool filter_comm = false;
-const volatile char target_comm[TS_COMM_LEN] = {};
-
-/* Shared with tls.bpf.c: userspace hands this object the same maps (bpf_map__reuse_fd). */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TS_CNT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u8);
-} pids SEC(".maps");
 
 struct work_key {
 	__u32 pid;
@@ -135,32 +111,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct name_call);
 } name_calls SEC(".maps");
-
-static __always_inline void count(__u32 idx, __u64 n)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += n;
-}
-
-static __always_inline bool traced(__u32 tgid)
-{
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
-		return false;
-	if (filter_comm) {
-		char comm[TS_COMM_LEN];
-
-		bpf_get_current_comm(comm, sizeof(comm));
-		for (int i = 0; i < TS_COMM_LEN; i++) {
-			if (comm[i] != target_comm[i])
-				return false;
-			if (!comm[i])
-				break;
-		}
-	}
-	return true;
-}
 
 /* The legacy (0, CU_STREAM_LEGACY=1) default stream is one stream; per-thread default
  * (CU_STREAM_PER_THREAD=2, or 0 through a _ptsz/_ptds entry point) another. */
@@ -276,18 +226,6 @@ static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32
 		}
 	}
 	__sync_fetch_and_add(&w->other_samples, 1);
-}
-
-static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	h->type = type;
-	h->size = size;
-	h->ts_ns = ts;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
 /* Send a mark; with take_work, the stream's aggregate travels with it and starts over. */

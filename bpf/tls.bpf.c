@@ -8,34 +8,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "tokenscope.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* Set by userspace before load. */
-const volatile bool filter_pids = false;
-const volatile bool filter_comm = false;
-const volatile char target_comm[TS_COMM_LEN] = {};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20); /* resized by userspace (-b) */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TS_CNT__MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-/* -p PID filter: tgids to trace. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u8);
-} pids SEC(".maps");
 
 /* Arguments saved at entry, keyed by thread id, consumed at return. */
 struct ssl_call {
@@ -87,44 +62,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct data_buf);
 } scratch SEC(".maps");
-
-static __always_inline void count(__u32 idx, __u64 n)
-{
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
-
-	if (v)
-		*v += n;
-}
-
-static __always_inline bool traced(__u32 tgid)
-{
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
-		return false;
-	if (filter_comm) {
-		char comm[TS_COMM_LEN];
-
-		bpf_get_current_comm(comm, sizeof(comm));
-		for (int i = 0; i < TS_COMM_LEN; i++) {
-			if (comm[i] != target_comm[i])
-				return false;
-			if (!comm[i])
-				break;
-		}
-	}
-	return true;
-}
-
-static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	h->type = type;
-	h->size = size;
-	h->ts_ns = ts;
-	h->pid = id >> 32;
-	h->tid = (__u32)id;
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
-}
 
 static __always_inline int call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
 {

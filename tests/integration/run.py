@@ -69,10 +69,15 @@ class Tracer:
         return rc, self.stdout.read(), self.stderr.read()
 
 
-def run(cmd, env=None, timeout=120):
+CLIENT_TIMES = {}  # model -> the client's own {start_ns, first_ns}, for clients that report them
+
+
+def run(cmd, env=None, timeout=120, model=None):
     r = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
     if r.returncode != 0:
         print(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    elif model:
+        CLIENT_TIMES[model] = json.loads(r.stdout.strip().splitlines()[-1])
     return r.returncode == 0
 
 
@@ -121,11 +126,27 @@ def check_record(rec, t, api, label, timing=True):
         # The fixture's own clock readings around its own SSL calls: TTFT to 2 ms.
         check(rec["ttft_ms"] is not None and abs(rec["ttft_ms"] - ttft) <= TOLERANCE_MS,
               f"{label}: ttft {rec['ttft_ms']} within {TOLERANCE_MS} ms of {ttft:.3f}")
+    elif t["model"] in CLIENT_TIMES:
+        # The client reported its own clock: tokenscope's times must lie between what the
+        # server did and what the client's code saw (node reads the socket from its event
+        # loop, so a busy client sees bytes late; that lateness is real client time).
+        c = CLIENT_TIMES[t["model"]]
+        js_start, js_first = int(c["start_ns"]), int(c["first_ns"])
+        check(js_start <= rec["start_ns"] <= t["recv_ns"],
+              f"{label}: start {rec['start_ns']} between the client's call {js_start} and the "
+              f"fixture's read {t['recv_ns']}")
+        first = rec["first_token_ns"]
+        check(first is not None and t["token_ns"][0] <= first <= js_first,
+              f"{label}: first token {first} between the fixture's write {t['token_ns'][0]} and "
+              f"the client seeing it {js_first}")
+        check(rec["ttft_ms"] is not None and
+              abs(rec["ttft_ms"] - (first - rec["start_ns"]) / 1e6) < 0.01,
+              f"{label}: ttft {rec['ttft_ms']} = first token - start")
     else:
-        # A client's TTFT also holds its own time to put the request on the wire (node
-        # encrypts at SSL_write and sends from its event loop later), so each timestamp is
-        # checked against the wire: the first token arrives within 2 ms of the fixture writing
-        # it, and the request left at most REQUEST_TRANSIT_MS before the fixture read it.
+        # A client's TTFT also holds its own time to put the request on the wire, so each
+        # timestamp is checked against the wire: the first token arrives within 2 ms of the
+        # fixture writing it, and the request left at most REQUEST_TRANSIT_MS before the
+        # fixture read it.
         first = rec["first_token_ns"]
         check(first is not None and 0 <= first - t["token_ns"][0] <= TOLERANCE_MS * 1e6,
               f"{label}: first token seen {(first - t['token_ns'][0]) / 1e6 if first else None}"
@@ -222,18 +243,22 @@ def body(work, port, truth_path, server_pid):
 
     # phase: node, started after tokenscope from a binary it had never seen
     check(run([late_node, os.path.join(CLIENTS, "node_client.js"), "fetch", str(port),
-               "fx-ttft30-itl6-n6-idn1"], env=env), "node fetch ran")
+               "fx-ttft30-itl6-n6-idn1"], env=env, model="fx-ttft30-itl6-n6-idn1"),
+          "node fetch ran")
     expect.append(("node fetch (late binary)", "fx-ttft30-itl6-n6-idn1", "openai.chat", "node", True))
     check(run(["node", os.path.join(CLIENTS, "node_client.js"), "https", str(port),
-               "fx-ttft20-itl5-n5-idn2"], env=env), "node https ran")
+               "fx-ttft20-itl5-n5-idn2"], env=env, model="fx-ttft20-itl5-n5-idn2"),
+          "node https ran")
     expect.append(("node https", "fx-ttft20-itl5-n5-idn2", "ollama", "node", True))
 
     # phase: official SDKs from npm
     check(run(["node", os.path.join(CLIENTS, "node_client.js"), "openai", str(port),
-               "fx-ttft35-itl7-n6-cache1-ids1"], env=env), "openai SDK ran")
+               "fx-ttft35-itl7-n6-cache1-ids1"], env=env, model="fx-ttft35-itl7-n6-cache1-ids1"),
+          "openai SDK ran")
     expect.append(("openai SDK", "fx-ttft35-itl7-n6-cache1-ids1", "openai.chat", "node", True))
     check(run(["node", os.path.join(CLIENTS, "node_client.js"), "anthropic", str(port),
-               "fx-ttft40-itl6-n5-tpe2-ids2"], env=env), "anthropic SDK ran")
+               "fx-ttft40-itl6-n5-tpe2-ids2"], env=env, model="fx-ttft40-itl6-n5-tpe2-ids2"),
+          "anthropic SDK ran")
     expect.append(("anthropic SDK", "fx-ttft40-itl6-n5-tpe2-ids2", "anthropic.messages", "node",
                    True))
 

@@ -10,24 +10,32 @@ const base = `https://127.0.0.1:${port}`;
 const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-test-SECRET-node' };
 const prompt = [{ role: 'user', content: 'PROMPT-CANARY from node' }];
 
-async function drain(stream) {
-  let n = 0;
-  for await (const _ of stream) n++;
-  return n;
-}
+// The client's own clock (process.hrtime is CLOCK_MONOTONIC): when it sent the request and
+// when its code first saw generated text. The test checks tokenscope's times lie between
+// what the server did and what the client saw.
+const times = { start_ns: null, first_ns: null };
+const now = () => process.hrtime.bigint().toString();
+const FIRST_TOKEN = 'tok0_0'; // the fixture's first generated text
+const sawText = (text) => { if (!times.first_ns && text.includes(FIRST_TOKEN)) times.first_ns = now(); };
 
 async function main() {
+  times.start_ns = now();
   if (mode === 'fetch') {
     const res = await fetch(`${base}/v1/chat/completions`, {
       method: 'POST', headers,
       body: JSON.stringify({ model, stream: true, messages: prompt, stream_options: { include_usage: true } }),
     });
     const reader = res.body.getReader();
-    while (!(await reader.read()).done);
+    const dec = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      sawText(dec.decode(value, { stream: true }));
+    }
   } else if (mode === 'https') {
     await new Promise((resolve, reject) => {
       const req = https.request(`${base}/api/generate`, { method: 'POST', headers }, (res) => {
-        res.on('data', () => {});
+        res.on('data', (d) => sawText(d.toString()));
         res.on('end', resolve);
       });
       req.on('error', reject);
@@ -39,15 +47,17 @@ async function main() {
     const stream = await client.chat.completions.create({
       model, messages: prompt, stream: true, stream_options: { include_usage: true },
     });
-    await drain(stream);
+    for await (const chunk of stream) sawText(chunk.choices[0]?.delta?.content || '');
   } else if (mode === 'anthropic') {
     const Anthropic = require(path.join(__dirname, '../../node/node_modules/@anthropic-ai/sdk')).default;
     const client = new Anthropic({ apiKey: 'sk-ant-test-SECRET', baseURL: base });
     const stream = client.messages.stream({ model, max_tokens: 64, messages: prompt });
+    stream.on('text', sawText);
     await stream.finalMessage();
   } else {
     throw new Error(`unknown mode ${mode}`);
   }
 }
 
-main().catch((e) => { console.error(e); process.exit(1); });
+main().then(() => console.log(JSON.stringify(times)))
+  .catch((e) => { console.error(e); process.exit(1); });
