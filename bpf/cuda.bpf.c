@@ -695,3 +695,16 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 	bpf_map_delete_elem(&name_calls, &tid);
 	return 0;
 }
+
+/* A thread that dies inside a sync or between a runtime call and its driver call must not
+ * leave state that would make its tid's next calls look nested. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(cuda_thread_exit, struct task_struct *p)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&calls, &tid);
+	bpf_map_delete_elem(&pending, &tid);
+	bpf_map_delete_elem(&name_calls, &tid);
+	return 0;
+}

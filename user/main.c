@@ -366,7 +366,7 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 	struct ring_buffer *rb = NULL;
 	struct tls_bpf *skel = NULL;
 	struct cuda_bpf *cuda = NULL;
-	struct bpf_link *tp_exec = NULL, *tp_exit = NULL;
+	struct bpf_link *tp_exec = NULL, *tp_exit = NULL, *tp_cuda_exit = NULL;
 	struct live *lv = NULL;
 	__u64 counters[TS_CNT__MAX] = { 0 };
 	uint64_t reported_drops = 0, deadline = 0, next_stats = 0,
@@ -424,6 +424,9 @@ static int run_live(const struct options *o, struct pipeline *pl, struct recordi
 		fprintf(stderr, "tokenscope: cannot attach sched tracepoints: %s\n", strerror(errno));
 		goto cleanup;
 	}
+	if (cuda && !(tp_cuda_exit = bpf_program__attach(cuda->progs.cuda_thread_exit)))
+		fprintf(stderr, "tokenscope: warning: CUDA thread-exit cleanup not attached: %s\n",
+			strerror(errno));
 
 	lv = calloc(1, sizeof(*lv));
 	if (!lv)
@@ -520,6 +523,7 @@ cleanup:
 	free(lv);
 	bpf_link__destroy(tp_exec);
 	bpf_link__destroy(tp_exit);
+	bpf_link__destroy(tp_cuda_exit);
 	cuda_bpf__destroy(cuda);
 	tls_bpf__destroy(skel);
 	return err;

@@ -13,7 +13,8 @@
  *   - stream capture (cuStreamBeginCapture/EndCapture) records launches into a graph;
  *     cuGraphLaunch runs its nodes in order;
  *   - cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize and cuMemcpyDtoH_v2 block the
- *     caller until the work is done, in real time on CLOCK_MONOTONIC.
+ *     caller until the work is done, in real time on CLOCK_MONOTONIC, spinning and yielding
+ *     as CUDA's yield scheduling does.
  * Kernels do nothing but take their time; device memory is host memory.
  *
  * Ground truth for tests: vgpu_event_done_ns(event) and vgpu_stream_idle_ns(stream) report
@@ -22,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,12 +231,21 @@ static void enqueue(struct vstream *s, struct op *o)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Host-side waits spin and yield, as CUDA's cudaDeviceScheduleYield does (and its default,
+ * spinning, when there are fewer contexts than cores): the host sees completion within
+ * microseconds, not after a sleeping thread's wake-up. */
 static void wait_idle(struct vstream *s)
 {
-	pthread_mutex_lock(&s->mu);
-	while (s->head || s->busy)
-		pthread_cond_wait(&s->cv, &s->mu);
-	pthread_mutex_unlock(&s->mu);
+	for (;;) {
+		int busy;
+
+		pthread_mutex_lock(&s->mu);
+		busy = s->head || s->busy;
+		pthread_mutex_unlock(&s->mu);
+		if (!busy)
+			return;
+		sched_yield();
+	}
 }
 
 /* ---- init, context, device ---- */
@@ -549,13 +560,21 @@ API CUresult cuEventQuery(CUevent e)
 
 API CUresult cuEventSynchronize(CUevent e)
 {
-	pthread_mutex_lock(&e->mu);
-	uint64_t want = e->recorded;
+	uint64_t want;
 
-	while (e->done < want)
-		pthread_cond_wait(&e->cv, &e->mu);
+	pthread_mutex_lock(&e->mu);
+	want = e->recorded;
 	pthread_mutex_unlock(&e->mu);
-	return CUDA_SUCCESS;
+	for (;;) { /* spin and yield, as wait_idle */
+		int done;
+
+		pthread_mutex_lock(&e->mu);
+		done = e->done >= want;
+		pthread_mutex_unlock(&e->mu);
+		if (done)
+			return CUDA_SUCCESS;
+		sched_yield();
+	}
 }
 
 /* ---- ground truth for tests (not CUDA API) ---- */
