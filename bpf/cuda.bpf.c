@@ -177,7 +177,10 @@ static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
 	if (slot < TS_GPU_MAX_STREAMS)
 		ps->s[slot] = stream + 1;
 	bpf_map_update_elem(&work, &key, &z->work, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&work, &key);
+	w = bpf_map_lookup_elem(&work, &key);
+	if (!w)
+		count(TS_CNT_GPU_NO_SLOT, 1); /* the map is full */
+	return w;
 }
 
 static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32 flags,
@@ -697,14 +700,38 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 }
 
 /* A thread that dies inside a sync or between a runtime call and its driver call must not
- * leave state that would make its tid's next calls look nested. */
+ * leave state that would make its tid's next calls look nested. A process that used CUDA
+ * gives its streams' aggregates back and is reported gone (its open work is then counted as
+ * never observed, and a later process with the same pid starts clean). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(cuda_thread_exit, struct task_struct *p)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct pid_streams *ps;
+	struct ts_proc *e;
 
 	bpf_map_delete_elem(&calls, &tid);
 	bpf_map_delete_elem(&pending, &tid);
 	bpf_map_delete_elem(&name_calls, &tid);
+	if (tid != tgid || !(ps = bpf_map_lookup_elem(&streams, &tgid)))
+		return 0;
+	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
+		struct work_key key = { .pid = tgid, .stream = ps->s[i] - 1 };
+
+		if (ps->s[i])
+			bpf_map_delete_elem(&work, &key);
+	}
+	bpf_map_delete_elem(&streams, &tgid);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return 0;
+	}
+	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
+	e->ppid = 0;
+	e->exit_code = 0;
+	e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

@@ -21,7 +21,7 @@ enum ts_event_type {
 	TS_EV_TLS_DATA = 1, /* bytes moved by SSL_read*, SSL_write* */
 	TS_EV_TLS_FREE = 2, /* SSL_free: the connection is gone */
 	TS_EV_EXEC = 3,	    /* a process exec'd: userspace looks for TLS libraries in it */
-	TS_EV_EXIT = 4,	    /* a process that moved TLS bytes exited */
+	TS_EV_EXIT = 4,	    /* a process that moved TLS bytes or used CUDA exited */
 	TS_EV_DLOPEN = 5,   /* dlopen returned: userspace rescans the process's mappings */
 	TS_EV_GPU_MARK = 6, /* a CUDA ordering or sync point, with the work launched before it */
 	TS_EV_GPU_KNAME = 7, /* a kernel handle's name (cuModuleGetFunction, or a symbolized stub) */

@@ -134,7 +134,6 @@ struct attacher {
 	struct bpf_link **links;
 	size_t nlinks, linkcap;
 	size_t tls_files;
-	size_t failures;
 	struct rescan *rescans;
 	size_t nrescans, rescancap;
 };
@@ -177,11 +176,6 @@ void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
 size_t attacher__cuda_files(const struct attacher *a)
 {
 	return a->cuda_files;
-}
-
-size_t attacher__failures(const struct attacher *a)
-{
-	return a->failures;
 }
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -229,7 +223,6 @@ static int attach_one(struct attacher *a, struct bpf_program *prog, bool ret, co
 	if (!l) {
 		int err = -errno;
 
-		a->failures++;
 		fprintf(stderr, "tokenscope: cannot attach %s%s in %s: %s\n", ret ? "return of " : "",
 			sym, path, strerror(-err));
 		return err;

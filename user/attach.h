@@ -41,7 +41,5 @@ void attacher__tick(struct attacher *a, uint64_t now_ns);
 size_t attacher__tls_files(const struct attacher *a);
 /* Files with CUDA probes attached. */
 size_t attacher__cuda_files(const struct attacher *a);
-/* Probe attach failures (other than files without the symbols). */
-size_t attacher__failures(const struct attacher *a);
 
 #endif

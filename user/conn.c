@@ -45,7 +45,6 @@ struct conn {
 	bool req_body_encoded;	      /* compressed request bodies are not read */
 
 	struct request *resp_req;     /* request whose response is being read (NULL: unpaired) */
-	bool resp_active;
 	struct decoder *dec;
 	struct sse_parser *sse;
 	struct bytes resp_body;
@@ -165,7 +164,6 @@ static void response_reset(struct conn *c)
 	c->sse = NULL;
 	bytes_reset(&c->resp_body);
 	c->resp_buffered = false;
-	c->resp_active = false;
 	c->resp_req = NULL;
 }
 
@@ -175,7 +173,6 @@ static bool resp_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 	struct request *r = queue_next_unanswered(c);
 
 	response_reset(c);
-	c->resp_active = true;
 	if (!r) {
 		(*c->sink->unpaired_responses)++;
 		return true;
@@ -191,7 +188,7 @@ static bool resp_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 		(*c->sink->unsupported_encodings)++;
 		request__error(r, "unsupported_content_encoding");
 		r->lossy = true; /* its events cannot be read: no figures rather than wrong ones */
-		return !(r->method[0] == 'H' && !strcmp(r->method, "HEAD"));
+		return strcmp(r->method, "HEAD") != 0;
 	}
 	c->dec = decoder__new(h->encoding, on_decoded, c);
 	if (h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON)
@@ -320,16 +317,6 @@ void conn__free(struct conn *c)
 enum conn_kind conn__kind(const struct conn *c)
 {
 	return c->kind;
-}
-
-uint32_t conn__pid(const struct conn *c)
-{
-	return c->pid;
-}
-
-uint64_t conn__ssl(const struct conn *c)
-{
-	return c->ssl;
 }
 
 /* Could these bytes still grow into a request line or the HTTP/2 preface? */

@@ -46,7 +46,5 @@ void conn__lost(struct conn *c, uint64_t ts);
  * reported incomplete with reason. */
 void conn__close(struct conn *c, uint64_t ts, const char *reason);
 enum conn_kind conn__kind(const struct conn *c);
-uint32_t conn__pid(const struct conn *c);
-uint64_t conn__ssl(const struct conn *c);
 
 #endif

@@ -218,7 +218,6 @@ struct live {
 	struct attacher *att;
 	struct ksym *ksym;
 	uint8_t buf[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
-	uint64_t last_ts;
 };
 
 static void snapshot_maps(void *ctx, uint32_t pid)
@@ -298,15 +297,15 @@ static int on_event(void *ctx, void *data, size_t size)
 		/* the executable's mapping, where nvcc-built programs keep their kernel stubs */
 		ksym__snapshot(lv->ksym, h->pid);
 		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
-	}
-	else if (h->type == TS_EV_DLOPEN)
+	} else if (h->type == TS_EV_DLOPEN) {
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
-	else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark))
+	} else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark)) {
 		name_stubs(lv, data);
-	else if (h->type == TS_EV_EXIT)
-		ksym__forget(lv->ksym, h->pid);
-	lv->last_ts = h->ts_ns;
+	}
 	pipeline__feed(lv->pl, lv->buf, size);
+	/* after the pipeline: a dying process's last steps may still need its names */
+	if (h->type == TS_EV_EXIT)
+		ksym__forget(lv->ksym, h->pid);
 	return 0;
 }
 

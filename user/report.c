@@ -115,6 +115,8 @@ char *report__request_json(const struct request *r)
 	json_object_set_new(o, "status", r->status ? json_integer(r->status) : json_null());
 	json_object_set_new(o, "stream", r->stream < 0 ? json_null() : json_boolean(r->stream));
 	json_object_set_new(o, "start_ns", json_integer((json_int_t)r->start_ns));
+	json_object_set_new(o, "response_ns",
+			    r->response_ns ? json_integer((json_int_t)r->response_ns) : json_null());
 	json_object_set_new(o, "first_token_ns",
 			    r->first_token_ns ? json_integer((json_int_t)r->first_token_ns) : json_null());
 	json_object_set_new(o, "end_ns", r->end_ns ? json_integer((json_int_t)r->end_ns) : json_null());
