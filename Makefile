@@ -37,7 +37,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized replay integration demo bench deps fixtures
+.PHONY: all clean test unit unit-sanitized replay integration demo bench deps fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
 .SECONDARY:
@@ -80,6 +80,9 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
+
+# The GPU test bed; its nvcc program needs the CUDA toolkit (/usr/local/cuda), not a GPU.
+gpu-testbed:
 	$(Q)$(MAKE) -s -C tests/gpu
 
 unit: $(UNIT_BINS)
@@ -89,7 +92,7 @@ unit: $(UNIT_BINS)
 replay: tokenscope
 	$(Q)./tests/replay/run.sh
 
-integration: tokenscope fixtures
+integration: tokenscope fixtures gpu-testbed
 	$(Q)./tests/integration/run.sh
 
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
@@ -109,7 +112,7 @@ demo: deps
 	$(Q)./demo/run.sh
 
 bench: deps
-	$(Q)$(MAKE) -s all fixtures $(OUTPUT)/sslbench $(OUTPUT)/gpubench
+	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -117,7 +120,7 @@ $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -c $< -o $@
 
 CUDA_LIB ?= /usr/local/cuda/lib64
-$(OUTPUT)/gpubench: bench/gpubench.c fixtures
+$(OUTPUT)/gpubench: bench/gpubench.c gpu-testbed
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< -L$(CUDA_LIB) -lcudart -L$(OUTPUT)/gpu -lcuda \
 		-Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(abspath $(OUTPUT)/gpu) -o $@
@@ -127,7 +130,7 @@ $(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< -lssl -lcrypto $(LDLIBS_STATIC) -o $@
 
 clean:
-	$(call msg,CLEAN)
+	$(call msg,CLEAN,$(OUTPUT) tokenscope)
 	$(Q)rm -rf $(OUTPUT) tokenscope
 	$(Q)$(MAKE) -s -C tests/fixtures clean
 	$(Q)$(MAKE) -s -C tests/gpu clean

@@ -51,6 +51,27 @@ def main():
             failed = 1
         if phase == "graph" and any(i[0]["graph_launches"] != 1 for _, i in rows if len(i) == 1):
             failed = 1
+    # vLLM-style async steps: launched in [t0, t_launched], seen when the host waited for the
+    # step's copy event, one step later
+    rows = truth.get("async", [])
+    if rows:
+        matched = []
+        for t in rows:
+            inside = [s for s in steps if t["t0_ns"] <= s["first_launch_ns"] <= t["t_launched_ns"]
+                      and s["launches"] > 0]
+            matched.append((t, inside))
+        found = sum(len(i) == 1 for _, i in matched)
+        seen_err = [abs(i[0]["host_seen_ns"] - t["seen_ns"]) / 1e6 for t, i in matched if len(i) == 1]
+        # the point of async scheduling: step N is seen after step N+1 was launched
+        late = sum(len(a[1]) == 1 and a[1][0]["host_seen_ns"] > b[0]["t_launched_ns"]
+                   for a, b in zip(matched, matched[1:]))
+        print(f"async: {found}/{len(rows)} steps matched one tokenscope step; "
+              f"{late} seen after the next step was launched")
+        if seen_err:
+            print(f"  host_seen - the host's wait for the copy event: max {max(seen_err):.3f} ms, "
+                  f"median {statistics.median(seen_err):.3f} ms")
+        if found != len(rows) or any(e > TOL_NS / 1e6 for e in seen_err):
+            failed = 1
     print("compare:", "FAILED" if failed else "ok")
     return failed
 

@@ -23,7 +23,7 @@ def main():
     model = LlamaForCausalLM(cfg).to("cuda", torch.float16).eval()
     ids = torch.randint(0, cfg.vocab_size, (1, 32), device="cuda")
     truth = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-             "eager": [], "graph": []}
+             "eager": [], "graph": [], "async": []}
 
     def timed(phase, body):
         s = torch.cuda.Event(enable_timing=True)
@@ -69,9 +69,36 @@ def main():
         time.sleep(0.5)
         for _ in range(32):
             timed("graph", graph.replay)
+        time.sleep(0.5)
+
+        # phase: vLLM-style asynchronous scheduling: the sampled token is copied to pinned
+        # memory on a side stream after it waits for the step, an event is recorded there,
+        # the next step is launched, and only then does the host wait for the previous copy
+        main = torch.cuda.current_stream()
+        copy = torch.cuda.Stream()
+        pinned = torch.empty((1, 1), dtype=torch.long, pin_memory=True)
+        state = {"past": None, "next": ids[:, -1:]}
+        pending = None
+        for i in range(33):
+            t0 = time.monotonic_ns()
+            if i < 32:
+                decode()
+                t_launched = time.monotonic_ns()
+                copy.wait_stream(main)
+                with torch.cuda.stream(copy):
+                    pinned.copy_(state["next"], non_blocking=True)
+                    done = torch.cuda.Event()
+                    done.record(copy)
+            if pending is not None:
+                pending["event"].synchronize()
+                pending["row"]["seen_ns"] = time.monotonic_ns()
+                truth["async"].append(pending["row"])
+            if i < 32:
+                pending = {"event": done, "row": {"t0_ns": t0, "t_launched_ns": t_launched}}
     with open(out, "w") as f:
         json.dump(truth, f)
-    print(f"torch_steps: {len(truth['eager'])} eager and {len(truth['graph'])} graph steps")
+    print(f"torch_steps: {len(truth['eager'])} eager, {len(truth['graph'])} graph and "
+          f"{len(truth['async'])} async steps")
 
 
 if __name__ == "__main__":
