@@ -72,4 +72,20 @@ static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 s
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
+/* The current process is gone (its thread-group leader exited). */
+static __always_inline void send_exit(__u32 ppid, __u32 exit_code)
+{
+	struct ts_proc *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count(TS_CNT_OTHER_DROPS, 1);
+		return;
+	}
+	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
+	e->ppid = ppid;
+	e->exit_code = exit_code;
+	e->path[0] = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
 #endif /* TS_COMMON_BPF_H */

@@ -13,6 +13,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -709,7 +710,6 @@ int BPF_PROG(cuda_thread_exit, struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct pid_streams *ps;
-	struct ts_proc *e;
 
 	bpf_map_delete_elem(&calls, &tid);
 	bpf_map_delete_elem(&pending, &tid);
@@ -723,15 +723,6 @@ int BPF_PROG(cuda_thread_exit, struct task_struct *p)
 			bpf_map_delete_elem(&work, &key);
 	}
 	bpf_map_delete_elem(&streams, &tgid);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
-		return 0;
-	}
-	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
-	e->ppid = 0;
-	e->exit_code = 0;
-	e->path[0] = 0;
-	bpf_ringbuf_submit(e, 0);
+	send_exit(BPF_CORE_READ(p, real_parent, tgid), BPF_CORE_READ(p, exit_code) >> 8);
 	return 0;
 }

@@ -308,7 +308,6 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct ts_proc *e;
 
 	bpf_map_delete_elem(&calls, &tid); /* a thread that dies inside an SSL call */
 	if (tgid != tid) /* threads: only the group leader's exit ends the process */
@@ -316,15 +315,6 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&tls_pids, &tgid);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
-		return 0;
-	}
-	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
-	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
-	e->exit_code = BPF_CORE_READ(p, exit_code) >> 8;
-	e->path[0] = 0;
-	bpf_ringbuf_submit(e, 0);
+	send_exit(BPF_CORE_READ(p, real_parent, tgid), BPF_CORE_READ(p, exit_code) >> 8);
 	return 0;
 }

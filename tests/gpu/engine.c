@@ -23,39 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct vctx *CUcontext;
-typedef struct vmod *CUmodule;
-typedef struct vfunc *CUfunction;
-typedef struct vstream *CUstream;
-typedef struct vevent *CUevent;
-typedef struct vgraph *CUgraph;
-typedef struct vgraph *CUgraphExec;
-
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-			unsigned, CUstream, void **, void **);
-CUresult cuStreamBeginCapture_v2(CUstream, int);
-CUresult cuStreamEndCapture(CUstream, CUgraph *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuEventCreate(CUevent *, unsigned int);
-CUresult cuEventRecord(CUevent, CUstream);
-CUresult cuEventSynchronize(CUevent);
-CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
-CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
-unsigned long long vgpu_event_done_ns(CUevent);
-unsigned long long vgpu_stream_idle_ns(CUstream);
+#include "vcuda.h"
 
 #define CHECK(x)                                                                          \
 	do {                                                                              \

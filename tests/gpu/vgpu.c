@@ -29,16 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct vctx *CUcontext;
-typedef struct vmod *CUmodule;
-typedef struct vfunc *CUfunction;
-typedef struct vstream *CUstream;
-typedef struct vevent *CUevent;
-typedef struct vgraph *CUgraph;
-typedef struct vgraph *CUgraphExec;
+#include "vcuda.h"
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
