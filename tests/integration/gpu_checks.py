@@ -71,6 +71,7 @@ def run_gpu_checks(ctx):
             continue
         bad = []
         exact = 0
+        exact_err = []
         for t, s in zip(want, got):
             if s["launches"] != t["launches"] or s["graph_launches"] != t["graph_launches"]:
                 bad.append(f"step {t['step']} launches {s['launches']}/{s['graph_launches']}")
@@ -84,10 +85,17 @@ def run_gpu_checks(ctx):
                 if s["gpu_done_ns"] < t["gpu_end_ns"]:
                     bad.append(f"step {t['step']} bound {s['gpu_done_ns']} before the GPU end")
             else:
+                # An exact completion is the sync's return: never before the GPU finished,
+                # never later than the engine's own return from the sync (+0.5 ms). A host
+                # thread descheduled after the GPU finished is late in both (this 2-core VM
+                # does that now and then); the median below must still be within 0.5 ms.
                 exact += 1
-                if abs(s["gpu_done_ns"] - t["gpu_end_ns"]) > STEP_TOLERANCE_NS:
-                    bad.append(f"step {t['step']} gpu_done off by "
-                               f"{(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms")
+                exact_err.append(abs(s["gpu_done_ns"] - t["gpu_end_ns"]))
+                if not (t["gpu_end_ns"] - 50_000 <= s["gpu_done_ns"]
+                        <= t["host_seen_ns"] + STEP_TOLERANCE_NS):
+                    bad.append(f"step {t['step']} gpu_done {(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} "
+                               f"ms after the GPU end, the engine saw it "
+                               f"{(t['host_seen_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms after")
             names = {k["name"] for k in s["kernels"]}
             if t["graph_launches"]:
                 ok = len(names) == 1 and next(iter(names)).startswith("graph@")
@@ -100,6 +108,11 @@ def run_gpu_checks(ctx):
         if name.startswith("sync"):
             # the host blocked in every sync: completion times are exact
             check(exact == len(got), f"engine {name}: {exact}/{len(got)} completions exact")
+        if exact_err:
+            med = sorted(exact_err)[len(exact_err) // 2]
+            check(med <= STEP_TOLERANCE_NS,
+                  f"engine {name}: exact completions within {med / 1e6:.3f} ms of the GPU end "
+                  f"(median, <= 0.5)")
 
     # nested: one step, each launch once
     nest = [s for s in steps if s["comm"] == "nested"]
