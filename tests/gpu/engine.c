@@ -53,6 +53,8 @@ struct step {
 	int kind; /* 0 prefill, 1 decode */
 	int launches, graph_launches, batch;
 	uint64_t first_launch_ns, last_launch_ns, gpu_end_ns, host_seen_ns;
+	uint64_t first_launch_ret_ns; /* when the first launch call returned */
+	uint64_t sync_call_ns;	      /* when the host called the sync that observed the step */
 	CUevent main_done, copy_done;
 };
 
@@ -82,6 +84,8 @@ static void launch(struct step *st, CUfunction f, uint32_t *dur, unsigned grid)
 		st->first_launch_ns = t;
 	st->last_launch_ns = t;
 	CHECK(cuLaunchKernel(f, grid, 1, 1, 128, 1, 1, 0, main_s, params, NULL));
+	if (!st->first_launch_ret_ns)
+		st->first_launch_ret_ns = now_ns();
 	st->launches++;
 }
 
@@ -211,6 +215,7 @@ int main(int argc, char **argv)
 
 				st->first_launch_ns = st->last_launch_ns = t;
 				CHECK(cuGraphLaunch(decode_graph, main_s));
+				st->first_launch_ret_ns = now_ns();
 				st->graph_launches = 1;
 			} else {
 				launch(st, k_decode_attn, &d_decode_attn, 8);
@@ -221,6 +226,7 @@ int main(int argc, char **argv)
 		/* phase: hand the sampled tokens to the host */
 		if (!async) {
 			CHECK(cuMemcpyDtoHAsync_v2(host_tokens, dev_tokens, sizeof(host_tokens), main_s));
+			st->sync_call_ns = now_ns();
 			CHECK(cuStreamSynchronize(main_s));
 			st->host_seen_ns = now_ns();
 			st->gpu_end_ns = vgpu_stream_idle_ns(main_s);
@@ -234,6 +240,7 @@ int main(int argc, char **argv)
 			if (nsteps > 0) { /* one step late */
 				struct step *prev = &steps[nsteps - 1];
 
+				prev->sync_call_ns = now_ns();
 				CHECK(cuEventSynchronize(prev->copy_done));
 				prev->host_seen_ns = now_ns();
 				prev->gpu_end_ns = vgpu_event_done_ns(prev->main_done);
@@ -261,6 +268,7 @@ int main(int argc, char **argv)
 	if (async && nsteps) {
 		struct step *last = &steps[nsteps - 1];
 
+		last->sync_call_ns = now_ns();
 		CHECK(cuEventSynchronize(last->copy_done));
 		last->host_seen_ns = now_ns();
 		last->gpu_end_ns = vgpu_event_done_ns(last->main_done);
@@ -272,11 +280,14 @@ int main(int argc, char **argv)
 
 		fprintf(out,
 			"{\"type\":\"step\",\"step\":%d,\"kind\":\"%s\",\"batch\":%d,\"launches\":%d,"
-			"\"graph_launches\":%d,\"first_launch_ns\":%llu,\"last_launch_ns\":%llu,"
-			"\"gpu_end_ns\":%llu,\"host_seen_ns\":%llu}\n",
+			"\"graph_launches\":%d,\"first_launch_ns\":%llu,\"first_launch_ret_ns\":%llu,"
+			"\"last_launch_ns\":%llu,\"gpu_end_ns\":%llu,\"sync_call_ns\":%llu,"
+			"\"host_seen_ns\":%llu}\n",
 			i, st->kind ? "decode" : "prefill", st->batch, st->launches, st->graph_launches,
-			(unsigned long long)st->first_launch_ns, (unsigned long long)st->last_launch_ns,
-			(unsigned long long)st->gpu_end_ns, (unsigned long long)st->host_seen_ns);
+			(unsigned long long)st->first_launch_ns,
+			(unsigned long long)st->first_launch_ret_ns,
+			(unsigned long long)st->last_launch_ns, (unsigned long long)st->gpu_end_ns,
+			(unsigned long long)st->sync_call_ns, (unsigned long long)st->host_seen_ns);
 	}
 	for (int i = 0; i < nreq; i++) {
 		struct req *r = &reqs[i];

@@ -69,33 +69,34 @@ def run_gpu_checks(ctx):
         got = sorted([s for s in steps if s["pid"] == pid], key=lambda s: s["first_launch_ns"])
         if not check(len(got) == len(want), f"engine {name}: {len(got)} steps == {len(want)}"):
             continue
+        # Each time tokenscope reports lies between the engine's own clock readings around
+        # the call it comes from (first launch: before and after the launch call; host-seen
+        # and exact completion: the sync call and its return; an exact completion also not
+        # before the virtual GPU finished). A host thread descheduled at the wrong moment
+        # (this 2-core VM does that now and then) widens a window; the medians of the
+        # differences must still be within 0.5 ms.
         bad = []
         exact = 0
-        exact_err = []
+        d_first, d_seen, d_done = [], [], []
         for t, s in zip(want, got):
             if s["launches"] != t["launches"] or s["graph_launches"] != t["graph_launches"]:
                 bad.append(f"step {t['step']} launches {s['launches']}/{s['graph_launches']}")
-            if abs(s["first_launch_ns"] - t["first_launch_ns"]) > STEP_TOLERANCE_NS:
-                bad.append(f"step {t['step']} first launch off by "
-                           f"{(s['first_launch_ns'] - t['first_launch_ns']) / 1e6:.3f} ms")
-            if abs(s["host_seen_ns"] - t["host_seen_ns"]) > STEP_TOLERANCE_NS:
-                bad.append(f"step {t['step']} host_seen off by "
-                           f"{(s['host_seen_ns'] - t['host_seen_ns']) / 1e6:.3f} ms")
+            if not t["first_launch_ns"] <= s["first_launch_ns"] <= t["first_launch_ret_ns"]:
+                bad.append(f"step {t['step']} first launch outside its call")
+            if not t["sync_call_ns"] <= s["host_seen_ns"] <= t["host_seen_ns"]:
+                bad.append(f"step {t['step']} host_seen outside the sync call")
+            d_first.append(abs(s["first_launch_ns"] - t["first_launch_ns"]))
+            d_seen.append(abs(s["host_seen_ns"] - t["host_seen_ns"]))
             if s["done_bound"]:
                 if s["gpu_done_ns"] < t["gpu_end_ns"]:
                     bad.append(f"step {t['step']} bound {s['gpu_done_ns']} before the GPU end")
             else:
-                # An exact completion is the sync's return: never before the GPU finished,
-                # never later than the engine's own return from the sync (+0.5 ms). A host
-                # thread descheduled after the GPU finished is late in both (this 2-core VM
-                # does that now and then); the median below must still be within 0.5 ms.
                 exact += 1
-                exact_err.append(abs(s["gpu_done_ns"] - t["gpu_end_ns"]))
-                if not (t["gpu_end_ns"] - 50_000 <= s["gpu_done_ns"]
-                        <= t["host_seen_ns"] + STEP_TOLERANCE_NS):
-                    bad.append(f"step {t['step']} gpu_done {(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} "
-                               f"ms after the GPU end, the engine saw it "
-                               f"{(t['host_seen_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms after")
+                d_done.append(abs(s["gpu_done_ns"] - t["gpu_end_ns"]))
+                if not t["gpu_end_ns"] - 50_000 <= s["gpu_done_ns"] <= t["host_seen_ns"]:
+                    bad.append(f"step {t['step']} exact completion "
+                               f"{(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms after the "
+                               f"GPU end, outside [GPU end, engine's return]")
             names = {k["name"] for k in s["kernels"]}
             if t["graph_launches"]:
                 ok = len(names) == 1 and next(iter(names)).startswith("graph@")
@@ -108,11 +109,13 @@ def run_gpu_checks(ctx):
         if name.startswith("sync"):
             # the host blocked in every sync: completion times are exact
             check(exact == len(got), f"engine {name}: {exact}/{len(got)} completions exact")
-        if exact_err:
-            med = sorted(exact_err)[len(exact_err) // 2]
-            check(med <= STEP_TOLERANCE_NS,
-                  f"engine {name}: exact completions within {med / 1e6:.3f} ms of the GPU end "
-                  f"(median, <= 0.5)")
+        for what, d in (("first launch", d_first), ("host_seen", d_seen),
+                        ("exact completion vs GPU end", d_done)):
+            if d:
+                med = sorted(d)[len(d) // 2]
+                check(med <= STEP_TOLERANCE_NS,
+                      f"engine {name}: {what} within {med / 1e6:.3f} ms of the truth (median, "
+                      f"<= 0.5)")
 
     # nested: one step, each launch once
     nest = [s for s in steps if s["comm"] == "nested"]
