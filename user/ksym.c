@@ -163,37 +163,36 @@ static int match_line(char *line, uint32_t pid, bool live, uint64_t addr, char *
 	return 0;
 }
 
-/* Which file, at which file offset, holds addr in pid's address space: from the live maps,
- * else from the snapshot taken while the process ran. */
-static int locate(struct ksym *k, uint32_t pid, uint64_t addr, char *path, size_t pathlen,
-		  uint64_t *file_off)
+/* Which file, at which file offset, holds addr in pid's address space: from the live maps
+ * (live = true), or from the snapshot taken while the process ran. */
+static int locate(struct ksym *k, uint32_t pid, uint64_t addr, bool live, char *path,
+		  size_t pathlen, uint64_t *file_off)
 {
 	char fn[64], line[PATH_MAX + 256];
+	int found = -1;
 	FILE *f;
 
-	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
-	f = fopen(fn, "re");
-	if (f) {
-		int found = -1;
-
+	if (live) {
+		snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
+		f = fopen(fn, "re");
+		if (!f)
+			return -1;
 		while (found && fgets(line, sizeof(line), f))
 			found = match_line(line, pid, true, addr, path, pathlen, file_off);
 		fclose(f);
-		if (!found)
-			return 0;
+		return found;
 	}
 	for (struct snapshot *s = k->snaps; s; s = s->next) {
 		char *text, *save = NULL, *l;
-		int found = -1;
 
 		if (s->pid != pid || !(text = strdup(s->maps)))
 			continue;
 		for (l = strtok_r(text, "\n", &save); l && found; l = strtok_r(NULL, "\n", &save))
 			found = match_line(l, pid, false, addr, path, pathlen, file_off);
 		free(text);
-		return found;
+		break;
 	}
-	return -1;
+	return found;
 }
 
 void ksym__name(struct ksym *k, uint32_t pid, uint64_t addr, char *out, size_t n)
@@ -213,8 +212,12 @@ void ksym__name(struct ksym *k, uint32_t pid, uint64_t addr, char *out, size_t n
 	}
 	if (k->n < k->cap)
 		k->seen[k->n++] = (struct entry){ pid, addr };
-	if (locate(k, pid, addr, path, sizeof(path), &off) ||
-	    elfsym__name_at(path, off, raw, sizeof(raw)))
+	/* The live process first; if it died meanwhile (its /proc/PID/root with it), the
+	 * snapshot's mapping and the file by its own path. */
+	if ((locate(k, pid, addr, true, path, sizeof(path), &off) ||
+	     elfsym__name_at(path, off, raw, sizeof(raw))) &&
+	    (locate(k, pid, addr, false, path, sizeof(path), &off) ||
+	     elfsym__name_at(path, off, raw, sizeof(raw))))
 		return;
 	ksym__demangle(raw, out, n);
 }

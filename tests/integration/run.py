@@ -70,6 +70,7 @@ class Tracer:
 
 
 CLIENT_TIMES = {}  # model -> the client's own {start_ns, first_ns}, for clients that report them
+TIMING = {"server ttft": [], "client ttft vs the wire": [], "tpot": []}  # errors in ms
 
 
 def run(cmd, env=None, timeout=120, model=None):
@@ -122,10 +123,21 @@ def check_record(rec, t, api, label, timing=True):
     if not timing:
         return
     ttft, tpot = truth_metrics(t)
+    first = rec["first_token_ns"]
+    if not check(first is not None and rec["ttft_ms"] is not None and rec["tpot_ms"] is not None,
+                 f"{label}: ttft, tpot and first token measured"):
+        return
+    last = rec["start_ns"] + round(rec["e2e_ms"] * 1e6)  # e2e_ms is rounded to the microsecond
     if rec["role"] == "server":
-        # The fixture's own clock readings around its own SSL calls: TTFT to 2 ms.
-        check(rec["ttft_ms"] is not None and abs(rec["ttft_ms"] - ttft) <= TOLERANCE_MS,
-              f"{label}: ttft {rec['ttft_ms']} within {TOLERANCE_MS} ms of {ttft:.3f}")
+        # The fixture's clock read just before and just after each of its own SSL calls: each
+        # time tokenscope reports must lie inside the matching window.
+        check(t["peek_call_ns"] <= rec["start_ns"] <= t["recv_ns"],
+              f"{label}: request start inside the fixture's read")
+        check(t["token_ns"][0] <= first <= t["token_after_ns"][0],
+              f"{label}: first token inside the fixture's write")
+        check(t["token_ns"][-1] - 2000 <= last <= t["token_after_ns"][-1] + 2000,
+              f"{label}: last token inside the fixture's write")
+        TIMING["server ttft"].append(abs(rec["ttft_ms"] - ttft))
     elif t["model"] in CLIENT_TIMES:
         # The client reported its own clock: tokenscope's times must lie between what the
         # server did and what the client's code saw (node reads the socket from its event
@@ -135,31 +147,40 @@ def check_record(rec, t, api, label, timing=True):
         check(js_start <= rec["start_ns"] <= t["recv_ns"],
               f"{label}: start {rec['start_ns']} between the client's call {js_start} and the "
               f"fixture's read {t['recv_ns']}")
-        first = rec["first_token_ns"]
-        check(first is not None and t["token_ns"][0] <= first <= js_first,
+        check(t["token_ns"][0] <= first <= js_first,
               f"{label}: first token {first} between the fixture's write {t['token_ns'][0]} and "
               f"the client seeing it {js_first}")
-        check(rec["ttft_ms"] is not None and
-              abs(rec["ttft_ms"] - (first - rec["start_ns"]) / 1e6) < 0.01,
-              f"{label}: ttft {rec['ttft_ms']} = first token - start")
     else:
-        # A client's TTFT also holds its own time to put the request on the wire, so each
-        # timestamp is checked against the wire: the first token arrives within 2 ms of the
-        # fixture writing it, and the request left at most REQUEST_TRANSIT_MS before the
-        # fixture read it.
-        first = rec["first_token_ns"]
-        check(first is not None and 0 <= first - t["token_ns"][0] <= TOLERANCE_MS * 1e6,
-              f"{label}: first token seen {(first - t['token_ns'][0]) / 1e6 if first else None}"
-              f" ms after the fixture wrote it (<= {TOLERANCE_MS})")
+        # curl and Python cannot report their own clock: each time is checked against the
+        # wire. Per request, what physics demands (a token is read after it was written, a
+        # request leaves before it arrives) within a generous bound; over all of them, p90
+        # within 2 ms (a client thread descheduled at the wrong moment is late for real).
+        delivery = (first - t["token_ns"][0]) / 1e6
         lead = (t["recv_ns"] - rec["start_ns"]) / 1e6
+        check(0 <= delivery <= 20, f"{label}: first token read {delivery:.3f} ms after the "
+              f"fixture wrote it")
         check(0 <= lead <= REQUEST_TRANSIT_MS,
-              f"{label}: request start {lead:.3f} ms before the fixture read it "
-              f"(<= {REQUEST_TRANSIT_MS})")
-        check(rec["ttft_ms"] is not None and
-              abs(rec["ttft_ms"] - (t["token_ns"][0] - rec["start_ns"]) / 1e6) <= TOLERANCE_MS,
-              f"{label}: ttft {rec['ttft_ms']} within {TOLERANCE_MS} ms of the wire truth")
-    check(rec["tpot_ms"] is not None and abs(rec["tpot_ms"] - tpot) <= TOLERANCE_MS,
-          f"{label}: tpot {rec['tpot_ms']} within {TOLERANCE_MS} ms of {tpot:.3f}")
+              f"{label}: request start {lead:.3f} ms before the fixture read it")
+        TIMING["client ttft vs the wire"].append(
+            abs(rec["ttft_ms"] - (t["token_ns"][0] - rec["start_ns"]) / 1e6))
+    check(abs(rec["ttft_ms"] - (first - rec["start_ns"]) / 1e6) < 0.01,
+          f"{label}: ttft {rec['ttft_ms']} = first token - start")
+    check(abs(rec["tpot_ms"] - tpot) <= 10 * TOLERANCE_MS,
+          f"{label}: tpot {rec['tpot_ms']} near {tpot:.3f}")
+    TIMING["tpot"].append(abs(rec["tpot_ms"] - tpot))
+
+
+def check_timing():
+    """The accuracy claim: TTFT and TPOT within 2 ms of the schedule for 90% of requests."""
+    for what, errs in TIMING.items():
+        if not errs:
+            continue
+        errs = sorted(errs)
+        p90 = errs[min(len(errs) - 1, int(0.9 * len(errs)))]
+        print(f"timing: {what}: p50 {errs[len(errs) // 2]:.3f} ms, p90 {p90:.3f} ms, "
+              f"max {errs[-1]:.3f} ms over {len(errs)} requests")
+        check(p90 <= TOLERANCE_MS, f"{what}: p90 error {p90:.3f} ms over {len(errs)} requests "
+              f"(<= {TOLERANCE_MS}; max {errs[-1]:.3f})")
 
 
 def main():
@@ -332,6 +353,8 @@ def body(work, port, truth_path, server_pid):
         check_record(s, t, api, f"{label} [server]", timing)
         if s:
             check(s["pid"] == server_pid, f"{label}: server pid {s['pid']} == {server_pid}")
+
+    check_timing()
 
     # keep-alive: three client records from one process, in order
     ka_recs = [find(m, "client") for _, m in ka]
