@@ -325,9 +325,10 @@ void report__step(void *ctx, const struct gpu *g, const struct gpu_step *s)
 
 static void print_pcts(FILE *out, const char *label, struct sample *s)
 {
-	if (!s->n)
+	if (!sample__count(s))
 		return;
-	fprintf(out, "    %-14s n=%-6zu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label, s->n,
+	fprintf(out, "    %-14s n=%-6llu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label,
+		(unsigned long long)sample__count(s),
 		sample__pct(s, 50), sample__pct(s, 90), sample__pct(s, 99), sample__max(s));
 }
 

@@ -2,11 +2,26 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "stats.h"
 
 int sample__add(struct sample *s, double v)
 {
+	if (!s->seen++ || v > s->max)
+		s->max = v;
+	if (s->n == SAMPLE_MAX) {
+		/* reservoir (Algorithm R): keep each value with probability SAMPLE_MAX / seen */
+		uint64_t j;
+
+		s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+		j = (s->rng >> 11) % s->seen;
+		if (j < SAMPLE_MAX) {
+			s->v[j] = v;
+			s->sorted = 0;
+		}
+		return 0;
+	}
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		double *nv = realloc(s->v, cap * sizeof(*nv));
@@ -48,14 +63,18 @@ double sample__pct(struct sample *s, double p)
 
 double sample__max(struct sample *s)
 {
-	return sample__pct(s, 100);
+	return s->seen ? s->max : NAN;
+}
+
+uint64_t sample__count(const struct sample *s)
+{
+	return s->seen;
 }
 
 void sample__free(struct sample *s)
 {
 	free(s->v);
-	s->v = NULL;
-	s->n = s->cap = 0;
+	memset(s, 0, sizeof(*s));
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Exact percentiles over a growing sample (nearest-rank definition). */
+/* Percentiles over a growing sample (nearest-rank definition): exact up to SAMPLE_MAX values,
+ * then over a uniform reservoir of SAMPLE_MAX of them, so a long run's memory stays bounded.
+ * The count and the maximum stay exact. */
 #ifndef TS_STATS_H
 #define TS_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#define SAMPLE_MAX 65536
+
 struct sample {
 	double *v;
-	size_t n, cap;
+	size_t n, cap; /* n: values kept (at most SAMPLE_MAX) */
+	uint64_t seen; /* values added */
+	double max;
+	uint64_t rng;
 	int sorted;
 };
 
@@ -17,6 +24,8 @@ int sample__add(struct sample *s, double v);
  * sample at or below it. */
 double sample__pct(struct sample *s, double p);
 double sample__max(struct sample *s);
+/* Values added (not only those kept). */
+uint64_t sample__count(const struct sample *s);
 void sample__free(struct sample *s);
 /* The same over a plain array of nanosecond values (sorted in place), in milliseconds. */
 double pct_ns_ms(uint64_t *v, size_t n, double p);

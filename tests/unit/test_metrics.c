@@ -39,6 +39,24 @@ static void test_nearest_rank_percentiles(void **state)
 	sample__free(&s);
 }
 
+/* Past SAMPLE_MAX values a uniform reservoir stands in: bounded memory, percentiles close,
+ * count and maximum exact. */
+static void test_bounded_sample(void **state)
+{
+	struct sample s = { 0 };
+	const uint64_t n = 4 * SAMPLE_MAX;
+
+	for (uint64_t i = 1; i <= n; i++)
+		sample__add(&s, (double)((i * 7919) % n + 1)); /* 1..n, shuffled */
+	assert_true(s.cap <= SAMPLE_MAX);
+	assert_int_equal(sample__count(&s), n);
+	assert_float_equal(sample__max(&s), (double)n, 0);
+	assert_float_equal(sample__pct(&s, 50) / (double)n, 0.50, 0.01);
+	assert_float_equal(sample__pct(&s, 90) / (double)n, 0.90, 0.01);
+	assert_float_equal(sample__pct(&s, 99) / (double)n, 0.99, 0.01);
+	sample__free(&s);
+}
+
 static void test_request_metrics(void **state)
 {
 	struct request *r = request__new();
@@ -149,6 +167,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_nearest_rank_percentiles),
+		cmocka_unit_test(test_bounded_sample),
 		cmocka_unit_test(test_request_metrics),
 		cmocka_unit_test(test_decoders),
 	};
