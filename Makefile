@@ -5,7 +5,17 @@ OUTPUT := .output
 CLANG ?= clang
 BPFTOOL ?= bpftool
 CC ?= cc
+
+# The BPF programs read registers and stack arguments by the x86-64 calling convention
+# (PT_REGS_PARM6, stack_arg in bpf/cuda.bpf.c): other architectures are refused here, clearly,
+# rather than built into probes that read the wrong registers.
+MACHINE := $(shell uname -m)
+ifeq ($(MACHINE),x86_64)
 ARCH := x86
+else
+$(error tokenscope supports x86-64 only (this machine is $(MACHINE)): its BPF programs read \
+	x86-64 registers and stack arguments, and vmlinux/ holds only x86/vmlinux.h)
+endif
 
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -19,9 +29,10 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
-	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c
-# Live capture: attach, ring buffer, CLI.
-LIVE_SRCS := user/main.c user/attach.c user/elfsym.c user/ksym.c
+	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
+	user/procmaps.c
+# Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
+LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What every probe family shares: the filters userspace sets before load, the ring buffer,
+ * What every probe family shares: the filter userspace sets before load, the ring buffer,
  * the counters and the pid filter map (each object defines them; userspace loads the later
- * objects with the first one's maps, bpf_map__reuse_fd), and the record header.
+ * objects with the first one's maps, bpf_map__reuse_fd), and the helpers that fill records.
+ * Names here start with ts_; each family prefixes its own (tls_, cuda_, ...).
  * BPF side only: include after vmlinux.h and the libbpf headers.
  */
 #ifndef TS_COMMON_BPF_H
@@ -10,9 +11,12 @@
 
 #include "tokenscope.h"
 
-const volatile bool filter_pids = false;
-const volatile bool filter_comm = false;
-const volatile char target_comm[TS_COMM_LEN] = {};
+#if !defined(__TARGET_ARCH_x86)
+/* Register access (PT_REGS_PARM6, stack arguments) is written for the x86-64 ABI only. */
+#error "tokenscope's probes support x86-64 only"
+#endif
+
+const volatile struct ts_filter ts_filter = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -34,7 +38,7 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
-static __always_inline void count(__u32 idx, __u64 n)
+static __always_inline void ts_count(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
@@ -42,16 +46,16 @@ static __always_inline void count(__u32 idx, __u64 n)
 		*v += n;
 }
 
-static __always_inline bool traced(__u32 tgid)
+static __always_inline bool ts_traced(__u32 tgid)
 {
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+	if (ts_filter.by_pid && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
-	if (filter_comm) {
+	if (ts_filter.by_comm) {
 		char comm[TS_COMM_LEN];
 
 		bpf_get_current_comm(comm, sizeof(comm));
 		for (int i = 0; i < TS_COMM_LEN; i++) {
-			if (comm[i] != target_comm[i])
+			if (comm[i] != ts_filter.comm[i])
 				return false;
 			if (!comm[i])
 				break;
@@ -60,7 +64,18 @@ static __always_inline bool traced(__u32 tgid)
 	return true;
 }
 
-static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
+/* The map's value for key, created from init when absent (NULL when the map is full). */
+static __always_inline void *ts_lookup_or_init(void *map, const void *key, const void *init)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
+static __always_inline void ts_fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 size, __u64 ts)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
@@ -72,20 +87,30 @@ static __always_inline void fill_hdr(struct ts_event_hdr *h, __u32 type, __u32 s
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
-/* The current process is gone (its thread-group leader exited). */
-static __always_inline void send_exit(__u32 ppid, __u32 exit_code)
+/*
+ * A fixed-size record of the current task, stamped now, its header filled: the caller fills
+ * the body and calls bpf_ringbuf_submit(rec, 0). NULL when the ring buffer is full, counted
+ * under drop_counter: nothing is lost silently. size must be a constant.
+ */
+static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_counter)
 {
-	struct ts_proc *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct ts_event_hdr *h = bpf_ringbuf_reserve(&events, size, 0);
 
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
-		return;
+	if (!h) {
+		ts_count(drop_counter, 1);
+		return NULL;
 	}
-	fill_hdr(&e->hdr, TS_EV_EXIT, sizeof(*e), bpf_ktime_get_ns());
-	e->ppid = ppid;
-	e->exit_code = exit_code;
-	e->path[0] = 0;
-	bpf_ringbuf_submit(e, 0);
+	ts_fill_hdr(h, type, size, bpf_ktime_get_ns());
+	return h;
+}
+
+/* A record that is only its header (process exec, exit, dlopen). */
+static __always_inline void ts_send_proc(__u32 type)
+{
+	struct ts_proc *e = ts_reserve(type, sizeof(*e), TS_CNT_OTHER_DROPS);
+
+	if (e)
+		bpf_ringbuf_submit(e, 0);
 }
 
 #endif /* TS_COMMON_BPF_H */

@@ -33,7 +33,7 @@ struct {
 	__uint(max_entries, 8192);
 	__type(key, struct work_key);
 	__type(value, struct ts_gpu_work);
-} work SEC(".maps");
+} cuda_work SEC(".maps");
 
 /* The streams of each process that have a `work` entry, for device-wide syncs. */
 struct pid_streams {
@@ -45,7 +45,7 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, struct pid_streams);
-} streams SEC(".maps");
+} cuda_streams SEC(".maps");
 
 /* Zeroed values to create map entries from: they are too big for the BPF stack. Never
  * written. */
@@ -59,7 +59,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct zeros);
-} zeros SEC(".maps");
+} cuda_zeros SEC(".maps");
 
 /* A sync/query/copy call in progress on a thread, from entry to return. */
 struct gpu_call {
@@ -77,7 +77,7 @@ struct {
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct gpu_call);
-} calls SEC(".maps");
+} cuda_calls SEC(".maps");
 
 /* The last entry-only runtime call (launch, record, wait, copy) of a thread: a driver call of
  * the same kind and key right after it is the runtime calling the driver. */
@@ -97,7 +97,7 @@ struct {
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct pending);
-} pending SEC(".maps");
+} cuda_pending SEC(".maps");
 
 /* cuModuleGetFunction / cuLibraryGetKernel arguments, entry to return. */
 struct name_call {
@@ -111,7 +111,7 @@ struct {
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, struct name_call);
-} name_calls SEC(".maps");
+} cuda_name_calls SEC(".maps");
 
 /* The legacy (0, CU_STREAM_LEGACY=1) default stream is one stream; per-thread default
  * (CU_STREAM_PER_THREAD=2, or 0 through a _ptsz/_ptds entry point) another. */
@@ -126,25 +126,25 @@ static __always_inline void set_pending(__u32 tid, __u32 kind, __u64 key, __u64 
 {
 	struct pending p = { .kind = kind, .key = key, .ts = now };
 
-	bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
+	bpf_map_update_elem(&cuda_pending, &tid, &p, BPF_ANY);
 }
 
 /* A driver call: was it made by the runtime call that this thread just entered? */
 static __always_inline bool nested(__u32 tid, __u32 kind, __u64 key, __u64 now)
 {
-	struct pending *p = bpf_map_lookup_elem(&pending, &tid);
+	struct pending *p = bpf_map_lookup_elem(&cuda_pending, &tid);
 
 	if (!p || p->kind != kind || p->key != key || now - p->ts > NESTED_WINDOW_NS)
 		return false;
-	bpf_map_delete_elem(&pending, &tid);
-	count(TS_CNT_GPU_NESTED, 1);
+	bpf_map_delete_elem(&cuda_pending, &tid);
+	ts_count(TS_CNT_GPU_NESTED, 1);
 	return true;
 }
 
 static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
 {
 	struct work_key key = { .pid = tgid, .stream = stream };
-	struct ts_gpu_work *w = bpf_map_lookup_elem(&work, &key);
+	struct ts_gpu_work *w = bpf_map_lookup_elem(&cuda_work, &key);
 	struct pid_streams *ps;
 	struct zeros *z;
 	__u32 zero = 0;
@@ -152,17 +152,13 @@ static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
 
 	if (w)
 		return w;
-	z = bpf_map_lookup_elem(&zeros, &zero);
+	z = bpf_map_lookup_elem(&cuda_zeros, &zero);
 	if (!z)
 		return NULL;
 	/* a new stream of this process: give it a slot for device-wide syncs */
-	ps = bpf_map_lookup_elem(&streams, &tgid);
-	if (!ps) {
-		bpf_map_update_elem(&streams, &tgid, &z->streams, BPF_NOEXIST);
-		ps = bpf_map_lookup_elem(&streams, &tgid);
-		if (!ps)
-			return NULL;
-	}
+	ps = ts_lookup_or_init(&cuda_streams, &tgid, &z->streams);
+	if (!ps)
+		return NULL;
 	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
 		if (ps->s[i] == stream + 1) { /* stored +1 so that stream 0 is not "empty" */
 			slot = i;
@@ -172,15 +168,14 @@ static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
 			slot = i;
 	}
 	if (slot < 0) {
-		count(TS_CNT_GPU_NO_SLOT, 1);
+		ts_count(TS_CNT_GPU_NO_SLOT, 1);
 		return NULL;
 	}
 	if (slot < TS_GPU_MAX_STREAMS)
 		ps->s[slot] = stream + 1;
-	bpf_map_update_elem(&work, &key, &z->work, BPF_NOEXIST);
-	w = bpf_map_lookup_elem(&work, &key);
+	w = ts_lookup_or_init(&cuda_work, &key, &z->work);
 	if (!w)
-		count(TS_CNT_GPU_NO_SLOT, 1); /* the map is full */
+		ts_count(TS_CNT_GPU_NO_SLOT, 1); /* the map is full */
 	return w;
 }
 
@@ -194,7 +189,7 @@ static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32
 	if (!w)
 		return;
 	if (w->capturing) {
-		count(TS_CNT_GPU_CAPTURED, 1);
+		ts_count(TS_CNT_GPU_CAPTURED, 1);
 		return;
 	}
 	if (graph)
@@ -204,7 +199,7 @@ static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32
 	if (!w->first_ns)
 		w->first_ns = now;
 	w->last_ns = now;
-	count(TS_CNT_GPU_LAUNCHES, 1);
+	ts_count(TS_CNT_GPU_LAUNCHES, 1);
 
 	/* the bounded kernel sample: the same kernel with the same shape counts up */
 	for (int i = 0; i < TS_KSAMPLES; i++) {
@@ -238,17 +233,14 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct work_key key = { .pid = id >> 32, .stream = stream };
-	struct ts_gpu_work *w = take_work ? bpf_map_lookup_elem(&work, &key) : NULL;
+	struct ts_gpu_work *w = take_work ? bpf_map_lookup_elem(&cuda_work, &key) : NULL;
 	struct ts_gpu_mark *m;
 
 	if (w && w->capturing)
 		return; /* inside a capture: records and syncs belong to the graph */
-	m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
-	if (!m) {
-		count(TS_CNT_GPU_DROPS, 1);
+	m = ts_reserve(TS_EV_GPU_MARK, sizeof(*m), TS_CNT_GPU_DROPS);
+	if (!m)
 		return;
-	}
-	fill_hdr(&m->hdr, TS_EV_GPU_MARK, sizeof(*m), bpf_ktime_get_ns());
 	m->kind = kind;
 	m->scope = scope;
 	m->stream = stream;
@@ -268,7 +260,7 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 /* Device-wide sync: every stream of the process hands over its work first. */
 static __always_inline void flush_all(__u32 tgid, __u32 api)
 {
-	struct pid_streams *ps = bpf_map_lookup_elem(&streams, &tgid);
+	struct pid_streams *ps = bpf_map_lookup_elem(&cuda_streams, &tgid);
 
 	if (!ps)
 		return;
@@ -279,11 +271,20 @@ static __always_inline void flush_all(__u32 tgid, __u32 api)
 
 		if (!s)
 			continue;
-		w = bpf_map_lookup_elem(&work, &key);
+		w = bpf_map_lookup_elem(&cuda_work, &key);
 		if (w && (w->launches || w->graph_launches || w->copies))
 			send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, s - 1, 0, api, true, 0, 0);
 	}
 }
+
+/*
+ * Most entry points come twice: NAME takes 0 as the legacy default stream, NAME_ptsz (the
+ * _ptsz/_ptds symbols) as the per-thread one. BOTH_STREAMS makes both programs from one body
+ * fn(ctx, per_thread, api).
+ */
+#define BOTH_STREAMS(name, fn, api)                                                           \
+	SEC("uprobe") int name(struct pt_regs *ctx) { return fn(ctx, false, api); }          \
+	SEC("uprobe") int name##_ptsz(struct pt_regs *ctx) { return fn(ctx, true, api); }
 
 /* ---- launches ---- */
 
@@ -293,7 +294,7 @@ static __always_inline int launch(__u64 stream, __u64 id, __u32 flags, __u32 gx,
 	__u64 pt = bpf_get_current_pid_tgid(), now;
 	__u32 tgid = pt >> 32, tid = (__u32)pt;
 
-	if (!traced(tgid))
+	if (!ts_traced(tgid))
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (api == TS_GPU_DRIVER) {
@@ -316,21 +317,19 @@ static __always_inline __u64 stack_arg(struct pt_regs *ctx, int n)
 }
 
 /* cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
- *                  cudaStream_t stream): each dim3 travels in two registers. */
-static __always_inline int rt_launch(struct pt_regs *ctx, bool ptsz)
+ *                  cudaStream_t stream): each dim3 travels in two registers.
+ * cudaLaunchCooperativeKernel has the same arguments. */
+static __always_inline int rt_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
 	__u64 gxy = PT_REGS_PARM2(ctx), bxy = PT_REGS_PARM4(ctx);
 
 	return launch(norm_stream(stack_arg(ctx, 2), ptsz), PT_REGS_PARM1(ctx), TS_KS_STUB,
 		      (__u32)gxy, gxy >> 32, (__u32)PT_REGS_PARM3(ctx), (__u32)bxy, bxy >> 32,
-		      (__u32)PT_REGS_PARM5(ctx), false, TS_GPU_RUNTIME);
+		      (__u32)PT_REGS_PARM5(ctx), false, api);
 }
 
-SEC("uprobe") int cuda_launch(struct pt_regs *ctx) { return rt_launch(ctx, false); }
-SEC("uprobe") int cuda_launch_ptsz(struct pt_regs *ctx) { return rt_launch(ctx, true); }
-
 /* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) */
-static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz)
+static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
 	struct {
 		__u32 grid[3], block[3];
@@ -339,28 +338,21 @@ static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz)
 
 	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
 	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), TS_KS_STUB, c.grid[0],
-		      c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], false,
-		      TS_GPU_RUNTIME);
+		      c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], false, api);
 }
-
-SEC("uprobe") int cuda_launch_ex(struct pt_regs *ctx) { return rt_launch_ex(ctx, false); }
-SEC("uprobe") int cuda_launch_ex_ptsz(struct pt_regs *ctx) { return rt_launch_ex(ctx, true); }
 
 /* cuLaunchKernel(CUfunction f, gx, gy, gz, bx, by, bz, shmem, CUstream s, params, extra);
  * cuLaunchCooperativeKernel has the same first nine arguments. */
-static __always_inline int drv_launch(struct pt_regs *ctx, bool ptsz)
+static __always_inline int drv_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
 	return launch(norm_stream(stack_arg(ctx, 3), ptsz), PT_REGS_PARM1(ctx), 0,
 		      (__u32)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx),
 		      (__u32)PT_REGS_PARM4(ctx), (__u32)PT_REGS_PARM5(ctx),
-		      (__u32)PT_REGS_PARM6(ctx), (__u32)stack_arg(ctx, 1), false, TS_GPU_DRIVER);
+		      (__u32)PT_REGS_PARM6(ctx), (__u32)stack_arg(ctx, 1), false, api);
 }
 
-SEC("uprobe") int cu_launch(struct pt_regs *ctx) { return drv_launch(ctx, false); }
-SEC("uprobe") int cu_launch_ptsz(struct pt_regs *ctx) { return drv_launch(ctx, true); }
-
 /* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) */
-static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz)
+static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
 	struct {
 		__u32 grid[3], block[3];
@@ -370,33 +362,22 @@ static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz)
 
 	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
 	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), 0, c.grid[0], c.grid[1],
-		      c.grid[2], c.block[0], c.block[1], c.block[2], false, TS_GPU_DRIVER);
+		      c.grid[2], c.block[0], c.block[1], c.block[2], false, api);
 }
-
-SEC("uprobe") int cu_launch_ex(struct pt_regs *ctx) { return drv_launch_ex(ctx, false); }
-SEC("uprobe") int cu_launch_ex_ptsz(struct pt_regs *ctx) { return drv_launch_ex(ctx, true); }
 
 /* cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s), cuGraphLaunch(CUgraphExec, CUstream) */
-SEC("uprobe") int cuda_graph(struct pt_regs *ctx)
+static __always_inline int graph_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return launch(norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0,
-		      0, 0, 0, 0, 0, true, TS_GPU_RUNTIME);
+	return launch(norm_stream(PT_REGS_PARM2(ctx), ptsz), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
+		      0, 0, 0, 0, true, api);
 }
-SEC("uprobe") int cuda_graph_ptsz(struct pt_regs *ctx)
-{
-	return launch(norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0,
-		      0, 0, 0, 0, 0, true, TS_GPU_RUNTIME);
-}
-SEC("uprobe") int cu_graph(struct pt_regs *ctx)
-{
-	return launch(norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
-		      0, 0, 0, 0, true, TS_GPU_DRIVER);
-}
-SEC("uprobe") int cu_graph_ptsz(struct pt_regs *ctx)
-{
-	return launch(norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
-		      0, 0, 0, 0, true, TS_GPU_DRIVER);
-}
+
+BOTH_STREAMS(cuda_launch, rt_launch, TS_GPU_RUNTIME)
+BOTH_STREAMS(cuda_launch_ex, rt_launch_ex, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_launch, drv_launch, TS_GPU_DRIVER)
+BOTH_STREAMS(cu_launch_ex, drv_launch_ex, TS_GPU_DRIVER)
+BOTH_STREAMS(cuda_graph, graph_launch, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_graph, graph_launch, TS_GPU_DRIVER)
 
 /* ---- async copies: work on the stream, no marker ---- */
 
@@ -406,7 +387,7 @@ static __always_inline int async_copy(__u64 stream, __u32 api)
 	__u32 tgid = pt >> 32, tid = (__u32)pt;
 	struct ts_gpu_work *w;
 
-	if (!traced(tgid))
+	if (!ts_traced(tgid))
 		return 0;
 	if (api == TS_GPU_DRIVER) {
 		if (nested(tid, P_COPY, stream, now))
@@ -421,23 +402,19 @@ static __always_inline int async_copy(__u64 stream, __u32 api)
 }
 
 /* cudaMemcpyAsync(dst, src, count, kind, stream) */
-SEC("uprobe") int cuda_copy_async(struct pt_regs *ctx)
+static __always_inline int rt_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(norm_stream(PT_REGS_PARM5(ctx), false), TS_GPU_RUNTIME);
+	return async_copy(norm_stream(PT_REGS_PARM5(ctx), ptsz), api);
 }
-SEC("uprobe") int cuda_copy_async_ptsz(struct pt_regs *ctx)
-{
-	return async_copy(norm_stream(PT_REGS_PARM5(ctx), true), TS_GPU_RUNTIME);
-}
+
 /* cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), cuMemcpyAsync(dst, src, bytes, stream) */
-SEC("uprobe") int cu_copy_async(struct pt_regs *ctx)
+static __always_inline int drv_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(norm_stream(PT_REGS_PARM4(ctx), false), TS_GPU_DRIVER);
+	return async_copy(norm_stream(PT_REGS_PARM4(ctx), ptsz), api);
 }
-SEC("uprobe") int cu_copy_async_ptsz(struct pt_regs *ctx)
-{
-	return async_copy(norm_stream(PT_REGS_PARM4(ctx), true), TS_GPU_DRIVER);
-}
+
+BOTH_STREAMS(cuda_copy_async, rt_copy_async, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_copy_async, drv_copy_async, TS_GPU_DRIVER)
 
 /* ---- event record, stream wait ---- */
 
@@ -447,7 +424,7 @@ static __always_inline int ordering(__u32 kind, __u64 stream, __u64 event, __u32
 	__u32 tid = (__u32)pt;
 	__u32 pk = kind == TS_GPU_RECORD ? P_RECORD : P_WAIT;
 
-	if (!traced(pt >> 32))
+	if (!ts_traced(pt >> 32))
 		return 0;
 	if (api == TS_GPU_DRIVER) {
 		if (nested(tid, pk, event, now))
@@ -460,53 +437,28 @@ static __always_inline int ordering(__u32 kind, __u64 stream, __u64 event, __u32
 }
 
 /* cudaEventRecord(event, stream[, flags]), cuEventRecord(event, stream[, flags]) */
-SEC("uprobe") int cuda_record(struct pt_regs *ctx)
+static __always_inline int record(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx),
-			TS_GPU_RUNTIME);
-}
-SEC("uprobe") int cuda_record_ptsz(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx),
-			TS_GPU_RUNTIME);
-}
-SEC("uprobe") int cu_record(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), false), PT_REGS_PARM1(ctx),
-			TS_GPU_DRIVER);
-}
-SEC("uprobe") int cu_record_ptsz(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), true), PT_REGS_PARM1(ctx),
-			TS_GPU_DRIVER);
+	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), ptsz), PT_REGS_PARM1(ctx),
+			api);
 }
 
 /* cudaStreamWaitEvent(stream, event, flags), cuStreamWaitEvent(stream, event, flags) */
-SEC("uprobe") int cuda_wait(struct pt_regs *ctx)
+static __always_inline int wait_event(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), false), PT_REGS_PARM2(ctx),
-			TS_GPU_RUNTIME);
+	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), ptsz), PT_REGS_PARM2(ctx),
+			api);
 }
-SEC("uprobe") int cuda_wait_ptsz(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), true), PT_REGS_PARM2(ctx),
-			TS_GPU_RUNTIME);
-}
-SEC("uprobe") int cu_wait(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), false), PT_REGS_PARM2(ctx),
-			TS_GPU_DRIVER);
-}
-SEC("uprobe") int cu_wait_ptsz(struct pt_regs *ctx)
-{
-	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), true), PT_REGS_PARM2(ctx),
-			TS_GPU_DRIVER);
-}
+
+BOTH_STREAMS(cuda_record, record, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_record, record, TS_GPU_DRIVER)
+BOTH_STREAMS(cuda_wait, wait_event, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_wait, wait_event, TS_GPU_DRIVER)
 
 /* ---- syncs, queries and blocking copies: entry and return ---- */
 
 /* kind: TS_GPU_SYNC_ENTER for waits, TS_GPU_QUERY_DONE for queries */
-static __always_inline int call_enter(__u32 kind, __u32 scope, __u64 stream, __u64 event,
+static __always_inline int cuda_call_enter(__u32 kind, __u32 scope, __u64 stream, __u64 event,
 				      __u32 api)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
@@ -515,16 +467,16 @@ static __always_inline int call_enter(__u32 kind, __u32 scope, __u64 stream, __u
 		.kind = kind, .scope = scope, .stream = stream, .event = event, .api = api,
 	}, *cur;
 
-	if (!traced(tgid))
+	if (!ts_traced(tgid))
 		return 0;
-	cur = bpf_map_lookup_elem(&calls, &tid);
+	cur = bpf_map_lookup_elem(&cuda_calls, &tid);
 	if (api == TS_GPU_DRIVER && cur && cur->api == TS_GPU_RUNTIME) {
 		cur->driver_inside = 1; /* the runtime's own driver call: its caller reports */
-		count(TS_CNT_GPU_NESTED, 1);
+		ts_count(TS_CNT_GPU_NESTED, 1);
 		return 0;
 	}
 	c.enter_ns = bpf_ktime_get_ns();
-	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	bpf_map_update_elem(&cuda_calls, &tid, &c, BPF_ANY);
 	if (kind != TS_GPU_SYNC_ENTER)
 		return 0;
 	if (scope == TS_GPU_SCOPE_DEVICE)
@@ -533,11 +485,11 @@ static __always_inline int call_enter(__u32 kind, __u32 scope, __u64 stream, __u
 	return 0;
 }
 
-static __always_inline int call_return(__u32 api, long ret)
+static __always_inline int cuda_call_return(__u32 api, long ret)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pt;
-	struct gpu_call *c = bpf_map_lookup_elem(&calls, &tid);
+	struct gpu_call *c = bpf_map_lookup_elem(&cuda_calls, &tid);
 	struct gpu_call copy;
 
 	if (!c)
@@ -547,7 +499,7 @@ static __always_inline int call_return(__u32 api, long ret)
 		return 0;
 	}
 	copy = *c;
-	bpf_map_delete_elem(&calls, &tid);
+	bpf_map_delete_elem(&cuda_calls, &tid);
 	if (copy.kind == TS_GPU_SYNC_ENTER)
 		send_mark(TS_GPU_SYNC_RETURN, copy.scope, copy.stream, copy.event, api, false,
 			  (__s32)ret, copy.enter_ns);
@@ -557,65 +509,62 @@ static __always_inline int call_return(__u32 api, long ret)
 	return 0;
 }
 
-SEC("uretprobe") int cuda_ret(struct pt_regs *ctx) { return call_return(TS_GPU_RUNTIME, PT_REGS_RC(ctx)); }
-SEC("uretprobe") int cu_ret(struct pt_regs *ctx) { return call_return(TS_GPU_DRIVER, PT_REGS_RC(ctx)); }
+SEC("uretprobe") int cuda_ret(struct pt_regs *ctx)
+{
+	return cuda_call_return(TS_GPU_RUNTIME, PT_REGS_RC(ctx));
+}
 
-#define STREAM_CALL(name, kind, api, per_thread)                                              \
-	SEC("uprobe") int name(struct pt_regs *ctx)                                           \
-	{                                                                                     \
-		return call_enter(kind, TS_GPU_SCOPE_STREAM,                                  \
-				  norm_stream(PT_REGS_PARM1(ctx), per_thread), 0, api);       \
-	}
-#define EVENT_CALL(name, kind, api)                                                           \
-	SEC("uprobe") int name(struct pt_regs *ctx)                                           \
-	{                                                                                     \
-		return call_enter(kind, TS_GPU_SCOPE_EVENT, 0, PT_REGS_PARM1(ctx), api);      \
-	}
+SEC("uretprobe") int cu_ret(struct pt_regs *ctx)
+{
+	return cuda_call_return(TS_GPU_DRIVER, PT_REGS_RC(ctx));
+}
 
 /* cudaStreamSynchronize(stream), cuStreamSynchronize(stream) */
-STREAM_CALL(cuda_stream_sync, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME, false)
-STREAM_CALL(cuda_stream_sync_ptsz, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME, true)
-STREAM_CALL(cu_stream_sync, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER, false)
-STREAM_CALL(cu_stream_sync_ptsz, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER, true)
-/* cudaStreamQuery(stream), cuStreamQuery(stream) */
-STREAM_CALL(cuda_stream_query, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME, false)
-STREAM_CALL(cuda_stream_query_ptsz, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME, true)
-STREAM_CALL(cu_stream_query, TS_GPU_QUERY_DONE, TS_GPU_DRIVER, false)
-STREAM_CALL(cu_stream_query_ptsz, TS_GPU_QUERY_DONE, TS_GPU_DRIVER, true)
-/* cudaEventSynchronize(event), cuEventSynchronize(event), and the queries */
-EVENT_CALL(cuda_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_RUNTIME)
-EVENT_CALL(cu_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_DRIVER)
-EVENT_CALL(cuda_event_query, TS_GPU_QUERY_DONE, TS_GPU_RUNTIME)
-EVENT_CALL(cu_event_query, TS_GPU_QUERY_DONE, TS_GPU_DRIVER)
-
-/* cudaDeviceSynchronize(), cuCtxSynchronize() */
-SEC("uprobe") int cuda_device_sync(struct pt_regs *ctx)
+static __always_inline int stream_sync(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, 0, 0, TS_GPU_RUNTIME);
+	return cuda_call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM,
+			       norm_stream(PT_REGS_PARM1(ctx), ptsz), 0, api);
 }
-SEC("uprobe") int cu_ctx_sync(struct pt_regs *ctx)
+
+/* cudaStreamQuery(stream), cuStreamQuery(stream) */
+static __always_inline int stream_query(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, 0, 0, TS_GPU_DRIVER);
+	return cuda_call_enter(TS_GPU_QUERY_DONE, TS_GPU_SCOPE_STREAM,
+			       norm_stream(PT_REGS_PARM1(ctx), ptsz), 0, api);
 }
 
 /* Blocking copies wait for the default stream: cudaMemcpy(dst, src, count, kind),
  * cuMemcpyDtoH_v2(dst, src, bytes); the _ptds entry points use the per-thread stream. */
-SEC("uprobe") int cuda_copy(struct pt_regs *ctx)
+static __always_inline int blocking_copy(struct pt_regs *ctx, bool ptds, __u32 api)
 {
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 0, 0, TS_GPU_RUNTIME);
+	return cuda_call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, norm_stream(0, ptds), 0,
+			       api);
 }
-SEC("uprobe") int cuda_copy_ptds(struct pt_regs *ctx)
-{
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 2, 0, TS_GPU_RUNTIME);
-}
-SEC("uprobe") int cu_copy(struct pt_regs *ctx)
-{
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 0, 0, TS_GPU_DRIVER);
-}
-SEC("uprobe") int cu_copy_ptds(struct pt_regs *ctx)
-{
-	return call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, 2, 0, TS_GPU_DRIVER);
-}
+
+BOTH_STREAMS(cuda_stream_sync, stream_sync, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_stream_sync, stream_sync, TS_GPU_DRIVER)
+BOTH_STREAMS(cuda_stream_query, stream_query, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_stream_query, stream_query, TS_GPU_DRIVER)
+BOTH_STREAMS(cuda_copy, blocking_copy, TS_GPU_RUNTIME)
+BOTH_STREAMS(cu_copy, blocking_copy, TS_GPU_DRIVER)
+
+/* Event and device scope: one program each. */
+#define SYNC_CALL(name, kind, scope, api)                                                     \
+	SEC("uprobe") int name(struct pt_regs *ctx)                                           \
+	{                                                                                     \
+		return cuda_call_enter(kind, scope, 0,                                        \
+				       scope == TS_GPU_SCOPE_EVENT ? PT_REGS_PARM1(ctx) : 0,  \
+				       api);                                                  \
+	}
+
+/* cudaEventSynchronize(event), cuEventSynchronize(event), and the queries */
+SYNC_CALL(cuda_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, TS_GPU_RUNTIME)
+SYNC_CALL(cu_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, TS_GPU_DRIVER)
+SYNC_CALL(cuda_event_query, TS_GPU_QUERY_DONE, TS_GPU_SCOPE_EVENT, TS_GPU_RUNTIME)
+SYNC_CALL(cu_event_query, TS_GPU_QUERY_DONE, TS_GPU_SCOPE_EVENT, TS_GPU_DRIVER)
+/* cudaDeviceSynchronize(), cuCtxSynchronize() */
+SYNC_CALL(cuda_device_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, TS_GPU_RUNTIME)
+SYNC_CALL(cu_ctx_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, TS_GPU_DRIVER)
 
 /* ---- stream capture: launches into a capture build a graph, they do not run ---- */
 
@@ -624,7 +573,7 @@ static __always_inline int capture(__u64 stream, __u32 on)
 	__u64 pt = bpf_get_current_pid_tgid();
 	struct ts_gpu_work *w;
 
-	if (!traced(pt >> 32))
+	if (!ts_traced(pt >> 32))
 		return 0;
 	w = work_get(pt >> 32, stream);
 	if (w)
@@ -633,11 +582,20 @@ static __always_inline int capture(__u64 stream, __u32 on)
 }
 
 /* cudaStreamBeginCapture(stream, mode), cuStreamBeginCapture(_v2)(stream, mode),
- * cudaStreamEndCapture(stream, graph *), cuStreamEndCapture(stream, graph *) */
-SEC("uprobe") int capture_begin(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), false), 1); }
-SEC("uprobe") int capture_begin_ptsz(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), true), 1); }
-SEC("uprobe") int capture_end(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), false), 0); }
-SEC("uprobe") int capture_end_ptsz(struct pt_regs *ctx) { return capture(norm_stream(PT_REGS_PARM1(ctx), true), 0); }
+ * cudaStreamEndCapture(stream, graph *), cuStreamEndCapture(stream, graph *): runtime and
+ * driver alike. */
+static __always_inline int capture_begin_fn(struct pt_regs *ctx, bool ptsz, __u32 api)
+{
+	return capture(norm_stream(PT_REGS_PARM1(ctx), ptsz), 1);
+}
+
+static __always_inline int capture_end_fn(struct pt_regs *ctx, bool ptsz, __u32 api)
+{
+	return capture(norm_stream(PT_REGS_PARM1(ctx), ptsz), 0);
+}
+
+BOTH_STREAMS(capture_begin, capture_begin_fn, 0)
+BOTH_STREAMS(capture_end, capture_end_fn, 0)
 
 /* ---- kernel names of driver handles ---- */
 
@@ -649,9 +607,9 @@ SEC("uprobe") int cu_get_function(struct pt_regs *ctx)
 	__u32 tid = (__u32)pt;
 	struct name_call c = { .out = PT_REGS_PARM1(ctx), .name = PT_REGS_PARM3(ctx) };
 
-	if (!traced(pt >> 32))
+	if (!ts_traced(pt >> 32))
 		return 0;
-	bpf_map_update_elem(&name_calls, &tid, &c, BPF_ANY);
+	bpf_map_update_elem(&cuda_name_calls, &tid, &c, BPF_ANY);
 	return 0;
 }
 
@@ -662,9 +620,9 @@ SEC("uprobe") int cu_kernel_get_function(struct pt_regs *ctx)
 	__u32 tid = (__u32)pt;
 	struct name_call c = { .out = PT_REGS_PARM1(ctx), .alias = PT_REGS_PARM2(ctx) };
 
-	if (!traced(pt >> 32))
+	if (!ts_traced(pt >> 32))
 		return 0;
-	bpf_map_update_elem(&name_calls, &tid, &c, BPF_ANY);
+	bpf_map_update_elem(&cuda_name_calls, &tid, &c, BPF_ANY);
 	return 0;
 }
 
@@ -672,7 +630,7 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pt;
-	struct name_call *c = bpf_map_lookup_elem(&name_calls, &tid);
+	struct name_call *c = bpf_map_lookup_elem(&cuda_name_calls, &tid);
 	struct ts_gpu_kname *e;
 	__u64 handle = 0;
 
@@ -680,9 +638,8 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 		return 0;
 	if (PT_REGS_RC(ctx) == 0 && !bpf_probe_read_user(&handle, sizeof(handle), (void *)c->out) &&
 	    handle) {
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+		e = ts_reserve(TS_EV_GPU_KNAME, sizeof(*e), TS_CNT_GPU_DROPS);
 		if (e) {
-			fill_hdr(&e->hdr, TS_EV_GPU_KNAME, sizeof(*e), bpf_ktime_get_ns());
 			e->id = handle;
 			e->alias = c->alias;
 			e->flags = 0;
@@ -692,11 +649,9 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 			    bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
 				e->name[0] = 0;
 			bpf_ringbuf_submit(e, 0);
-		} else {
-			count(TS_CNT_GPU_DROPS, 1);
 		}
 	}
-	bpf_map_delete_elem(&name_calls, &tid);
+	bpf_map_delete_elem(&cuda_name_calls, &tid);
 	return 0;
 }
 
@@ -711,18 +666,18 @@ int BPF_PROG(cuda_thread_exit, struct task_struct *p)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct pid_streams *ps;
 
-	bpf_map_delete_elem(&calls, &tid);
-	bpf_map_delete_elem(&pending, &tid);
-	bpf_map_delete_elem(&name_calls, &tid);
-	if (tid != tgid || !(ps = bpf_map_lookup_elem(&streams, &tgid)))
+	bpf_map_delete_elem(&cuda_calls, &tid);
+	bpf_map_delete_elem(&cuda_pending, &tid);
+	bpf_map_delete_elem(&cuda_name_calls, &tid);
+	if (tid != tgid || !(ps = bpf_map_lookup_elem(&cuda_streams, &tgid)))
 		return 0;
 	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
 		struct work_key key = { .pid = tgid, .stream = ps->s[i] - 1 };
 
 		if (ps->s[i])
-			bpf_map_delete_elem(&work, &key);
+			bpf_map_delete_elem(&cuda_work, &key);
 	}
-	bpf_map_delete_elem(&streams, &tgid);
-	send_exit(BPF_CORE_READ(p, real_parent, tgid), BPF_CORE_READ(p, exit_code) >> 8);
+	bpf_map_delete_elem(&cuda_streams, &tgid);
+	ts_send_proc(TS_EV_EXIT);
 	return 0;
 }

@@ -26,7 +26,7 @@ struct {
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct ssl_call);
-} calls SEC(".maps");
+} tls_calls SEC(".maps");
 
 struct stream_key {
 	__u32 pid;
@@ -40,7 +40,7 @@ struct {
 	__uint(max_entries, 65536);
 	__type(key, struct stream_key);
 	__type(value, __u64);
-} stream_seq SEC(".maps");
+} tls_stream_seq SEC(".maps");
 
 /* Processes that moved TLS bytes: only their exits are reported. */
 struct {
@@ -61,9 +61,9 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct data_buf);
-} scratch SEC(".maps");
+} tls_scratch SEC(".maps");
 
-static __always_inline int call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
+static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -75,17 +75,17 @@ static __always_inline int call_enter(void *ssl, const void *buf, void *out_len,
 		.dir = dir,
 	};
 
-	if (!traced(id >> 32))
+	if (!ts_traced(id >> 32))
 		return 0;
 	/* OpenSSL does not nest these calls, so an entry still here is stale: its return was
 	 * never seen (the thread died, or the probe was attached while the call ran). */
-	if (bpf_map_lookup_elem(&calls, &tid))
-		count(TS_CNT_STALE_CALLS, 1);
-	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	if (bpf_map_lookup_elem(&tls_calls, &tid))
+		ts_count(TS_CNT_STALE_CALLS, 1);
+	bpf_map_update_elem(&tls_calls, &tid, &c, BPF_ANY);
 	return 0;
 }
 
-static __always_inline int call_return(long ret, bool ex)
+static __always_inline int tls_call_return(long ret, bool ex)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
@@ -98,7 +98,7 @@ static __always_inline int call_return(long ret, bool ex)
 	__u32 zero = 0;
 	__u8 one = 1;
 
-	c = bpf_map_lookup_elem(&calls, &tid);
+	c = bpf_map_lookup_elem(&tls_calls, &tid);
 	if (!c)
 		return 0;
 
@@ -122,20 +122,16 @@ static __always_inline int call_return(long ret, bool ex)
 	npieces = (total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
 	if (npieces > TS_MAX_PIECES) {
 		npieces = TS_MAX_PIECES;
-		count(TS_CNT_TRUNCATED, 1);
-		count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
+		ts_count(TS_CNT_TRUNCATED, 1);
+		ts_count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
 	}
-	next = bpf_map_lookup_elem(&stream_seq, &key);
-	if (!next) {
-		bpf_map_update_elem(&stream_seq, &key, &zero64, BPF_NOEXIST);
-		next = bpf_map_lookup_elem(&stream_seq, &key);
-		if (!next)
-			goto out;
-	}
+	next = ts_lookup_or_init(&tls_stream_seq, &key, &zero64);
+	if (!next)
+		goto out;
 	seq = __sync_fetch_and_add(next, npieces);
 	bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
 
-	d = bpf_map_lookup_elem(&scratch, &zero);
+	d = bpf_map_lookup_elem(&tls_scratch, &zero);
 	if (!d)
 		goto out;
 	ev = (struct ts_tls_data *)d->bytes;
@@ -149,7 +145,7 @@ static __always_inline int call_return(long ret, bool ex)
 		if (off >= total)
 			break;
 		n = total - off > TS_CHUNK_MAX ? TS_CHUNK_MAX : total - off;
-		fill_hdr(&ev->hdr, TS_EV_TLS_DATA, sizeof(*ev) + n, ts);
+		ts_fill_hdr(&ev->hdr, TS_EV_TLS_DATA, sizeof(*ev) + n, ts);
 		ev->ssl = c->ssl;
 		ev->seq = seq + i;
 		ev->dir = c->dir;
@@ -162,18 +158,18 @@ static __always_inline int call_return(long ret, bool ex)
 			break;
 		if (bpf_probe_read_user(ev->data, n, (void *)(c->buf + off))) {
 			ev->flags |= TS_F_READ_FAULT;
-			count(TS_CNT_READ_FAULTS, 1);
+			ts_count(TS_CNT_READ_FAULTS, 1);
 		}
 		if (bpf_ringbuf_output(&events, d, sizeof(*ev) + n, 0)) {
-			count(TS_CNT_DROPS, 1);
-			count(TS_CNT_DROP_BYTES, n);
+			ts_count(TS_CNT_DROPS, 1);
+			ts_count(TS_CNT_DROP_BYTES, n);
 			continue;
 		}
-		count(TS_CNT_DATA_EVENTS, 1);
-		count(TS_CNT_DATA_BYTES, n);
+		ts_count(TS_CNT_DATA_EVENTS, 1);
+		ts_count(TS_CNT_DATA_BYTES, n);
 	}
 out:
-	bpf_map_delete_elem(&calls, &tid);
+	bpf_map_delete_elem(&tls_calls, &tid);
 	return 0;
 }
 
@@ -181,52 +177,52 @@ out:
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_enter, void *ssl, void *buf, int num)
 {
-	return call_enter(ssl, buf, NULL, TS_DIR_READ);
+	return tls_call_enter(ssl, buf, NULL, TS_DIR_READ);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_read_exit, int ret)
 {
-	return call_return(ret, false);
+	return tls_call_return(ret, false);
 }
 
 /* int SSL_read_ex(SSL *s, void *buf, size_t num, size_t *readbytes) */
 SEC("uprobe")
 int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, size_t num, size_t *readbytes)
 {
-	return call_enter(ssl, buf, readbytes, TS_DIR_READ);
+	return tls_call_enter(ssl, buf, readbytes, TS_DIR_READ);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_read_ex_exit, int ret)
 {
-	return call_return(ret, true);
+	return tls_call_return(ret, true);
 }
 
 /* int SSL_write(SSL *s, const void *buf, int num) */
 SEC("uprobe")
 int BPF_KPROBE(ssl_write_enter, void *ssl, const void *buf, int num)
 {
-	return call_enter(ssl, buf, NULL, TS_DIR_WRITE);
+	return tls_call_enter(ssl, buf, NULL, TS_DIR_WRITE);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_write_exit, int ret)
 {
-	return call_return(ret, false);
+	return tls_call_return(ret, false);
 }
 
 /* int SSL_write_ex(SSL *s, const void *buf, size_t num, size_t *written) */
 SEC("uprobe")
 int BPF_KPROBE(ssl_write_ex_enter, void *ssl, const void *buf, size_t num, size_t *written)
 {
-	return call_enter(ssl, buf, written, TS_DIR_WRITE);
+	return tls_call_enter(ssl, buf, written, TS_DIR_WRITE);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(ssl_write_ex_exit, int ret)
 {
-	return call_return(ret, true);
+	return tls_call_return(ret, true);
 }
 
 /* int SSL_write_ex2(SSL *s, const void *buf, size_t num, uint64_t flags, size_t *written) */
@@ -234,7 +230,7 @@ SEC("uprobe")
 int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u64 flags,
 	       size_t *written)
 {
-	return call_enter(ssl, buf, written, TS_DIR_WRITE);
+	return tls_call_enter(ssl, buf, written, TS_DIR_WRITE);
 }
 
 /* void SSL_free(SSL *s) */
@@ -246,15 +242,12 @@ int BPF_KPROBE(ssl_free_enter, void *ssl)
 	struct ts_tls_free *e;
 
 	/* Only streams that moved bytes have a sequence entry: skip the rest cheaply. */
-	if (!bpf_map_lookup_elem(&stream_seq, &key))
+	if (!bpf_map_lookup_elem(&tls_stream_seq, &key))
 		return 0;
-	bpf_map_delete_elem(&stream_seq, &key);
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
+	bpf_map_delete_elem(&tls_stream_seq, &key);
+	e = ts_reserve(TS_EV_TLS_FREE, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
 		return 0;
-	}
-	fill_hdr(&e->hdr, TS_EV_TLS_FREE, sizeof(*e), bpf_ktime_get_ns());
 	e->ssl = (__u64)ssl;
 	bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -264,21 +257,8 @@ int BPF_KPROBE(ssl_free_enter, void *ssl)
 SEC("uretprobe")
 int BPF_KRETPROBE(dlopen_exit, void *handle)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct ts_proc *e;
-
-	if (!handle || !traced(id >> 32))
-		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
-		return 0;
-	}
-	fill_hdr(&e->hdr, TS_EV_DLOPEN, sizeof(*e), bpf_ktime_get_ns());
-	e->ppid = 0;
-	e->exit_code = 0;
-	e->path[0] = 0;
-	bpf_ringbuf_submit(e, 0);
+	if (handle && ts_traced(bpf_get_current_pid_tgid() >> 32))
+		ts_send_proc(TS_EV_DLOPEN);
 	return 0;
 }
 
@@ -286,20 +266,8 @@ int BPF_KRETPROBE(dlopen_exit, void *handle)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct ts_proc *e;
-
-	if (!traced(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(TS_CNT_OTHER_DROPS, 1);
-		return 0;
-	}
-	fill_hdr(&e->hdr, TS_EV_EXEC, sizeof(*e), bpf_ktime_get_ns());
-	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
-	e->exit_code = 0;
-	bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
-	bpf_ringbuf_submit(e, 0);
+	if (ts_traced(bpf_get_current_pid_tgid() >> 32))
+		ts_send_proc(TS_EV_EXEC);
 	return 0;
 }
 
@@ -309,12 +277,12 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 
-	bpf_map_delete_elem(&calls, &tid); /* a thread that dies inside an SSL call */
+	bpf_map_delete_elem(&tls_calls, &tid); /* a thread that dies inside an SSL call */
 	if (tgid != tid) /* threads: only the group leader's exit ends the process */
 		return 0;
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&tls_pids, &tgid);
-	send_exit(BPF_CORE_READ(p, real_parent, tgid), BPF_CORE_READ(p, exit_code) >> 8);
+	ts_send_proc(TS_EV_EXIT);
 	return 0;
 }

@@ -10,7 +10,6 @@
 #define TOKENSCOPE_H
 
 #define TS_COMM_LEN 16
-#define TS_PATH_LEN 256
 
 /* One data event carries at most TS_CHUNK_MAX payload bytes; a bigger SSL call is split into
  * pieces with offsets, at most TS_MAX_PIECES of them; the rest is counted as truncated. */
@@ -63,11 +62,18 @@ struct ts_tls_free {
 	__u64 ssl;
 };
 
+/* exec, exit, dlopen: the header says all (which process, when). Recordings made before
+ * 2026-12 carry 264 more bytes here (ppid, exit code, exec path) that nothing reads. */
 struct ts_proc {
 	struct ts_event_hdr hdr;
-	__u32 ppid;
-	__u32 exit_code;
-	char path[TS_PATH_LEN]; /* exec: the file exec'd; empty otherwise */
+};
+
+/* What every probe family filters on, set by userspace before load (const volatile .rodata). */
+struct ts_filter {
+	__u8 by_pid;  /* only tgids in the `pids` map */
+	__u8 by_comm; /* only this command name */
+	__u8 _pad[6];
+	char comm[TS_COMM_LEN];
 };
 
 /* ---- CUDA (bpf/cuda.bpf.c) ---- */
@@ -157,5 +163,34 @@ enum ts_counter {
 	TS_CNT_GPU_NO_SLOT,	/* launches on a stream beyond TS_GPU_MAX_STREAMS per process */
 	TS_CNT__MAX,
 };
+
+/* The layouts are a file format (docs/recording.md): any change must be deliberate. */
+#define TS_LAYOUT(type, size) _Static_assert(sizeof(struct type) == (size), #type " size")
+#define TS_FIELD(type, field, off) \
+	_Static_assert(__builtin_offsetof(struct type, field) == (off), #type "." #field " offset")
+TS_LAYOUT(ts_event_hdr, 40);
+TS_FIELD(ts_event_hdr, ts_ns, 8);
+TS_FIELD(ts_event_hdr, pid, 16);
+TS_FIELD(ts_event_hdr, comm, 24);
+TS_LAYOUT(ts_tls_data, 80);
+TS_FIELD(ts_tls_data, ssl, 40);
+TS_FIELD(ts_tls_data, seq, 48);
+TS_FIELD(ts_tls_data, dir, 56);
+TS_FIELD(ts_tls_data, total_len, 64);
+TS_FIELD(ts_tls_data, len, 72);
+TS_FIELD(ts_tls_data, data, 80);
+TS_LAYOUT(ts_tls_free, 48);
+TS_LAYOUT(ts_proc, 40);
+TS_LAYOUT(ts_filter, 24);
+TS_LAYOUT(ts_kernel_sample, 40);
+TS_LAYOUT(ts_gpu_work, 360);
+TS_FIELD(ts_gpu_work, first_ns, 16);
+TS_FIELD(ts_gpu_work, k, 40);
+TS_LAYOUT(ts_gpu_mark, 440);
+TS_FIELD(ts_gpu_mark, stream, 48);
+TS_FIELD(ts_gpu_mark, enter_ns, 72);
+TS_FIELD(ts_gpu_mark, work, 80);
+TS_LAYOUT(ts_gpu_kname, 576);
+TS_FIELD(ts_gpu_kname, name, 64);
 
 #endif /* TOKENSCOPE_H */

@@ -13,106 +13,153 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "buf.h"
 #include "elfsym.h"
-#include "cuda.skel.h"
-#include "tls.skel.h"
+#include "procmaps.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
  * DT_NEEDED libraries within milliseconds; later ones come through dlopen events). */
 static const uint64_t rescan_after_ns[] = { 5000000ull, 50000000ull, 500000000ull };
 #define NRESCAN (sizeof(rescan_after_ns) / sizeof(rescan_after_ns[0]))
 
-enum sym { SYM_READ, SYM_READ_EX, SYM_WRITE, SYM_WRITE_EX, SYM_WRITE_EX2, SYM_FREE, SYM__N };
-
-static const char *const tls_syms[SYM__N] = {
-	"SSL_read", "SSL_read_ex", "SSL_write", "SSL_write_ex", "SSL_write_ex2", "SSL_free",
-};
-
-/* CUDA entry points: symbol, entry program, return program (NULL: entry only). Every
- * variant that exists in a file is probed; missing ones are skipped. */
-struct cuda_probe {
+/* One uprobe: the function, the program at its entry, the program at its return (either may
+ * be NULL). Programs are named as in their family's bpf/FAMILY.bpf.c. */
+struct uprobe_spec {
 	const char *sym;
-	size_t enter; /* offsetof(struct cuda_bpf, progs.X) */
-	size_t ret;
+	const char *enter;
+	const char *ret;
 };
 
-#define P(x) offsetof(struct cuda_bpf, progs.x)
-static const struct cuda_probe cuda_probes[] = {
-	/* runtime: libcudart, or a binary with cudart linked in */
-	{ "cudaLaunchKernel", P(cuda_launch), 0 },
-	{ "cudaLaunchKernel_ptsz", P(cuda_launch_ptsz), 0 },
-	{ "cudaLaunchCooperativeKernel", P(cuda_launch), 0 },
-	{ "cudaLaunchCooperativeKernel_ptsz", P(cuda_launch_ptsz), 0 },
-	{ "cudaLaunchKernelExC", P(cuda_launch_ex), 0 },
-	{ "cudaLaunchKernelExC_ptsz", P(cuda_launch_ex_ptsz), 0 },
-	{ "cudaGraphLaunch", P(cuda_graph), 0 },
-	{ "cudaGraphLaunch_ptsz", P(cuda_graph_ptsz), 0 },
-	{ "cudaMemcpyAsync", P(cuda_copy_async), 0 },
-	{ "cudaMemcpyAsync_ptsz", P(cuda_copy_async_ptsz), 0 },
-	{ "cudaEventRecord", P(cuda_record), 0 },
-	{ "cudaEventRecord_ptsz", P(cuda_record_ptsz), 0 },
-	{ "cudaEventRecordWithFlags", P(cuda_record), 0 },
-	{ "cudaEventRecordWithFlags_ptsz", P(cuda_record_ptsz), 0 },
-	{ "cudaStreamWaitEvent", P(cuda_wait), 0 },
-	{ "cudaStreamWaitEvent_ptsz", P(cuda_wait_ptsz), 0 },
-	{ "cudaStreamSynchronize", P(cuda_stream_sync), P(cuda_ret) },
-	{ "cudaStreamSynchronize_ptsz", P(cuda_stream_sync_ptsz), P(cuda_ret) },
-	{ "cudaStreamQuery", P(cuda_stream_query), P(cuda_ret) },
-	{ "cudaStreamQuery_ptsz", P(cuda_stream_query_ptsz), P(cuda_ret) },
-	{ "cudaEventSynchronize", P(cuda_event_sync), P(cuda_ret) },
-	{ "cudaEventQuery", P(cuda_event_query), P(cuda_ret) },
-	{ "cudaDeviceSynchronize", P(cuda_device_sync), P(cuda_ret) },
-	{ "cudaMemcpy", P(cuda_copy), P(cuda_ret) },
-	{ "cudaMemcpy_ptds", P(cuda_copy_ptds), P(cuda_ret) },
-	{ "cudaStreamBeginCapture", P(capture_begin), 0 },
-	{ "cudaStreamBeginCapture_ptsz", P(capture_begin_ptsz), 0 },
-	{ "cudaStreamEndCapture", P(capture_end), 0 },
-	{ "cudaStreamEndCapture_ptsz", P(capture_end_ptsz), 0 },
-	/* driver: libcuda.so.1 */
-	{ "cuLaunchKernel", P(cu_launch), 0 },
-	{ "cuLaunchKernel_ptsz", P(cu_launch_ptsz), 0 },
-	{ "cuLaunchCooperativeKernel", P(cu_launch), 0 },
-	{ "cuLaunchCooperativeKernel_ptsz", P(cu_launch_ptsz), 0 },
-	{ "cuLaunchKernelEx", P(cu_launch_ex), 0 },
-	{ "cuLaunchKernelEx_ptsz", P(cu_launch_ex_ptsz), 0 },
-	{ "cuGraphLaunch", P(cu_graph), 0 },
-	{ "cuGraphLaunch_ptsz", P(cu_graph_ptsz), 0 },
-	{ "cuMemcpyDtoHAsync_v2", P(cu_copy_async), 0 },
-	{ "cuMemcpyDtoHAsync_v2_ptsz", P(cu_copy_async_ptsz), 0 },
-	{ "cuMemcpyAsync", P(cu_copy_async), 0 },
-	{ "cuMemcpyAsync_ptsz", P(cu_copy_async_ptsz), 0 },
-	{ "cuEventRecord", P(cu_record), 0 },
-	{ "cuEventRecord_ptsz", P(cu_record_ptsz), 0 },
-	{ "cuEventRecordWithFlags", P(cu_record), 0 },
-	{ "cuEventRecordWithFlags_ptsz", P(cu_record_ptsz), 0 },
-	{ "cuStreamWaitEvent", P(cu_wait), 0 },
-	{ "cuStreamWaitEvent_ptsz", P(cu_wait_ptsz), 0 },
-	{ "cuStreamSynchronize", P(cu_stream_sync), P(cu_ret) },
-	{ "cuStreamSynchronize_ptsz", P(cu_stream_sync_ptsz), P(cu_ret) },
-	{ "cuStreamQuery", P(cu_stream_query), P(cu_ret) },
-	{ "cuStreamQuery_ptsz", P(cu_stream_query_ptsz), P(cu_ret) },
-	{ "cuEventSynchronize", P(cu_event_sync), P(cu_ret) },
-	{ "cuEventQuery", P(cu_event_query), P(cu_ret) },
-	{ "cuCtxSynchronize", P(cu_ctx_sync), P(cu_ret) },
-	{ "cuMemcpyDtoH_v2", P(cu_copy), P(cu_ret) },
-	{ "cuMemcpyDtoH_v2_ptds", P(cu_copy_ptds), P(cu_ret) },
-	{ "cuStreamBeginCapture", P(capture_begin), 0 },
-	{ "cuStreamBeginCapture_v2", P(capture_begin), 0 },
-	{ "cuStreamBeginCapture_ptsz", P(capture_begin_ptsz), 0 },
-	{ "cuStreamBeginCapture_v2_ptsz", P(capture_begin_ptsz), 0 },
-	{ "cuStreamEndCapture", P(capture_end), 0 },
-	{ "cuStreamEndCapture_ptsz", P(capture_end_ptsz), 0 },
-	{ "cuModuleGetFunction", P(cu_get_function), P(cu_get_function_ret) },
-	{ "cuLibraryGetKernel", P(cu_get_function), P(cu_get_function_ret) },
-	{ "cuKernelGetFunction", P(cu_kernel_get_function), P(cu_get_function_ret) },
+/* OpenSSL: the order matters to tls_file() below. */
+static const struct uprobe_spec tls_uprobes[] = {
+	{ "SSL_read", "ssl_read_enter", "ssl_read_exit" },
+	{ "SSL_read_ex", "ssl_read_ex_enter", "ssl_read_ex_exit" },
+	{ "SSL_write", "ssl_write_enter", "ssl_write_exit" },
+	{ "SSL_write_ex", "ssl_write_ex_enter", "ssl_write_ex_exit" },
+	/* the return of SSL_write_ex2 reads like SSL_write_ex's: same program */
+	{ "SSL_write_ex2", "ssl_write_ex2_enter", "ssl_write_ex_exit" },
+	{ "SSL_free", "ssl_free_enter", NULL },
 };
-#undef P
-#define NCUDA (sizeof(cuda_probes) / sizeof(cuda_probes[0]))
+
+/* dlopen may bring a libssl or a CUDA library: the process is rescanned when it returns. */
+static const struct uprobe_spec dlopen_uprobes[] = {
+	{ "dlopen", NULL, "dlopen_exit" },
+};
+
+/* CUDA runtime and driver entry points: every variant that exists in a file is probed. */
+static const struct uprobe_spec cuda_uprobes[] = {
+	/* runtime: libcudart, or a binary with cudart linked in */
+	{ "cudaLaunchKernel", "cuda_launch", NULL },
+	{ "cudaLaunchKernel_ptsz", "cuda_launch_ptsz", NULL },
+	{ "cudaLaunchCooperativeKernel", "cuda_launch", NULL },
+	{ "cudaLaunchCooperativeKernel_ptsz", "cuda_launch_ptsz", NULL },
+	{ "cudaLaunchKernelExC", "cuda_launch_ex", NULL },
+	{ "cudaLaunchKernelExC_ptsz", "cuda_launch_ex_ptsz", NULL },
+	{ "cudaGraphLaunch", "cuda_graph", NULL },
+	{ "cudaGraphLaunch_ptsz", "cuda_graph_ptsz", NULL },
+	{ "cudaMemcpyAsync", "cuda_copy_async", NULL },
+	{ "cudaMemcpyAsync_ptsz", "cuda_copy_async_ptsz", NULL },
+	{ "cudaEventRecord", "cuda_record", NULL },
+	{ "cudaEventRecord_ptsz", "cuda_record_ptsz", NULL },
+	{ "cudaEventRecordWithFlags", "cuda_record", NULL },
+	{ "cudaEventRecordWithFlags_ptsz", "cuda_record_ptsz", NULL },
+	{ "cudaStreamWaitEvent", "cuda_wait", NULL },
+	{ "cudaStreamWaitEvent_ptsz", "cuda_wait_ptsz", NULL },
+	{ "cudaStreamSynchronize", "cuda_stream_sync", "cuda_ret" },
+	{ "cudaStreamSynchronize_ptsz", "cuda_stream_sync_ptsz", "cuda_ret" },
+	{ "cudaStreamQuery", "cuda_stream_query", "cuda_ret" },
+	{ "cudaStreamQuery_ptsz", "cuda_stream_query_ptsz", "cuda_ret" },
+	{ "cudaEventSynchronize", "cuda_event_sync", "cuda_ret" },
+	{ "cudaEventQuery", "cuda_event_query", "cuda_ret" },
+	{ "cudaDeviceSynchronize", "cuda_device_sync", "cuda_ret" },
+	{ "cudaMemcpy", "cuda_copy", "cuda_ret" },
+	{ "cudaMemcpy_ptds", "cuda_copy_ptsz", "cuda_ret" },
+	{ "cudaStreamBeginCapture", "capture_begin", NULL },
+	{ "cudaStreamBeginCapture_ptsz", "capture_begin_ptsz", NULL },
+	{ "cudaStreamEndCapture", "capture_end", NULL },
+	{ "cudaStreamEndCapture_ptsz", "capture_end_ptsz", NULL },
+	/* driver: libcuda.so.1 */
+	{ "cuLaunchKernel", "cu_launch", NULL },
+	{ "cuLaunchKernel_ptsz", "cu_launch_ptsz", NULL },
+	{ "cuLaunchCooperativeKernel", "cu_launch", NULL },
+	{ "cuLaunchCooperativeKernel_ptsz", "cu_launch_ptsz", NULL },
+	{ "cuLaunchKernelEx", "cu_launch_ex", NULL },
+	{ "cuLaunchKernelEx_ptsz", "cu_launch_ex_ptsz", NULL },
+	{ "cuGraphLaunch", "cu_graph", NULL },
+	{ "cuGraphLaunch_ptsz", "cu_graph_ptsz", NULL },
+	{ "cuMemcpyDtoHAsync_v2", "cu_copy_async", NULL },
+	{ "cuMemcpyDtoHAsync_v2_ptsz", "cu_copy_async_ptsz", NULL },
+	{ "cuMemcpyAsync", "cu_copy_async", NULL },
+	{ "cuMemcpyAsync_ptsz", "cu_copy_async_ptsz", NULL },
+	{ "cuEventRecord", "cu_record", NULL },
+	{ "cuEventRecord_ptsz", "cu_record_ptsz", NULL },
+	{ "cuEventRecordWithFlags", "cu_record", NULL },
+	{ "cuEventRecordWithFlags_ptsz", "cu_record_ptsz", NULL },
+	{ "cuStreamWaitEvent", "cu_wait", NULL },
+	{ "cuStreamWaitEvent_ptsz", "cu_wait_ptsz", NULL },
+	{ "cuStreamSynchronize", "cu_stream_sync", "cu_ret" },
+	{ "cuStreamSynchronize_ptsz", "cu_stream_sync_ptsz", "cu_ret" },
+	{ "cuStreamQuery", "cu_stream_query", "cu_ret" },
+	{ "cuStreamQuery_ptsz", "cu_stream_query_ptsz", "cu_ret" },
+	{ "cuEventSynchronize", "cu_event_sync", "cu_ret" },
+	{ "cuEventQuery", "cu_event_query", "cu_ret" },
+	{ "cuCtxSynchronize", "cu_ctx_sync", "cu_ret" },
+	{ "cuMemcpyDtoH_v2", "cu_copy", "cu_ret" },
+	{ "cuMemcpyDtoH_v2_ptds", "cu_copy_ptsz", "cu_ret" },
+	{ "cuStreamBeginCapture", "capture_begin", NULL },
+	{ "cuStreamBeginCapture_v2", "capture_begin", NULL },
+	{ "cuStreamBeginCapture_ptsz", "capture_begin_ptsz", NULL },
+	{ "cuStreamBeginCapture_v2_ptsz", "capture_begin_ptsz", NULL },
+	{ "cuStreamEndCapture", "capture_end", NULL },
+	{ "cuStreamEndCapture_ptsz", "capture_end_ptsz", NULL },
+	{ "cuModuleGetFunction", "cu_get_function", "cu_get_function_ret" },
+	{ "cuLibraryGetKernel", "cu_get_function", "cu_get_function_ret" },
+	{ "cuKernelGetFunction", "cu_kernel_get_function", "cu_get_function_ret" },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A library or executable that exports SSL_read and SSL_write is an OpenSSL. */
+static bool tls_file(const char *base, const uint64_t *off)
+{
+	return off[0] && off[2];
+}
+
+/* glibc 2.34+ has dlopen in libc itself; older ones in libdl. */
+static bool libc_file(const char *base, const uint64_t *off)
+{
+	return off[0] && (!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8));
+}
+
+static bool any_symbol(const char *base, const uint64_t *off)
+{
+	return true;
+}
+
+/*
+ * The uprobe sets: which family's programs go on which files. A new uprobe family is one
+ * entry here (and its object in user/live.c); a file is examined once for all of them.
+ */
+enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET__N };
+
+static const struct uprobe_set {
+	const char *name;   /* shown in the start line and with -v */
+	const char *family; /* the BPF object holding the programs */
+	const struct uprobe_spec *probes;
+	size_t n;
+	bool (*wants)(const char *base, const uint64_t *off); /* does this file get them */
+} sets[SET__N] = {
+	[SET_TLS] = { "TLS", "tls", tls_uprobes, ARRAY_LEN(tls_uprobes), tls_file },
+	[SET_DLOPEN] = { "dlopen", "tls", dlopen_uprobes, ARRAY_LEN(dlopen_uprobes), libc_file },
+	[SET_CUDA] = { "CUDA", "cuda", cuda_uprobes, ARRAY_LEN(cuda_uprobes), any_symbol },
+};
+
+#define MAX_SYMS (ARRAY_LEN(tls_uprobes) + ARRAY_LEN(dlopen_uprobes) + ARRAY_LEN(cuda_uprobes))
 
 struct seen_file {
 	dev_t dev;
 	ino_t ino;
-	bool cuda; /* it got CUDA probes */
+	unsigned sets; /* bit per uprobe set it got */
 };
 
 struct rescan {
@@ -122,32 +169,35 @@ struct rescan {
 };
 
 struct attacher {
-	struct tls_bpf *skel;
-	struct cuda_bpf *cuda; /* NULL: no GPU probes */
-	size_t cuda_files;
-	attacher_cuda_fn on_cuda; /* a process maps a CUDA file */
+	struct bpf_object *objs[SET__N]; /* per set, its family's object (NULL: not loaded) */
+	size_t files[SET__N];		 /* files that got each set */
+	attacher_cuda_fn on_cuda;	 /* a process maps a CUDA file */
 	void *on_cuda_ctx;
-	bool last_was_cuda;	  /* examine(): the file just looked at is a CUDA one */
+	unsigned last_sets; /* examine(): the sets the file just looked at has */
 	int verbose;
-	struct seen_file *seen; /* every file already examined, TLS or not */
+	struct seen_file *seen; /* every file already examined, probed or not */
 	size_t nseen, seencap;
 	struct bpf_link **links;
 	size_t nlinks, linkcap;
-	size_t tls_files;
 	struct rescan *rescans;
 	size_t nrescans, rescancap;
 };
 
-struct attacher *attacher__new(struct tls_bpf *skel, struct cuda_bpf *cuda, int verbose)
+struct attacher *attacher__new(int verbose)
 {
 	struct attacher *a = calloc(1, sizeof(*a));
 
-	if (a) {
-		a->skel = skel;
-		a->cuda = cuda;
+	if (a)
 		a->verbose = verbose;
-	}
 	return a;
+}
+
+void attacher__add_family(struct attacher *a, const char *family, struct bpf_object *obj)
+{
+	for (size_t i = 0; i < SET__N; i++) {
+		if (!strcmp(sets[i].family, family))
+			a->objs[i] = obj;
+	}
 }
 
 void attacher__free(struct attacher *a)
@@ -162,9 +212,13 @@ void attacher__free(struct attacher *a)
 	free(a);
 }
 
-size_t attacher__tls_files(const struct attacher *a)
+size_t attacher__files(const struct attacher *a, const char *set)
 {
-	return a->tls_files;
+	for (size_t i = 0; i < SET__N; i++) {
+		if (!strcmp(sets[i].name, set))
+			return a->files[i];
+	}
+	return 0;
 }
 
 void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
@@ -173,51 +227,33 @@ void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
 	a->on_cuda_ctx = ctx;
 }
 
-size_t attacher__cuda_files(const struct attacher *a)
-{
-	return a->cuda_files;
-}
-
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	void *np;
-	size_t ncap;
-
-	if (need <= *cap)
-		return true;
-	ncap = *cap ? *cap * 2 : 64;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return false;
-	*p = np;
-	*cap = ncap;
-	return true;
-}
-
-/* Returns true the first time a file is seen; a->last_was_cuda tells what it was. */
+/* Returns true the first time a file is seen; a->last_sets tells what it got. */
 static bool first_sight(struct attacher *a, const struct stat *st)
 {
 	for (size_t i = 0; i < a->nseen; i++) {
 		if (a->seen[i].dev == st->st_dev && a->seen[i].ino == st->st_ino) {
-			a->last_was_cuda = a->seen[i].cuda;
+			a->last_sets = a->seen[i].sets;
 			return false;
 		}
 	}
-	a->last_was_cuda = false;
-	if (!grow((void **)&a->seen, &a->seencap, a->nseen + 1, sizeof(*a->seen)))
+	a->last_sets = 0;
+	if (!array__reserve((void **)&a->seen, &a->seencap, a->nseen + 1, sizeof(*a->seen)))
 		return false;
-	a->seen[a->nseen++] = (struct seen_file){ st->st_dev, st->st_ino, false };
+	a->seen[a->nseen++] = (struct seen_file){ st->st_dev, st->st_ino, 0 };
 	return true;
 }
 
-static int attach_one(struct attacher *a, struct bpf_program *prog, bool ret, const char *path,
-		      uint64_t off, const char *sym)
+static int attach_one(struct attacher *a, struct bpf_object *obj, const char *prog_name, bool ret,
+		      const char *path, uint64_t off, const char *sym)
 {
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, prog_name);
 	struct bpf_link *l;
 
-	if (!grow((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
+	if (!prog) {
+		fprintf(stderr, "tokenscope: no BPF program %s for %s\n", prog_name, sym);
+		return -ENOENT;
+	}
+	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
 		return -ENOMEM;
 	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
 	if (!l) {
@@ -231,100 +267,57 @@ static int attach_one(struct attacher *a, struct bpf_program *prog, bool ret, co
 	return 0;
 }
 
-static void attach_tls(struct attacher *a, const char *path, const uint64_t off[SYM__N])
+/* Every probe of the set whose function the file has. */
+static void attach_set(struct attacher *a, size_t set, const char *path, const uint64_t *off)
 {
-	struct tls_bpf *s = a->skel;
-	struct {
-		enum sym sym;
-		struct bpf_program *enter, *exit;
-	} plan[] = {
-		{ SYM_READ, s->progs.ssl_read_enter, s->progs.ssl_read_exit },
-		{ SYM_READ_EX, s->progs.ssl_read_ex_enter, s->progs.ssl_read_ex_exit },
-		{ SYM_WRITE, s->progs.ssl_write_enter, s->progs.ssl_write_exit },
-		{ SYM_WRITE_EX, s->progs.ssl_write_ex_enter, s->progs.ssl_write_ex_exit },
-		/* the return of SSL_write_ex2 reads like SSL_write_ex's: same program */
-		{ SYM_WRITE_EX2, s->progs.ssl_write_ex2_enter, s->progs.ssl_write_ex_exit },
-		{ SYM_FREE, s->progs.ssl_free_enter, NULL },
-	};
+	const struct uprobe_set *us = &sets[set];
 	int attached = 0;
 
-	for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]); i++) {
-		uint64_t o = off[plan[i].sym];
-
-		if (!o)
-			continue;
-		/* Return probe first: an entry seen without its return would leave a stale call. */
-		if (plan[i].exit && attach_one(a, plan[i].exit, true, path, o, tls_syms[plan[i].sym]))
-			continue;
-		if (attach_one(a, plan[i].enter, false, path, o, tls_syms[plan[i].sym]))
-			continue;
-		attached++;
-	}
-	if (attached) {
-		a->tls_files++;
-		if (a->verbose)
-			fprintf(stderr, "tokenscope: TLS probes on %s (%d functions)\n", path, attached);
-	}
-}
-
-static struct bpf_program *cuda_prog(struct attacher *a, size_t off)
-{
-	return *(struct bpf_program **)((char *)a->cuda + off);
-}
-
-/* A CUDA runtime or driver: every entry point it has. */
-static void attach_cuda(struct attacher *a, const char *path, const uint64_t off[NCUDA])
-{
-	int attached = 0;
-
-	for (size_t i = 0; i < NCUDA; i++) {
-		const struct cuda_probe *p = &cuda_probes[i];
+	for (size_t i = 0; i < us->n; i++) {
+		const struct uprobe_spec *p = &us->probes[i];
 
 		if (!off[i])
 			continue;
-		if (p->ret && attach_one(a, cuda_prog(a, p->ret), true, path, off[i], p->sym))
+		/* Return probe first: an entry seen without its return would leave a stale call. */
+		if (p->ret && attach_one(a, a->objs[set], p->ret, true, path, off[i], p->sym))
 			continue;
-		if (attach_one(a, cuda_prog(a, p->enter), false, path, off[i], p->sym))
+		if (p->enter && attach_one(a, a->objs[set], p->enter, false, path, off[i], p->sym))
 			continue;
 		attached++;
 	}
-	if (attached) {
-		a->cuda_files++;
-		a->seen[a->nseen - 1].cuda = a->last_was_cuda = true;
-		if (a->verbose)
-			fprintf(stderr, "tokenscope: CUDA probes on %s (%d functions)\n", path, attached);
-	}
+	if (!attached)
+		return;
+	a->files[set]++;
+	a->seen[a->nseen - 1].sets |= 1u << set;
+	a->last_sets |= 1u << set;
+	if (a->verbose && set != SET_DLOPEN)
+		fprintf(stderr, "tokenscope: %s probes on %s (%d functions)\n", us->name, path, attached);
 }
 
-/* Look at one file, once: TLS library? CUDA runtime or driver? libc (dlopen)? */
+/* Look at one file, once: does it export what any uprobe set probes? */
 static void examine(struct attacher *a, const char *path)
 {
-	const char *names[SYM__N + 1 + NCUDA];
-	uint64_t off[SYM__N + 1 + NCUDA];
-	size_t n = 0, dl, cuda0;
+	const char *names[MAX_SYMS];
+	uint64_t off[MAX_SYMS];
+	size_t n = 0, first[SET__N];
 	const char *base;
 	struct stat st;
 
 	if (stat(path, &st) || !S_ISREG(st.st_mode) || !first_sight(a, &st))
 		return;
-	for (size_t i = 0; i < SYM__N; i++)
-		names[n++] = tls_syms[i];
-	dl = n;
-	names[n++] = "dlopen";
-	cuda0 = n;
-	for (size_t i = 0; a->cuda && i < NCUDA; i++)
-		names[n++] = cuda_probes[i].sym;
+	for (size_t set = 0; set < SET__N; set++) {
+		first[set] = n;
+		for (size_t i = 0; a->objs[set] && i < sets[set].n; i++)
+			names[n++] = sets[set].probes[i].sym;
+	}
 	if (elfsym__offsets(path, names, n, off) <= 0)
 		return;
-	if (off[SYM_READ] && off[SYM_WRITE])
-		attach_tls(a, path, off);
-	/* glibc 2.34+ has dlopen in libc itself; older ones in libdl. */
 	base = strrchr(path, '/');
 	base = base ? base + 1 : path;
-	if ((!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8)) && off[dl])
-		attach_one(a, a->skel->progs.dlopen_exit, true, path, off[dl], "dlopen");
-	if (a->cuda)
-		attach_cuda(a, path, off + cuda0);
+	for (size_t set = 0; set < SET__N; set++) {
+		if (a->objs[set] && sets[set].wants(base, off + first[set]))
+			attach_set(a, set, path, off + first[set]);
+	}
 }
 
 void attacher__scan_system(struct attacher *a)
@@ -375,7 +368,7 @@ static void scan_one(struct attacher *a, pid_t pid)
 	FILE *f;
 	ssize_t n;
 
-	a->last_was_cuda = false;
+	a->last_sets = 0;
 	/* The executable first: node and static builds carry OpenSSL inside. */
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", pid);
 	n = readlink(fn, exe, sizeof(exe) - 1);
@@ -384,29 +377,19 @@ static void scan_one(struct attacher *a, pid_t pid)
 		if (!strstr(exe, " (deleted)"))
 			examine_mapped(a, pid, exe);
 	}
-	cuda = a->last_was_cuda;
+	cuda = a->last_sets & (1u << SET_CUDA);
 	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
 	f = fopen(fn, "re");
 	if (!f)
 		return; /* gone already, or not ours to read */
 	while (fgets(line, sizeof(line), f)) {
-		char perms[8], *path;
-		size_t len;
+		struct maps_entry e;
 
-		/* start-end perms offset dev inode path */
-		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x')
+		if (procmaps__parse(line, &e) || !procmaps__is_exec_file(&e))
 			continue;
-		path = strchr(line, '/');
-		if (!path)
-			continue;
-		len = strlen(path);
-		if (len && path[len - 1] == '\n')
-			path[--len] = 0;
-		if (strstr(path, " (deleted)"))
-			continue;
-		a->last_was_cuda = false;
-		examine_mapped(a, pid, path);
-		cuda |= a->last_was_cuda;
+		a->last_sets = 0;
+		examine_mapped(a, pid, e.path);
+		cuda |= a->last_sets & (1u << SET_CUDA);
 	}
 	fclose(f);
 	if (cuda && a->on_cuda)
@@ -435,7 +418,8 @@ void attacher__scan_pid(struct attacher *a, pid_t pid)
 void attacher__on_exec(struct attacher *a, pid_t pid, uint64_t now_ns)
 {
 	scan_one(a, pid);
-	if (!grow((void **)&a->rescans, &a->rescancap, a->nrescans + 1, sizeof(*a->rescans)))
+	if (!array__reserve((void **)&a->rescans, &a->rescancap, a->nrescans + 1,
+			    sizeof(*a->rescans)))
 		return;
 	a->rescans[a->nrescans++] = (struct rescan){ pid, now_ns + rescan_after_ns[0], 0 };
 }

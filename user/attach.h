@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Finding and probing TLS and CUDA libraries: the system's libssl, every file mapped by a
- * running process that exports SSL_read/SSL_write (libssl or a binary that embeds OpenSSL, like
- * node) or CUDA runtime/driver entry points (libcudart, the copies PyTorch wheels carry,
- * libcuda.so.1, binaries with cudart linked in), and later the executables and libraries of
- * new processes (exec) and of dlopen. Each file is
- * probed once (device + inode), by path, so every process that maps it is covered.
+ * Finding files to put uprobes on, and attaching them (the table of uprobe sets is in
+ * attach.c): the system's libssl, every file mapped by a running process that exports
+ * SSL_read/SSL_write (libssl or a binary that embeds OpenSSL, like node) or CUDA runtime/driver
+ * entry points (libcudart, the copies PyTorch wheels carry, libcuda.so.1, binaries with cudart
+ * linked in), and later the executables and libraries of new processes (exec) and of dlopen.
+ * Each file is probed once (device + inode), by path, so every process that maps it is covered.
  */
 #ifndef TS_ATTACH_H
 #define TS_ATTACH_H
@@ -15,15 +15,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct tls_bpf;
-struct cuda_bpf;
+struct bpf_object;
 struct attacher;
 
 typedef void (*attacher_cuda_fn)(void *ctx, uint32_t pid);
 
-/* cuda may be NULL: no GPU probes. */
-struct attacher *attacher__new(struct tls_bpf *skel, struct cuda_bpf *cuda, int verbose);
+struct attacher *attacher__new(int verbose);
 void attacher__free(struct attacher *a);
+/* A loaded probe family ("tls", "cuda"): the uprobe sets whose programs it holds attach from
+ * now on. A family never added (it failed to load) is not probed. */
+void attacher__add_family(struct attacher *a, const char *family, struct bpf_object *obj);
 /* Called whenever a scan finds a process that maps a CUDA runtime or driver. */
 void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx);
 /* The system's libssl and libc (for dlopen) at their usual paths. */
@@ -37,9 +38,7 @@ void attacher__on_exec(struct attacher *a, pid_t pid, uint64_t now_ns);
 int attacher__next_due_ms(const struct attacher *a, uint64_t now_ns, int max_ms);
 /* Run the rescans that are due. */
 void attacher__tick(struct attacher *a, uint64_t now_ns);
-/* Files with TLS probes attached. */
-size_t attacher__tls_files(const struct attacher *a);
-/* Files with CUDA probes attached. */
-size_t attacher__cuda_files(const struct attacher *a);
+/* Files that got a uprobe set ("TLS", "CUDA", "dlopen"). */
+size_t attacher__files(const struct attacher *a, const char *set);
 
 #endif

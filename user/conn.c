@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "conn.h"
 #include "decode.h"
 #include "dialect.h"
@@ -13,16 +14,9 @@
 #define RESP_BODY_MAX (4u << 20) /* non-streamed JSON response kept to read usage */
 #define SNIFF_MAX (64u << 10)	 /* bytes before a stream that never looks like HTTP is "other" */
 
-struct bytes {
-	char *p;
-	size_t len, cap;
-	bool overflow;
-};
-
 struct conn {
-	uint32_t pid;
-	uint64_t ssl;
-	char comm[16];
+	struct stream_key key;
+	char comm[TS_COMM_LEN];
 	const struct conn_sink *sink;
 	enum conn_kind kind;
 	enum role role;
@@ -41,61 +35,22 @@ struct conn {
 	struct request **queue;
 	size_t qlen, qcap;
 	struct request *parsing_req;  /* request message being read */
-	struct bytes req_body;
+	struct buf req_body;
 	bool req_body_encoded;	      /* compressed request bodies are not read */
 
 	struct request *resp_req;     /* request whose response is being read (NULL: unpaired) */
 	struct decoder *dec;
 	struct sse_parser *sse;
-	struct bytes resp_body;
+	struct buf resp_body;
 	bool resp_buffered;	      /* non-streamed body kept whole */
 };
-
-static void bytes_add(struct bytes *b, const void *src, size_t n, size_t max)
-{
-	if (b->overflow)
-		return;
-	if (b->len + n > max) {
-		b->overflow = true;
-		return;
-	}
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *np;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np) {
-			b->overflow = true;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, src, n);
-	b->len += n;
-}
-
-static void bytes_reset(struct bytes *b)
-{
-	b->len = 0;
-	b->overflow = false;
-}
 
 /* ---- request queue ---- */
 
 static int queue_push(struct conn *c, struct request *r)
 {
-	if (c->qlen == c->qcap) {
-		size_t cap = c->qcap ? c->qcap * 2 : 4;
-		struct request **nq = realloc(c->queue, cap * sizeof(*nq));
-
-		if (!nq)
-			return -1;
-		c->queue = nq;
-		c->qcap = cap;
-	}
+	if (!array__reserve((void **)&c->queue, &c->qcap, c->qlen + 1, sizeof(*c->queue)))
+		return -1;
 	c->queue[c->qlen++] = r;
 	return 0;
 }
@@ -152,7 +107,7 @@ static void on_decoded(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
 			c->resp_req->lossy = true;
 		}
 	} else if (c->resp_buffered) {
-		bytes_add(&c->resp_body, data, len, RESP_BODY_MAX);
+		buf__add(&c->resp_body, data, len, RESP_BODY_MAX);
 	}
 }
 
@@ -162,7 +117,7 @@ static void response_reset(struct conn *c)
 	c->dec = NULL;
 	sse_parser__free(c->sse);
 	c->sse = NULL;
-	bytes_reset(&c->resp_body);
+	buf__reset(&c->resp_body);
 	c->resp_buffered = false;
 	c->resp_req = NULL;
 }
@@ -241,13 +196,14 @@ static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 	struct conn *c = ctx;
 	struct request *r = request__new();
 
-	bytes_reset(&c->req_body);
+	buf__reset(&c->req_body);
 	c->parsing_req = NULL;
 	if (!r || queue_push(c, r)) {
+		(*c->sink->no_memory)++;
 		request__free(r);
 		return true;
 	}
-	r->pid = c->pid;
+	r->pid = c->key.pid;
 	memcpy(r->comm, c->comm, sizeof(r->comm));
 	r->role = c->role;
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
@@ -264,7 +220,7 @@ static void req_on_body(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
 	struct conn *c = ctx;
 
 	if (c->parsing_req && !c->req_body_encoded)
-		bytes_add(&c->req_body, data, len, REQ_BODY_MAX);
+		buf__add(&c->req_body, data, len, REQ_BODY_MAX);
 }
 
 static void req_on_end(void *ctx, uint64_t ts)
@@ -275,7 +231,7 @@ static void req_on_end(void *ctx, uint64_t ts)
 	if (r && !c->req_body_encoded && !c->req_body.overflow && c->req_body.len)
 		dialect__request_body(r, c->req_body.p, c->req_body.len);
 	c->parsing_req = NULL;
-	bytes_reset(&c->req_body);
+	buf__reset(&c->req_body);
 }
 
 static const struct http_callbacks req_callbacks = {
@@ -286,14 +242,14 @@ static const struct http_callbacks req_callbacks = {
 
 /* ---- connection ---- */
 
-struct conn *conn__new(uint32_t pid, uint64_t ssl, const char *comm, const struct conn_sink *sink)
+struct conn *conn__new(const struct stream_key *key, const char *comm,
+		       const struct conn_sink *sink)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->pid = pid;
-	c->ssl = ssl;
+	c->key = *key;
 	snprintf(c->comm, sizeof(c->comm), "%s", comm);
 	c->sink = sink;
 	return c;
@@ -309,8 +265,8 @@ void conn__free(struct conn *c)
 	http_parser__free(c->req_parser);
 	http_parser__free(c->resp_parser);
 	response_reset(c);
-	free(c->req_body.p);
-	free(c->resp_body.p);
+	buf__free(&c->req_body);
+	buf__free(&c->resp_body);
 	free(c);
 }
 
@@ -390,7 +346,7 @@ static void abandon_inflight(struct conn *c, uint64_t ts, const char *reason)
 	}
 	response_reset(c);
 	c->parsing_req = NULL;
-	bytes_reset(&c->req_body);
+	buf__reset(&c->req_body);
 }
 
 static void parser_failed(struct conn *c, struct http_parser *p, enum http_error e, uint64_t ts)

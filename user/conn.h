@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * One TLS connection (pid, SSL*) and its two byte streams. Finds the role (a process that
+ * One connection (a TLS object or a socket of one process) and its two byte streams. Finds the role (a process that
  * writes a request is a client, one that reads one is a server), runs an HTTP/1.1 parser per
  * direction, pairs responses with requests in order (keep-alive, pipelining), and drives the
  * response body through decoding, SSE/NDJSON framing and the API dialect into a request record.
@@ -16,6 +16,19 @@
 
 struct pipeline;
 
+/* What carries a connection's bytes: a TLS object's plaintext, or a plain socket's. */
+enum transport {
+	TRANSPORT_TLS = 0, /* SSL_read/SSL_write on an SSL* */
+	TRANSPORT_TCP = 1, /* read/write family syscalls on a TCP socket */
+};
+
+/* Which byte stream a connection is. */
+struct stream_key {
+	uint32_t pid;
+	enum transport transport;
+	uint64_t id; /* TLS: the SSL* in the process; TCP: the socket */
+};
+
 enum conn_kind {
 	CONN_UNKNOWN = 0, /* no request start seen yet */
 	CONN_HTTP1,
@@ -30,19 +43,21 @@ struct conn_sink {
 	uint64_t *unpaired_responses; /* responses with no request to pair with */
 	uint64_t *malformed_streams;  /* HTTP framing errors */
 	uint64_t *unsupported_encodings;
+	uint64_t *no_memory; /* requests not tracked for lack of memory */
 };
 
 struct conn;
 
-struct conn *conn__new(uint32_t pid, uint64_t ssl, const char *comm, const struct conn_sink *sink);
+struct conn *conn__new(const struct stream_key *key, const char *comm,
+		       const struct conn_sink *sink);
 void conn__free(struct conn *c);
-/* Bytes moved by one SSL call piece; data may be modified (credential masking). */
+/* Bytes moved by one call (or piece of one); data may be modified (credential masking). */
 void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64_t ts);
 /* n bytes of one direction are known to be missing (truncated call, unreadable memory). */
 void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts);
 /* Pieces were lost, direction and size unknown: in-flight requests become incomplete. */
 void conn__lost(struct conn *c, uint64_t ts);
-/* The connection ended (SSL_free, process exit, end of capture). Unfinished requests are
+/* The connection ended (SSL_free, close, process exit, end of capture). Unfinished requests are
  * reported incomplete with reason. */
 void conn__close(struct conn *c, uint64_t ts, const char *reason);
 enum conn_kind conn__kind(const struct conn *c);

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The API dialects, one section each, and the table that joins them (at the end). Each
+ * dialect says how its requests are recognized (the path, else the shape of the first JSON
+ * object of the reply) and what each streamed event or whole body means for the request.
+ */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,95 +64,24 @@ static void set_api_error(struct request *r, json_t *err)
 		request__error(r, "api_error");
 }
 
-/* ---- which API ---- */
-
-enum api dialect__from_path(const char *path)
+static bool ends_with(const char *s, const char *suffix)
 {
-	size_t n = strlen(path);
+	size_t n = strlen(s), k = strlen(suffix);
 
-#define ENDS(s) (n >= sizeof(s) - 1 && !strcmp(path + n - (sizeof(s) - 1), s))
-	if (ENDS("/chat/completions"))
-		return API_OPENAI_CHAT;
-	if (ENDS("/v1/completions") || !strcmp(path, "/completions"))
-		return API_OPENAI_COMPLETIONS;
-	if (ENDS("/v1/responses") || !strcmp(path, "/responses"))
-		return API_OPENAI_RESPONSES;
-	if (ENDS("/v1/messages"))
-		return API_ANTHROPIC_MESSAGES;
-	if (strstr(path, ":streamGenerateContent") || strstr(path, ":generateContent"))
-		return API_GEMINI;
-	if (!strcmp(path, "/api/generate") || !strcmp(path, "/api/chat"))
-		return API_OLLAMA;
-	if (!strcmp(path, "/completion"))
-		return API_LLAMACPP;
-	if (!strcmp(path, "/generate_stream") || !strcmp(path, "/generate"))
-		return API_TGI;
-#undef ENDS
-	return API_UNKNOWN;
+	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-void dialect__request_head(struct request *r)
+static bool str_is(json_t *v, const char *want)
 {
-	const char *m, *end;
-
-	r->api = dialect__from_path(r->path);
-	if (r->api != API_GEMINI || !(m = strstr(r->path, "/models/")))
-		return;
-	m += strlen("/models/");
-	end = strchr(m, ':');
-	if (end && end > m && (size_t)(end - m) < sizeof(r->model))
-		snprintf(r->model, sizeof(r->model), "%.*s", (int)(end - m), m);
+	return json_is_string(v) && !strcmp(json_string_value(v), want);
 }
 
-/* A stream whose path told nothing: the first event's shape names the API. */
-static enum api from_payload(const char *event, json_t *o)
+static bool str_starts(json_t *v, const char *prefix)
 {
-	json_t *obj = get(o, "object"), *type = get(o, "type");
-
-	if (json_is_string(obj)) {
-		if (!strcmp(json_string_value(obj), "chat.completion.chunk") ||
-		    !strcmp(json_string_value(obj), "chat.completion"))
-			return API_OPENAI_CHAT;
-		if (!strcmp(json_string_value(obj), "text_completion"))
-			return API_OPENAI_COMPLETIONS;
-	}
-	if (json_is_string(type)) {
-		const char *t = json_string_value(type);
-
-		if (!strncmp(t, "response.", 9))
-			return API_OPENAI_RESPONSES;
-		if (!strncmp(t, "message_", 8) || !strncmp(t, "content_block_", 14) ||
-		    !strcmp(t, "ping"))
-			return API_ANTHROPIC_MESSAGES;
-	}
-	if (get(o, "candidates") || get(o, "usageMetadata"))
-		return API_GEMINI;
-	if (get(o, "done") && get(o, "model") && (get(o, "response") || get(o, "message")))
-		return API_OLLAMA;
-	if (json_is_object(get(o, "token")))
-		return API_TGI;
-	if (get(o, "content") && get(o, "stop"))
-		return API_LLAMACPP;
-	(void)event;
-	return API_UNKNOWN;
+	return json_is_string(v) && !strncmp(json_string_value(v), prefix, strlen(prefix));
 }
 
-void dialect__request_body(struct request *r, const char *body, size_t len)
-{
-	json_t *o = json_loadb(body, len, 0, NULL), *stream;
-
-	if (!o)
-		return; /* not JSON (or cut short): model stays unknown */
-	set_str(r->model, sizeof(r->model), get(o, "model"));
-	stream = get(o, "stream");
-	if (json_is_boolean(stream))
-		r->stream = json_is_true(stream);
-	else if (r->api == API_OLLAMA)
-		r->stream = 1; /* Ollama streams unless told not to */
-	json_decref(o);
-}
-
-/* ---- per-API event semantics ---- */
+/* ---- OpenAI Chat Completions and Completions ---- */
 
 static void openai_usage(struct request *r, json_t *u)
 {
@@ -201,6 +135,49 @@ static void openai_chunk(struct request *r, json_t *o, uint64_t ts, bool whole)
 		request__token(r, ts);
 }
 
+static bool chat_path(const char *path)
+{
+	return ends_with(path, "/chat/completions");
+}
+
+static bool chat_sniff(json_t *o)
+{
+	return str_is(get(o, "object"), "chat.completion.chunk") ||
+	       str_is(get(o, "object"), "chat.completion");
+}
+
+static bool completions_path(const char *path)
+{
+	return ends_with(path, "/v1/completions") || !strcmp(path, "/completions");
+}
+
+static bool completions_sniff(json_t *o)
+{
+	return str_is(get(o, "object"), "text_completion");
+}
+
+static void openai_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+{
+	openai_chunk(r, o, ts, false);
+}
+
+static void openai_body(struct request *r, json_t *o, uint64_t ts)
+{
+	openai_chunk(r, o, ts, true);
+}
+
+/* ---- OpenAI Responses ---- */
+
+static bool responses_path(const char *path)
+{
+	return ends_with(path, "/v1/responses") || !strcmp(path, "/responses");
+}
+
+static bool responses_sniff(json_t *o)
+{
+	return str_starts(get(o, "type"), "response.");
+}
+
 static const char *const responses_token_types[] = {
 	"response.output_text.delta",	    "response.reasoning_text.delta",
 	"response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
@@ -226,6 +203,13 @@ static void responses_final(struct request *r, json_t *resp)
 		set_api_error(r, get(resp, "error"));
 }
 
+static void responses_body(struct request *r, json_t *o, uint64_t ts)
+{
+	responses_final(r, o);
+	if (json_array_size(get(o, "output")))
+		request__token(r, ts);
+}
+
 static void responses_event(struct request *r, const char *event, json_t *o, uint64_t ts)
 {
 	const char *t = json_is_string(get(o, "type")) ? json_string_value(get(o, "type")) : event;
@@ -247,6 +231,20 @@ static void responses_event(struct request *r, const char *event, json_t *o, uin
 		set_api_error(r, get(o, "error") ? get(o, "error") : o);
 		r->stream_end_seen = true;
 	}
+}
+
+/* ---- Anthropic Messages ---- */
+
+static bool anthropic_path(const char *path)
+{
+	return ends_with(path, "/v1/messages");
+}
+
+static bool anthropic_sniff(json_t *o)
+{
+	json_t *t = get(o, "type");
+
+	return str_starts(t, "message_") || str_starts(t, "content_block_") || str_is(t, "ping");
 }
 
 static void anthropic_usage(struct request *r, json_t *u)
@@ -297,7 +295,41 @@ static void anthropic_event(struct request *r, const char *event, json_t *o, uin
 	}
 }
 
-static void gemini_event(struct request *r, json_t *o, uint64_t ts)
+static void anthropic_body(struct request *r, json_t *o, uint64_t ts)
+{
+	json_t *content = get(o, "content"), *b;
+	bool text = false;
+	size_t i;
+
+	if (get(o, "error") ||
+	    (json_is_string(get(o, "type")) && !strcmp(json_string_value(get(o, "type")), "error"))) {
+		set_api_error(r, get(o, "error"));
+		return;
+	}
+	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	anthropic_usage(r, get(o, "usage"));
+	set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_reason"));
+	json_array_foreach(content, i, b) {
+		text |= nonempty_str(get(b, "text")) || nonempty_str(get(b, "thinking")) ||
+			get(b, "input") != NULL;
+	}
+	if (text)
+		request__token(r, ts);
+}
+
+/* ---- Gemini generateContent / streamGenerateContent ---- */
+
+static bool gemini_path(const char *path)
+{
+	return strstr(path, ":streamGenerateContent") || strstr(path, ":generateContent");
+}
+
+static bool gemini_sniff(json_t *o)
+{
+	return get(o, "candidates") || get(o, "usageMetadata");
+}
+
+static void gemini_event(struct request *r, const char *event, json_t *o, uint64_t ts)
 {
 	json_t *cands = get(o, "candidates"), *c, *u = get(o, "usageMetadata");
 	bool text = false;
@@ -330,7 +362,19 @@ static void gemini_event(struct request *r, json_t *o, uint64_t ts)
 		request__token(r, ts);
 }
 
-static void ollama_event(struct request *r, json_t *o, uint64_t ts)
+/* ---- Ollama /api/generate, /api/chat (NDJSON) ---- */
+
+static bool ollama_path(const char *path)
+{
+	return !strcmp(path, "/api/generate") || !strcmp(path, "/api/chat");
+}
+
+static bool ollama_sniff(json_t *o)
+{
+	return get(o, "done") && get(o, "model") && (get(o, "response") || get(o, "message"));
+}
+
+static void ollama_event(struct request *r, const char *event, json_t *o, uint64_t ts)
 {
 	if (json_is_string(get(o, "error"))) {
 		request__error(r, "api_error");
@@ -349,7 +393,19 @@ static void ollama_event(struct request *r, json_t *o, uint64_t ts)
 	}
 }
 
-static void llamacpp_event(struct request *r, json_t *o, uint64_t ts)
+/* ---- llama.cpp server /completion ---- */
+
+static bool llamacpp_path(const char *path)
+{
+	return !strcmp(path, "/completion");
+}
+
+static bool llamacpp_sniff(json_t *o)
+{
+	return get(o, "content") && get(o, "stop");
+}
+
+static void llamacpp_event(struct request *r, const char *event, json_t *o, uint64_t ts)
 {
 	json_t *tm = get(o, "timings");
 
@@ -388,7 +444,19 @@ static void llamacpp_event(struct request *r, json_t *o, uint64_t ts)
 		snprintf(r->finish_reason, sizeof(r->finish_reason), "word");
 }
 
-static void tgi_event(struct request *r, json_t *o, uint64_t ts)
+/* ---- TGI /generate_stream, /generate ---- */
+
+static bool tgi_path(const char *path)
+{
+	return !strcmp(path, "/generate_stream") || !strcmp(path, "/generate");
+}
+
+static bool tgi_sniff(json_t *o)
+{
+	return json_is_object(get(o, "token"));
+}
+
+static void tgi_event(struct request *r, const char *event, json_t *o, uint64_t ts)
 {
 	json_t *tok = get(o, "token"), *details = get(o, "details");
 
@@ -412,63 +480,120 @@ static void tgi_event(struct request *r, json_t *o, uint64_t ts)
 		r->stream_end_seen = true;
 }
 
+/* ---- the table ---- */
+
+struct dialect {
+	const char *name;			/* in outputs: "openai.chat" */
+	bool (*path)(const char *path);		/* the request path names this API */
+	bool (*sniff)(json_t *o);		/* a reply object of this shape is this API */
+	void (*event)(struct request *r, const char *event, json_t *o, uint64_t ts);
+	void (*body)(struct request *r, json_t *o, uint64_t ts); /* NULL: read as one event */
+	bool event_arrays; /* a reply may be a JSON array of events (Gemini without alt=sse) */
+};
+
+/*
+ * A new API: an enum api value (request.h), a section above, a line here and in sniff_order.
+ * Paths are tried in table order; when none matched, the first reply object's shape decides,
+ * in sniff_order.
+ */
+static const struct dialect dialects[API__COUNT] = {
+	[API_UNKNOWN] = { "unknown" },
+	[API_OPENAI_CHAT] = { "openai.chat", chat_path, chat_sniff, openai_event, openai_body },
+	[API_OPENAI_COMPLETIONS] = { "openai.completions", completions_path, completions_sniff,
+				     openai_event, openai_body },
+	[API_OPENAI_RESPONSES] = { "openai.responses", responses_path, responses_sniff,
+				   responses_event, responses_body },
+	[API_ANTHROPIC_MESSAGES] = { "anthropic.messages", anthropic_path, anthropic_sniff,
+				     anthropic_event, anthropic_body },
+	[API_GEMINI] = { "gemini", gemini_path, gemini_sniff, gemini_event, NULL, true },
+	[API_OLLAMA] = { "ollama", ollama_path, ollama_sniff, ollama_event },
+	[API_LLAMACPP] = { "llamacpp", llamacpp_path, llamacpp_sniff, llamacpp_event },
+	[API_TGI] = { "tgi", tgi_path, tgi_sniff, tgi_event },
+};
+
+/* TGI's token object is the more specific shape: it is asked before llama.cpp's. */
+static const enum api sniff_order[] = {
+	API_OPENAI_CHAT, API_OPENAI_COMPLETIONS, API_OPENAI_RESPONSES, API_ANTHROPIC_MESSAGES,
+	API_GEMINI,	 API_OLLAMA,		 API_TGI,		   API_LLAMACPP,
+};
+
+const char *api__name(enum api a)
+{
+	return a < API__COUNT ? dialects[a].name : "unknown";
+}
+
+enum api dialect__from_path(const char *path)
+{
+	for (int a = API_UNKNOWN + 1; a < API__COUNT; a++) {
+		if (dialects[a].path(path))
+			return a;
+	}
+	return API_UNKNOWN;
+}
+
+/* A reply whose request path told nothing: its first object's shape names the API. */
+static enum api from_payload(json_t *o)
+{
+	for (size_t i = 0; i < sizeof(sniff_order) / sizeof(sniff_order[0]); i++) {
+		if (dialects[sniff_order[i]].sniff(o))
+			return sniff_order[i];
+	}
+	return API_UNKNOWN;
+}
+
+void dialect__request_head(struct request *r)
+{
+	const char *m, *end;
+
+	r->api = dialect__from_path(r->path);
+	if (r->api != API_GEMINI || !(m = strstr(r->path, "/models/")))
+		return;
+	m += strlen("/models/");
+	end = strchr(m, ':');
+	if (end && end > m && (size_t)(end - m) < sizeof(r->model))
+		snprintf(r->model, sizeof(r->model), "%.*s", (int)(end - m), m);
+}
+
+void dialect__request_body(struct request *r, const char *body, size_t len)
+{
+	json_t *o = json_loadb(body, len, 0, NULL), *stream;
+
+	if (!o)
+		return; /* not JSON (or cut short): model stays unknown */
+	set_str(r->model, sizeof(r->model), get(o, "model"));
+	stream = get(o, "stream");
+	if (json_is_boolean(stream))
+		r->stream = json_is_true(stream);
+	else if (r->api == API_OLLAMA)
+		r->stream = 1; /* Ollama streams unless told not to */
+	json_decref(o);
+}
+
+/* One JSON value of the reply: an object, or (where the dialect streams so) an array of them. */
 static void dispatch(struct request *r, const char *event, json_t *o, uint64_t ts, bool whole)
 {
-	if (r->api == API_UNKNOWN)
-		r->api = from_payload(event, o);
-	switch (r->api) {
-	case API_OPENAI_CHAT:
-	case API_OPENAI_COMPLETIONS:
-		openai_chunk(r, o, ts, whole);
-		break;
-	case API_OPENAI_RESPONSES:
-		if (whole) {
-			responses_final(r, o);
-			if (json_array_size(get(o, "output")))
-				request__token(r, ts);
-		} else {
-			responses_event(r, event, o, ts);
-		}
-		break;
-	case API_ANTHROPIC_MESSAGES:
-		if (whole) {
-			json_t *content = get(o, "content"), *b;
-			size_t i;
-			bool text = false;
+	const struct dialect *d;
+	json_t *e;
+	size_t i;
 
-			if (get(o, "error") || (json_is_string(get(o, "type")) &&
-						!strcmp(json_string_value(get(o, "type")), "error"))) {
-				set_api_error(r, get(o, "error"));
-				break;
-			}
-			set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
-			anthropic_usage(r, get(o, "usage"));
-			set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_reason"));
-			json_array_foreach(content, i, b) {
-				text |= nonempty_str(get(b, "text")) || nonempty_str(get(b, "thinking")) ||
-					get(b, "input") != NULL;
-			}
-			if (text)
-				request__token(r, ts);
-		} else {
-			anthropic_event(r, event, o, ts);
-		}
-		break;
-	case API_GEMINI:
-		gemini_event(r, o, ts);
-		break;
-	case API_OLLAMA:
-		ollama_event(r, o, ts);
-		break;
-	case API_LLAMACPP:
-		llamacpp_event(r, o, ts);
-		break;
-	case API_TGI:
-		tgi_event(r, o, ts);
-		break;
-	default:
-		break;
+	if (json_is_array(o)) {
+		if (!dialects[r->api].event_arrays)
+			return;
+		json_array_foreach(o, i, e)
+			dialects[r->api].event(r, event, e, ts);
+		return;
 	}
+	if (!json_is_object(o))
+		return;
+	if (r->api == API_UNKNOWN)
+		r->api = from_payload(o);
+	d = &dialects[r->api];
+	if (!d->event)
+		return;
+	if (whole && d->body)
+		d->body(r, o, ts);
+	else
+		d->event(r, event, o, ts);
 }
 
 void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
@@ -485,16 +610,7 @@ void dialect__stream_event(struct request *r, const char *event, const char *dat
 		request__error(r, "malformed_json");
 		return;
 	}
-	if (json_is_array(o) && r->api == API_GEMINI) {
-		/* Gemini without alt=sse streams one JSON array; handled as whole objects. */
-		json_t *e;
-		size_t i;
-
-		json_array_foreach(o, i, e)
-			gemini_event(r, e, ts);
-	} else if (json_is_object(o)) {
-		dispatch(r, event, o, ts, false);
-	}
+	dispatch(r, event, o, ts, false);
 	json_decref(o);
 }
 
@@ -512,13 +628,7 @@ void dialect__response_body(struct request *r, const char *body, size_t len, uin
 
 		if (err && !json_is_string(err))
 			set_api_error(r, err);
-	} else if (json_is_array(o) && r->api == API_GEMINI) {
-		json_t *e;
-		size_t i;
-
-		json_array_foreach(o, i, e)
-			gemini_event(r, e, ts);
-	} else if (json_is_object(o)) {
+	} else {
 		dispatch(r, "", o, ts, true);
 	}
 	json_decref(o);

@@ -2,7 +2,8 @@
 /*
  * LLM API dialects: which API a request speaks (from its path, else its payload), and what
  * each streamed event means: a token event (non-empty generated text), usage, finish reason,
- * errors, the end of the stream. Wire formats: ../shared/notes/wire-formats.md, docs/apis.md.
+ * errors, the end of the stream. One table of dialects in dialect.c; wire formats and what
+ * counts as a token for each: docs/apis.md.
  */
 #ifndef TS_DIALECT_H
 #define TS_DIALECT_H
@@ -12,6 +13,8 @@
 
 #include "request.h"
 
+/* "openai.chat", ...; "unknown" for API_UNKNOWN. */
+const char *api__name(enum api a);
 enum api dialect__from_path(const char *path);
 /* From the request head (method, path set): the API, and the model where the path names it
  * (Gemini's /models/NAME:streamGenerateContent). */

@@ -35,7 +35,7 @@ struct stream_waits {
 
 struct proc {
 	uint32_t pid;
-	char comm[16];
+	char comm[TS_COMM_LEN];
 	struct seg *segs; /* open segments, oldest first */
 	size_t nsegs, capsegs;
 	struct event_map events[MAX_EVENTS];

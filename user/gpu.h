@@ -26,7 +26,7 @@
 
 struct gpu_step {
 	uint32_t pid, tid;
-	char comm[16];
+	char comm[TS_COMM_LEN];
 	uint64_t stream;
 	uint32_t launches, graph_launches, copies, other_launches;
 	uint64_t first_launch_ns, last_launch_ns;

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +12,7 @@
 #define NBUCKETS 4096
 
 struct stream {
-	uint32_t pid;
-	uint64_t ssl;
+	struct stream_key key;
 	uint64_t next_seq; /* the piece sequence number expected next */
 	struct conn *conn;
 	struct stream *next;
@@ -29,9 +30,10 @@ struct pipeline {
 	struct stream *buckets[NBUCKETS];
 };
 
-static size_t bucket_of(uint32_t pid, uint64_t ssl)
+static size_t bucket_of(const struct stream_key *k)
 {
-	uint64_t x = ssl ^ ((uint64_t)pid * 0x9e3779b97f4a7c15ull);
+	uint64_t x = k->id ^ ((uint64_t)k->pid * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)k->transport << 62);
 
 	x ^= x >> 29;
 	x *= 0xbf58476d1ce4e5b9ull;
@@ -56,7 +58,7 @@ static void on_request(void *ctx, struct request *r)
 	if (!m.complete)
 		p->h.requests_incomplete++;
 	if (p->fn)
-		p->fn(p->ctx, r);
+		p->fn(p->ctx, r, &m);
 	request__free(r);
 }
 
@@ -88,6 +90,7 @@ struct pipeline *pipeline__new(request_fn fn, gpu_step_fn step_fn, void *ctx)
 	p->sink.unpaired_responses = &p->h.unpaired_responses;
 	p->sink.malformed_streams = &p->h.streams_malformed;
 	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
+	p->sink.no_memory = &p->h.no_memory;
 	return p;
 }
 
@@ -134,28 +137,45 @@ void pipeline__set_recording(struct pipeline *p, struct recording *rec)
 	p->rec = rec;
 }
 
-static struct stream **stream_find(struct pipeline *p, uint32_t pid, uint64_t ssl)
+static bool same_key(const struct stream_key *a, const struct stream_key *b)
 {
-	struct stream **link = &p->buckets[bucket_of(pid, ssl)];
+	return a->pid == b->pid && a->transport == b->transport && a->id == b->id;
+}
 
-	while (*link && ((*link)->pid != pid || (*link)->ssl != ssl))
+static struct stream **stream_find(struct pipeline *p, const struct stream_key *key)
+{
+	struct stream **link = &p->buckets[bucket_of(key)];
+
+	while (*link && !same_key(&(*link)->key, key))
 		link = &(*link)->next;
 	return link;
 }
 
-static struct stream *stream_get(struct pipeline *p, const struct ts_tls_data *e)
+/* One call's bytes (or a piece of them) on a stream, whatever the transport. */
+struct piece {
+	struct stream_key key;
+	const struct ts_event_hdr *hdr;
+	uint64_t seq;	    /* per-stream piece number: a gap means pieces were lost */
+	bool is_write;
+	uint32_t flags;	    /* TS_F_* */
+	uint64_t total_len; /* bytes the call moved */
+	uint32_t offset;    /* of this piece within the call */
+	uint32_t len;
+	uint8_t *data;
+};
+
+static struct stream *stream_get(struct pipeline *p, const struct piece *pc)
 {
-	struct stream **link = stream_find(p, e->hdr.pid, e->ssl), *s = *link;
+	struct stream **link = stream_find(p, &pc->key), *s = *link;
 
 	if (s)
 		return s;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->pid = e->hdr.pid;
-	s->ssl = e->ssl;
-	s->next_seq = e->seq;
-	s->conn = conn__new(e->hdr.pid, e->ssl, e->hdr.comm, &p->sink);
+	s->key = pc->key;
+	s->next_seq = pc->seq;
+	s->conn = conn__new(&pc->key, pc->hdr->comm, &p->sink);
 	if (!s->conn) {
 		free(s);
 		return NULL;
@@ -165,38 +185,64 @@ static struct stream *stream_get(struct pipeline *p, const struct ts_tls_data *e
 	return s;
 }
 
+static void on_piece(struct pipeline *p, const struct piece *pc)
+{
+	uint64_t ts = pc->hdr->ts_ns;
+	struct stream *s = stream_get(p, pc);
+
+	if (!s) {
+		p->h.no_memory++; /* the stream's requests go unreported: counted, never silent */
+		return;
+	}
+	p->h.events++;
+	p->h.bytes += pc->len;
+
+	/* phase: sequence gaps are lost pieces (ring buffer full); direction and size unknown */
+	if (pc->seq > s->next_seq) {
+		p->h.lost_pieces += pc->seq - s->next_seq;
+		conn__lost(s->conn, ts);
+	}
+	/* A smaller number means the kernel forgot the stream (LRU) and started over. */
+	s->next_seq = pc->seq + 1;
+
+	/* phase: bytes, or the knowledge that bytes are missing */
+	if (pc->flags & TS_F_READ_FAULT)
+		conn__missing(s->conn, pc->is_write, pc->len, ts);
+	else
+		conn__data(s->conn, pc->is_write, pc->data, pc->len, ts);
+	/* The last piece of a truncated call: what did not fit is missing. */
+	if ((pc->flags & TS_F_TRUNCATED) && pc->offset + pc->len == TS_MAX_PIECES * TS_CHUNK_MAX)
+		conn__missing(s->conn, pc->is_write, pc->total_len - pc->offset - pc->len, ts);
+}
+
 static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 {
-	struct stream *s;
-	bool is_write;
+	struct piece pc;
 
 	if (size < sizeof(*e) || e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
 		return -1;
-	is_write = e->dir == TS_DIR_WRITE;
-	s = stream_get(p, e);
-	if (!s)
-		return 0;
-	p->h.events++;
-	p->h.bytes += e->len;
-
-	/* phase: sequence gaps are lost pieces (ring buffer full); direction and size unknown */
-	if (e->seq > s->next_seq) {
-		p->h.lost_pieces += e->seq - s->next_seq;
-		conn__lost(s->conn, e->hdr.ts_ns);
-	}
-	/* A smaller number means the kernel forgot the stream (LRU) and started over. */
-	s->next_seq = e->seq + 1;
-
-	/* phase: bytes, or the knowledge that bytes are missing */
-	if (e->flags & TS_F_READ_FAULT)
-		conn__missing(s->conn, is_write, e->len, e->hdr.ts_ns);
-	else
-		conn__data(s->conn, is_write, e->data, e->len, e->hdr.ts_ns);
-	/* The last piece of a truncated call: what did not fit is missing. */
-	if ((e->flags & TS_F_TRUNCATED) && e->offset + e->len == TS_MAX_PIECES * TS_CHUNK_MAX)
-		conn__missing(s->conn, is_write, (uint64_t)e->total_len - e->offset - e->len,
-			      e->hdr.ts_ns);
+	pc = (struct piece){
+		.key = { .pid = e->hdr.pid, .transport = TRANSPORT_TLS, .id = e->ssl },
+		.hdr = &e->hdr,
+		.seq = e->seq,
+		.is_write = e->dir == TS_DIR_WRITE,
+		.flags = e->flags,
+		.total_len = e->total_len,
+		.offset = e->offset,
+		.len = e->len,
+		.data = e->data,
+	};
+	on_piece(p, &pc);
 	return 0;
+}
+
+static void close_stream(struct pipeline *p, const struct stream_key *key, uint64_t ts,
+			 const char *why)
+{
+	struct stream **link = stream_find(p, key);
+
+	if (*link)
+		stream_drop(p, link, ts, why);
 }
 
 static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char *why)
@@ -205,7 +251,7 @@ static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char 
 		struct stream **link = &p->buckets[b];
 
 		while (*link) {
-			if ((*link)->pid == pid)
+			if ((*link)->key.pid == pid)
 				stream_drop(p, link, ts, why);
 			else
 				link = &(*link)->next;
@@ -230,15 +276,13 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		break;
 	case TS_EV_TLS_FREE: {
 		struct ts_tls_free *e = rec;
-		struct stream **link;
 
 		if (size < sizeof(*e)) {
 			err = -1;
 			break;
 		}
-		link = stream_find(p, h->pid, e->ssl);
-		if (*link)
-			stream_drop(p, link, h->ts_ns, "connection_closed");
+		close_stream(p, &(struct stream_key){ h->pid, TRANSPORT_TLS, e->ssl }, h->ts_ns,
+			     "connection_closed");
 		break;
 	}
 	case TS_EV_EXIT:
@@ -263,13 +307,13 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	case TS_EV_DLOPEN:
 		break; /* attach work, done by the live loop */
 	case TS_REC_COUNTERS: {
+		/* A writer with fewer counters (an older version) wrote a shorter record. */
 		struct ts_rec_counters *c = rec;
+		__u64 counters[TS_CNT__MAX] = { 0 };
+		size_t n = (size - sizeof(c->hdr)) / sizeof(__u64);
 
-		if (size < sizeof(*c)) {
-			err = -1;
-			break;
-		}
-		pipeline__set_bpf_counters(p, c->counters);
+		memcpy(counters, c->counters, (n < TS_CNT__MAX ? n : TS_CNT__MAX) * sizeof(__u64));
+		pipeline__set_bpf_counters(p, counters);
 		break;
 	}
 	default:
@@ -279,8 +323,9 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		p->h.bad_events++;
 		return err;
 	}
-	if (p->rec)
-		recording__write(p->rec, rec, size);
+	if (p->rec && recording__write(p->rec, rec, size) && !p->h.recording_errors++)
+		fprintf(stderr, "tokenscope: WARNING: writing the recording failed: %s\n",
+			strerror(errno));
 	return 0;
 }
 

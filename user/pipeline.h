@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Everything above the probes: raw events (from the ring buffer or a recording, the same
- * bytes) in, finished requests and capture health out.
+ * bytes) in, finished requests, GPU steps and capture health out.
  *
- *   event -> pipeline__feed -> conn (pid, SSL*) -> http -> decode -> sse -> dialect -> request
- *         -> report (text line, JSON Lines, summary)
+ *   data record -> pipeline__feed -> stream (pid, transport, SSL* or socket) -> conn -> http
+ *               -> decode -> sse -> dialect -> request -> report (line, JSON Lines, summary)
+ *   GPU mark    -> pipeline__feed -> gpu (segments, steps) -> report
  */
 #ifndef TS_PIPELINE_H
 #define TS_PIPELINE_H
@@ -19,6 +20,7 @@
 #include "tokenscope.h"
 
 struct request;
+struct request_metrics;
 struct recording;
 
 struct health {
@@ -34,6 +36,8 @@ struct health {
 	uint64_t streams_malformed; /* HTTP framing errors */
 	uint64_t unsupported_encodings;
 	uint64_t unpaired_responses;
+	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
+	uint64_t recording_errors;  /* records that could not be written to the recording */
 	uint64_t requests;	    /* LLM requests reported */
 	uint64_t requests_incomplete;
 	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
@@ -42,8 +46,8 @@ struct health {
 	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
 };
 
-/* Called for each finished LLM request; the pipeline frees it afterwards. */
-typedef void (*request_fn)(void *ctx, const struct request *r);
+/* Called for each finished LLM request, with its metrics; the pipeline frees it afterwards. */
+typedef void (*request_fn)(void *ctx, const struct request *r, const struct request_metrics *m);
 
 struct pipeline;
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 struct recording {
 	FILE *f;
+	bool failed; /* a write failed: the file is incomplete */
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -59,7 +61,10 @@ struct recording *recording__create(const char *path)
 
 int recording__write(struct recording *r, const void *rec, size_t size)
 {
-	return fwrite(rec, size, 1, r->f) == 1 ? 0 : -1;
+	if (fwrite(rec, size, 1, r->f) == 1)
+		return 0;
+	r->failed = true;
+	return -1;
 }
 
 int recording__close(struct recording *r)
@@ -68,7 +73,7 @@ int recording__close(struct recording *r)
 
 	if (!r)
 		return 0;
-	err = fclose(r->f) ? -1 : 0;
+	err = fclose(r->f) || r->failed ? -1 : 0;
 	free(r);
 	return err;
 }

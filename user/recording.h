@@ -37,11 +37,20 @@ struct ts_rec_file_header {
 	__u32 counters;	     /* TS_CNT__MAX of the writer */
 };
 
+/* docs/recording.md documents these layouts. */
+TS_LAYOUT(ts_rec_file_header, 40);
+TS_FIELD(ts_rec_file_header, version, 8);
+TS_FIELD(ts_rec_file_header, start_mono_ns, 16);
+TS_FIELD(ts_rec_file_header, chunk_max, 32);
+TS_FIELD(ts_rec_counters, counters, 40);
+
 struct recording;
 
 /* Creates path with mode 0600 (it holds decrypted payloads). */
 struct recording *recording__create(const char *path);
+/* Returns 0, or -1 (errno set) when the record could not be written. */
 int recording__write(struct recording *r, const void *rec, size_t size);
+/* Returns -1 when any write failed or the file could not be flushed. */
 int recording__close(struct recording *r);
 
 /* Reads every record, in order, into fn. Returns 0, or -1 with a message on stderr when the

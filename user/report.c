@@ -4,12 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dialect.h"
 #include "report.h"
 #include "stats.h"
 
 struct group {
 	uint32_t pid;
-	char comm[16];
+	char comm[TS_COMM_LEN];
 	enum role role;
 	enum api api;
 	char model[REQ_MODEL_MAX];
@@ -21,7 +22,7 @@ struct group {
 /* GPU steps of one process. */
 struct step_group {
 	uint32_t pid;
-	char comm[16];
+	char comm[TS_COMM_LEN];
 	uint64_t n, bound, first_ns, last_ns;
 	struct sample step_ms, launches;
 	struct step_group *next;
@@ -96,13 +97,12 @@ static json_t *str_or_null(const char *s)
 	return s && *s ? json_string(s) : json_null();
 }
 
-char *report__request_json(const struct request *r)
+char *report__request_json(const struct request *r, const struct request_metrics *mp)
 {
-	struct request_metrics m;
+	const struct request_metrics m = *mp;
 	json_t *o = json_object(), *itl = json_object();
 	char *s;
 
-	request__metrics(r, &m);
 	json_object_set_new(o, "type", json_string("request"));
 	json_object_set_new(o, "pid", json_integer(r->pid));
 	json_object_set_new(o, "comm", json_string(r->comm));
@@ -206,17 +206,16 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 	fflush(f);
 }
 
-void report__request(void *ctx, const struct request *r)
+void report__request(void *ctx, const struct request *r, const struct request_metrics *mp)
 {
+	const struct request_metrics m = *mp;
 	struct report *rp = ctx;
-	struct request_metrics m;
 	struct group *g;
 
-	request__metrics(r, &m);
 	if (rp->lines)
 		print_line(rp->lines, r, &m);
 	if (rp->jsonl) {
-		char *s = report__request_json(r);
+		char *s = report__request_json(r, &m);
 
 		if (s) {
 			fprintf(rp->jsonl, "%s\n", s);
@@ -370,14 +369,15 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 	fprintf(out,
 		"capture: events=%llu bytes=%llu drops=%llu (%llu bytes) lost_pieces=%llu "
 		"truncated_calls=%llu (%llu bytes) read_faults=%llu other_drops=%llu stale_calls=%llu "
-		"bad_records=%llu\n",
+		"bad_records=%llu no_memory=%llu\n",
 		(unsigned long long)h->events, (unsigned long long)h->bytes,
 		(unsigned long long)h->bpf[TS_CNT_DROPS], (unsigned long long)h->bpf[TS_CNT_DROP_BYTES],
 		(unsigned long long)h->lost_pieces, (unsigned long long)h->bpf[TS_CNT_TRUNCATED],
 		(unsigned long long)h->bpf[TS_CNT_TRUNCATED_BYTES],
 		(unsigned long long)h->bpf[TS_CNT_READ_FAULTS],
 		(unsigned long long)h->bpf[TS_CNT_OTHER_DROPS],
-		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events);
+		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events,
+		(unsigned long long)h->no_memory);
 	fprintf(out,
 		"streams: %llu (http/1.1 %llu, unsupported: http/2 %llu, non-http %llu; malformed %llu, "
 		"unsupported encodings %llu) requests: %llu llm (%llu incomplete), %llu other http, "
@@ -387,7 +387,10 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
 		(unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
-	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED])
+	if (h->recording_errors)
+		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
+			(unsigned long long)h->recording_errors);
+	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->no_memory)
 		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
 			     "(raise -b to enlarge the ring buffer)\n");
 	fflush(out);

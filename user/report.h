@@ -16,13 +16,13 @@ struct report;
 struct report *report__new(FILE *lines, FILE *jsonl);
 void report__free(struct report *rp);
 /* A request_fn for pipeline__new. */
-void report__request(void *rp, const struct request *r);
+void report__request(void *rp, const struct request *r, const struct request_metrics *m);
 /* A gpu_step_fn for pipeline__new. */
 void report__step(void *rp, const struct gpu *g, const struct gpu_step *s);
 void report__summary(struct report *rp, FILE *out, const struct health *h);
 /* The JSON Lines object of one GPU step (caller frees with free()). */
 char *report__step_json(const struct gpu *g, const struct gpu_step *s);
 /* The JSON Lines object of one request (caller frees with free()). */
-char *report__request_json(const struct request *r);
+char *report__request_json(const struct request *r, const struct request_metrics *m);
 
 #endif

@@ -8,23 +8,6 @@
 #include "request.h"
 #include "stats.h"
 
-static const char *const api_names[API__COUNT] = {
-	[API_UNKNOWN] = "unknown",
-	[API_OPENAI_CHAT] = "openai.chat",
-	[API_OPENAI_COMPLETIONS] = "openai.completions",
-	[API_OPENAI_RESPONSES] = "openai.responses",
-	[API_ANTHROPIC_MESSAGES] = "anthropic.messages",
-	[API_GEMINI] = "gemini",
-	[API_OLLAMA] = "ollama",
-	[API_LLAMACPP] = "llamacpp",
-	[API_TGI] = "tgi",
-};
-
-const char *api__name(enum api a)
-{
-	return a < API__COUNT ? api_names[a] : "unknown";
-}
-
 const char *role__name(enum role r)
 {
 	return r == ROLE_SERVER ? "server" : "client";

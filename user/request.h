@@ -10,7 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/types.h>
+
 #include "http.h"
+#include "tokenscope.h"
 
 enum api {
 	API_UNKNOWN = 0,
@@ -40,7 +43,7 @@ struct opt_u64 {
 struct request {
 	/* who */
 	uint32_t pid;
-	char comm[16];
+	char comm[TS_COMM_LEN];
 	enum role role;
 	/* what */
 	enum api api;
@@ -82,7 +85,6 @@ void request__free(struct request *r);
 void request__token(struct request *r, uint64_t ts);
 /* Record the first error only: later ones are consequences. */
 void request__error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *api__name(enum api a);
 const char *role__name(enum role r);
 
 /* Derived metrics; NAN when not defined for this request. */

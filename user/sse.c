@@ -2,14 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "sse.h"
 
 #define SSE_MAX_BYTES (4u << 20) /* one line or one event's data */
-
-struct buf {
-	char *p;
-	size_t len, cap;
-};
 
 struct sse_parser {
 	bool ndjson;
@@ -24,26 +20,10 @@ struct sse_parser {
 	bool has_data;
 };
 
+/* The line and data buffers: SSE_MAX_BYTES each, their NUL included. */
 static int buf_add(struct buf *b, const void *src, size_t n)
 {
-	if (b->len + n + 1 > SSE_MAX_BYTES)
-		return -1;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np)
-			return -1;
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, src, n);
-	b->len += n;
-	b->p[b->len] = 0;
-	return 0;
+	return buf__add(b, src, n, SSE_MAX_BYTES - 1);
 }
 
 struct sse_parser *sse_parser__new(bool ndjson, sse_event_fn fn, void *ctx)
@@ -62,8 +42,8 @@ void sse_parser__free(struct sse_parser *p)
 {
 	if (!p)
 		return;
-	free(p->line.p);
-	free(p->data.p);
+	buf__free(&p->line);
+	buf__free(&p->data);
 	free(p);
 }
 

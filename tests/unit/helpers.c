@@ -13,13 +13,13 @@
 #include "helpers.h"
 #include "report.h"
 
-static void collect(void *ctx, const struct request *req)
+static void collect(void *ctx, const struct request *req, const struct request_metrics *m)
 {
 	struct run *r = ctx;
 
 	if (r->n >= 64)
 		return;
-	r->json[r->n] = report__request_json(req);
+	r->json[r->n] = report__request_json(req, m);
 	r->reqs[r->n] = *req;
 	r->reqs[r->n].gaps_ns = NULL;
 	r->n++;

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "elfsym.h"
-#include "ksym.h"
+#include "cuda_names.h"
+#include "buf.h"
+#include "procmaps.h"
 
 /* libstdc++'s demangler (linked statically); C linkage by the Itanium ABI. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -26,19 +27,19 @@ struct snapshot {
 
 #define MAX_SNAPSHOTS 1024 /* exec'd processes kept, newest first */
 
-struct ksym {
+struct cuda_names {
 	struct entry *seen;
 	size_t n, cap;
 	struct snapshot *snaps;
 	size_t nsnaps;
 };
 
-struct ksym *ksym__new(void)
+struct cuda_names *cuda_names__new(void)
 {
-	return calloc(1, sizeof(struct ksym));
+	return calloc(1, sizeof(struct cuda_names));
 }
 
-static void drop_snapshot(struct ksym *k, uint32_t pid)
+static void drop_snapshot(struct cuda_names *k, uint32_t pid)
 {
 	for (struct snapshot **l = &k->snaps; *l; l = &(*l)->next) {
 		if ((*l)->pid == pid) {
@@ -53,7 +54,7 @@ static void drop_snapshot(struct ksym *k, uint32_t pid)
 	}
 }
 
-void ksym__free(struct ksym *k)
+void cuda_names__free(struct cuda_names *k)
 {
 	if (!k)
 		return;
@@ -63,12 +64,11 @@ void ksym__free(struct ksym *k)
 	free(k);
 }
 
-void ksym__snapshot(struct ksym *k, uint32_t pid)
+void cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
 {
 	char fn[64], line[PATH_MAX + 256];
+	struct buf text = { 0 };
 	struct snapshot *s;
-	size_t len = 0, cap = 0;
-	char *text = NULL;
 	FILE *f;
 
 	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
@@ -76,32 +76,30 @@ void ksym__snapshot(struct ksym *k, uint32_t pid)
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		char perms[8];
+		struct maps_entry e;
 		size_t n = strlen(line);
 
-		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x' || !strchr(line, '/'))
+		if (!n || line[n - 1] != '\n')
+			continue; /* longer than PATH_MAX: no file we can open */
+		if (procmaps__parse(line, &e) || !procmaps__is_exec_file(&e))
 			continue;
-		if (len + n + 1 > cap) {
-			char *nt = realloc(text, cap = (len + n + 1) * 2);
-
-			if (!nt)
-				break;
-			text = nt;
-		}
-		memcpy(text + len, line, n + 1);
-		len += n;
+		line[n - 1] = '\n'; /* parsing cut it */
+		if (buf__add(&text, line, n, SIZE_MAX))
+			break;
 	}
 	fclose(f);
-	if (!text)
+	if (!text.p || text.overflow) {
+		buf__free(&text);
 		return;
+	}
 	drop_snapshot(k, pid);
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		free(text);
+		buf__free(&text);
 		return;
 	}
 	s->pid = pid;
-	s->maps = text;
+	s->maps = text.p;
 	s->next = k->snaps;
 	k->snaps = s;
 	if (++k->nsnaps > MAX_SNAPSHOTS) {
@@ -113,7 +111,7 @@ void ksym__snapshot(struct ksym *k, uint32_t pid)
 	}
 }
 
-bool ksym__known(const struct ksym *k, uint32_t pid, uint64_t addr)
+bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr)
 {
 	for (size_t i = 0; i < k->n; i++) {
 		if (k->seen[i].pid == pid && k->seen[i].addr == addr)
@@ -122,7 +120,7 @@ bool ksym__known(const struct ksym *k, uint32_t pid, uint64_t addr)
 	return false;
 }
 
-void ksym__forget(struct ksym *k, uint32_t pid)
+void cuda_names__forget(struct cuda_names *k, uint32_t pid)
 {
 	size_t w = 0;
 
@@ -134,7 +132,7 @@ void ksym__forget(struct ksym *k, uint32_t pid)
 	k->n = w;
 }
 
-void ksym__demangle(const char *name, char *out, size_t n)
+void cuda_names__demangle(const char *name, char *out, size_t n)
 {
 	int status = -1;
 	char *d = name[0] == '_' && name[1] == 'Z' ? __cxa_demangle(name, NULL, NULL, &status) : NULL;
@@ -147,25 +145,22 @@ void ksym__demangle(const char *name, char *out, size_t n)
 static int match_line(char *line, uint32_t pid, bool live, uint64_t addr, char *path,
 		      size_t pathlen, uint64_t *file_off)
 {
-	uint64_t start, end, off;
-	char *p;
+	struct maps_entry e;
 
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64, &start, &end, &off) != 3 ||
-	    addr < start || addr >= end || !(p = strchr(line, '/')))
+	if (procmaps__parse(line, &e) || !e.path || addr < e.start || addr >= e.end)
 		return -1;
-	p[strcspn(p, "\n")] = 0;
 	/* a live process's files are reached through its root (containers); a gone one's not */
 	if (live)
-		snprintf(path, pathlen, "/proc/%u/root%s", pid, p);
+		snprintf(path, pathlen, "/proc/%u/root%s", pid, e.path);
 	else
-		snprintf(path, pathlen, "%s", p);
-	*file_off = addr - start + off;
+		snprintf(path, pathlen, "%s", e.path);
+	*file_off = addr - e.start + e.offset;
 	return 0;
 }
 
 /* Which file, at which file offset, holds addr in pid's address space: from the live maps
  * (live = true), or from the snapshot taken while the process ran. */
-static int locate(struct ksym *k, uint32_t pid, uint64_t addr, bool live, char *path,
+static int locate(struct cuda_names *k, uint32_t pid, uint64_t addr, bool live, char *path,
 		  size_t pathlen, uint64_t *file_off)
 {
 	char fn[64], line[PATH_MAX + 256];
@@ -195,22 +190,13 @@ static int locate(struct ksym *k, uint32_t pid, uint64_t addr, bool live, char *
 	return found;
 }
 
-void ksym__name(struct ksym *k, uint32_t pid, uint64_t addr, char *out, size_t n)
+void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *out, size_t n)
 {
 	char path[PATH_MAX + 32], raw[8192];
 	uint64_t off;
 
 	out[0] = 0;
-	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 64;
-		struct entry *ns = realloc(k->seen, cap * sizeof(*ns));
-
-		if (ns) {
-			k->seen = ns;
-			k->cap = cap;
-		}
-	}
-	if (k->n < k->cap)
+	if (array__reserve((void **)&k->seen, &k->cap, k->n + 1, sizeof(*k->seen)))
 		k->seen[k->n++] = (struct entry){ pid, addr };
 	/* The live process first; if it died meanwhile (its /proc/PID/root with it), the
 	 * snapshot's mapping and the file by its own path. */
@@ -219,5 +205,57 @@ void ksym__name(struct ksym *k, uint32_t pid, uint64_t addr, char *out, size_t n
 	    (locate(k, pid, addr, false, path, sizeof(path), &off) ||
 	     elfsym__name_at(path, off, raw, sizeof(raw))))
 		return;
-	ksym__demangle(raw, out, n);
+	cuda_names__demangle(raw, out, n);
+}
+
+/* Runtime launches name their kernel by host stub address: symbolize it while the process
+ * lives, and put the name into the event stream (so recordings carry it). */
+static void name_stubs(struct cuda_names *k, const struct ts_gpu_mark *m, cuda_names_feed_fn feed,
+		       void *ctx)
+{
+	for (__u32 i = 0; i < m->work.nsamples && i < TS_KSAMPLES; i++) {
+		const struct ts_kernel_sample *s = &m->work.k[i];
+		struct ts_gpu_kname kn = { 0 };
+
+		if (!(s->flags & TS_KS_STUB) || cuda_names__known(k, m->hdr.pid, s->id))
+			continue;
+		kn.hdr = m->hdr;
+		kn.hdr.type = TS_EV_GPU_KNAME;
+		kn.hdr.size = sizeof(kn);
+		kn.id = s->id;
+		kn.flags = TS_KS_STUB;
+		cuda_names__name(k, m->hdr.pid, s->id, kn.name, sizeof(kn.name));
+		if (kn.name[0])
+			feed(ctx, &kn, sizeof(kn));
+	}
+}
+
+void cuda_names__before(struct cuda_names *k, void *rec, size_t size, cuda_names_feed_fn feed,
+			void *ctx)
+{
+	const struct ts_event_hdr *h = rec;
+
+	if (h->type == TS_EV_GPU_KNAME && size >= sizeof(struct ts_gpu_kname)) {
+		/* driver names come mangled: demangle here, so outputs and recordings are readable */
+		struct ts_gpu_kname *kn = rec;
+		char raw[TS_KNAME_LEN + 1];
+
+		memcpy(raw, kn->name, TS_KNAME_LEN);
+		raw[TS_KNAME_LEN] = 0;
+		cuda_names__demangle(raw, kn->name, sizeof(kn->name));
+	} else if (h->type == TS_EV_EXEC) {
+		/* the executable's mapping, where nvcc-built programs keep their kernel stubs */
+		cuda_names__snapshot(k, h->pid);
+	} else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark)) {
+		name_stubs(k, rec, feed, ctx);
+	}
+}
+
+void cuda_names__after(struct cuda_names *k, const void *rec)
+{
+	const struct ts_event_hdr *h = rec;
+
+	/* after the pipeline: a dying process's last steps may still need its names */
+	if (h->type == TS_EV_EXIT)
+		cuda_names__forget(k, h->pid);
 }

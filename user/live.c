@@ -1,0 +1,506 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach.h"
+#include "buf.h"
+#include "cuda_names.h"
+#include "live.h"
+#include "pipeline.h"
+#include "recording.h"
+#include "cuda.skel.h"
+#include "tls.skel.h"
+
+#define POLL_MAX_MS 100			 /* longest wait for records: how soon a stop is seen */
+#define STATS_INTERVAL_NS 1000000000ull /* kernel counters read, drops warned about */
+
+/* Capability bits (linux/capability.h): CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON. */
+#define CAP_SYS_ADMIN_BIT 21
+#define CAP_PERFMON_BIT 38
+#define CAP_BPF_BIT 39
+
+/* The maps every family shares: created by the first family, reused by the others. */
+static const char *const shared_maps[] = { "events", "counters", "pids" };
+
+/* ---- probe families: one BPF object each ---- */
+
+/* What live capture needs from a generated skeleton, whatever its type. */
+#define SKELETON_GLUE(x)                                                                      \
+	static void *x##_open(void) { return x##_bpf__open(); }                                \
+	static struct bpf_object *x##_object(void *s) { return ((struct x##_bpf *)s)->obj; }   \
+	static struct ts_filter *x##_filter(void *s)                                           \
+	{                                                                                     \
+		return (struct ts_filter *)&((struct x##_bpf *)s)->rodata->ts_filter;           \
+	}                                                                                     \
+	static int x##_load(void *s) { return x##_bpf__load(s); }                              \
+	static void x##_destroy(void *s) { x##_bpf__destroy(s); }
+
+SKELETON_GLUE(tls)
+SKELETON_GLUE(cuda)
+
+struct live;
+
+struct probe_family {
+	const char *name; /* as the uprobe sets in attach.c name it */
+	const char *what; /* in messages */
+	bool optional;	  /* failing to load costs this family's view, not the run */
+	void *(*open)(void);
+	struct bpf_object *(*object)(void *skel);
+	struct ts_filter *(*filter)(void *skel);
+	int (*load)(void *skel);
+	void (*destroy)(void *skel);
+	/* The family's live-side work on a record, before and after the pipeline (may be NULL):
+	 * what needs the running process (its /proc), done before the process is gone. */
+	void (*before)(struct live *lv, void *rec, size_t size);
+	void (*after)(struct live *lv, const void *rec);
+};
+
+static void cuda_before(struct live *lv, void *rec, size_t size);
+static void cuda_after(struct live *lv, const void *rec);
+
+#define FAMILY(x, what, optional, before, after)                                              \
+	{ #x, what, optional, x##_open, x##_object, x##_filter, x##_load, x##_destroy, before, after }
+
+/*
+ * A new probe family: its bpf/NAME.bpf.c (including common.bpf.h), a SKELETON_GLUE(NAME) and
+ * a line here; its uprobe sets (if any) in attach.c; its record types in bpf/tokenscope.h and
+ * their consumer in pipeline__feed. Tracepoint and tp_btf programs attach by themselves.
+ * The first family owns the shared maps and must not be optional.
+ */
+static const struct probe_family families[] = {
+	FAMILY(tls, "TLS", false, NULL, NULL),
+	FAMILY(cuda, "CUDA", true, cuda_before, cuda_after),
+};
+
+#define NFAMILIES (sizeof(families) / sizeof(families[0]))
+
+struct live {
+	const struct live_opts *o;
+	struct pipeline *pl;
+	struct attacher *att;
+	struct cuda_names *cuda_names;
+	void *skel[NFAMILIES];		/* NULL: the family is not loaded */
+	struct bpf_link **links;	/* auto-attached programs of every family */
+	size_t nlinks, linkcap;
+	struct ring_buffer *rb;
+	uint8_t buf[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
+};
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
+{
+	if (exiting) /* a second Ctrl-C: leave now */
+		_exit(130);
+	exiting = 1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct bpf_object *obj_of(const struct live *lv, size_t i)
+{
+	return lv->skel[i] ? families[i].object(lv->skel[i]) : NULL;
+}
+
+/* ---- CUDA: kernel names need the live process ---- */
+
+static void feed_record(void *ctx, void *rec, size_t size)
+{
+	pipeline__feed(ctx, rec, size);
+}
+
+static void cuda_before(struct live *lv, void *rec, size_t size)
+{
+	cuda_names__before(lv->cuda_names, rec, size, feed_record, lv->pl);
+}
+
+static void cuda_after(struct live *lv, const void *rec)
+{
+	cuda_names__after(lv->cuda_names, rec);
+}
+
+static void snapshot_maps(void *ctx, uint32_t pid)
+{
+	cuda_names__snapshot(ctx, pid);
+}
+
+/* ---- checks before anything is touched ---- */
+
+/* Root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN also does). */
+static bool privileged(void)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f;
+
+	if (geteuid() == 0)
+		return true;
+	f = fopen("/proc/self/status", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	}
+	fclose(f);
+	return (eff & (1ull << CAP_SYS_ADMIN_BIT)) ||
+	       ((eff & (1ull << CAP_BPF_BIT)) && (eff & (1ull << CAP_PERFMON_BIT)));
+}
+
+int live__check(const struct live_opts *o)
+{
+	if (!privileged()) {
+		fprintf(stderr, "tokenscope: needs root (or CAP_BPF and CAP_PERFMON) to load eBPF "
+				"probes\n");
+		return -1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, "tokenscope: this kernel has no BTF (/sys/kernel/btf/vmlinux); "
+				"tokenscope needs CONFIG_DEBUG_INFO_BTF=y\n");
+		return -1;
+	}
+	for (int i = 0; i < o->npids; i++) {
+		if (kill(o->pids[i], 0) && errno == ESRCH) {
+			fprintf(stderr, "tokenscope: no process with PID %d\n", o->pids[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- open, load, attach ---- */
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return vfprintf(stderr, fmt, args);
+}
+
+static int libbpf_warnings(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return level <= LIBBPF_WARN ? vfprintf(stderr, fmt, args) : 0;
+}
+
+/* The same filter in every family: the -p and -c options. */
+static void set_filter(struct ts_filter *f, const struct live_opts *o)
+{
+	f->by_pid = o->npids > 0;
+	if (o->comm) {
+		f->by_comm = 1;
+		strncpy(f->comm, o->comm, TS_COMM_LEN - 1);
+	}
+}
+
+/* Open, filter, size or share the maps, load. Returns NULL with the failed step in *step. */
+static void *open_family(const struct probe_family *f, const struct live_opts *o,
+			 struct bpf_object *owner, const char **step)
+{
+	struct bpf_object *obj;
+	void *skel;
+
+	*step = "open";
+	skel = f->open();
+	if (!skel)
+		return NULL;
+	obj = f->object(skel);
+	set_filter(f->filter(skel), o);
+	*step = "size the ring buffer";
+	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
+				     (__u32)o->ringbuf_mb << 20))
+		goto fail;
+	for (size_t i = 0; owner && i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++) {
+		*step = shared_maps[i];
+		if (bpf_map__reuse_fd(bpf_object__find_map_by_name(obj, shared_maps[i]),
+				      bpf_map__fd(bpf_object__find_map_by_name(owner, shared_maps[i]))))
+			goto fail;
+	}
+	*step = "load (run with -vv for the verifier log)";
+	if (f->load(skel))
+		goto fail;
+	return skel;
+fail:
+	f->destroy(skel);
+	return NULL;
+}
+
+static int open_families(struct live *lv)
+{
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		const struct probe_family *f = &families[i];
+		const char *step;
+
+		errno = 0;
+		lv->skel[i] = open_family(f, lv->o, obj_of(lv, 0), &step);
+		if (lv->skel[i])
+			continue;
+		if (!f->optional) {
+			fprintf(stderr, "tokenscope: cannot %s the %s probes: %s\n", step, f->what,
+				strerror(errno ? errno : EINVAL));
+			return -1;
+		}
+		fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
+			f->what, step, strerror(errno ? errno : EINVAL));
+	}
+	return 0;
+}
+
+/* Tracepoints and tp_btf programs attach by their section name; uprobes are attach.c's. */
+static int attach_auto(struct live *lv)
+{
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		struct bpf_program *prog;
+
+		if (!lv->skel[i])
+			continue;
+		bpf_object__for_each_program(prog, obj_of(lv, i)) {
+			enum bpf_prog_type t = bpf_program__type(prog);
+			struct bpf_link *l;
+
+			if (t != BPF_PROG_TYPE_TRACING && t != BPF_PROG_TYPE_TRACEPOINT)
+				continue;
+			if (!array__reserve((void **)&lv->links, &lv->linkcap, lv->nlinks + 1,
+					    sizeof(*lv->links))) {
+				fprintf(stderr, "tokenscope: out of memory\n");
+				return -1;
+			}
+			l = bpf_program__attach(prog);
+			if (l) {
+				lv->links[lv->nlinks++] = l;
+				continue;
+			}
+			fprintf(stderr, "tokenscope: %scannot attach %s: %s\n",
+				families[i].optional ? "warning: " : "", bpf_program__name(prog),
+				strerror(errno));
+			if (!families[i].optional)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- intake ---- */
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct live *lv = ctx;
+	const struct ts_event_hdr *h = data;
+
+	/* The ring buffer is mapped read-only and the pipeline masks credentials in place. */
+	if (size > sizeof(lv->buf) || size < sizeof(*h))
+		return pipeline__feed(lv->pl, data, size), 0;
+	memcpy(lv->buf, data, size);
+	if (h->type == TS_EV_EXEC)
+		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
+	else if (h->type == TS_EV_DLOPEN)
+		attacher__scan_pid(lv->att, (pid_t)h->pid);
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (lv->skel[i] && families[i].before)
+			families[i].before(lv, lv->buf, size);
+	}
+	pipeline__feed(lv->pl, lv->buf, size);
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (lv->skel[i] && families[i].after)
+			families[i].after(lv, lv->buf);
+	}
+	return 0;
+}
+
+/* The per-CPU counters of all families (they share the first one's map), summed. */
+static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
+{
+	int ncpu = libbpf_num_possible_cpus();
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "counters"));
+	uint64_t *vals;
+
+	if (ncpu <= 0)
+		return -1;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -1;
+	for (__u32 k = 0; k < TS_CNT__MAX; k++) {
+		out[k] = 0;
+		if (bpf_map_lookup_elem(fd, &k, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[k] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+/* ---- the run ---- */
+
+static int setup(struct live *lv)
+{
+	const struct live_opts *o = lv->o;
+	int pids_fd;
+
+	/* phase: open, set filters, load */
+	if (open_families(lv))
+		return -1;
+	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "pids"));
+	for (int i = 0; i < o->npids; i++) {
+		__u32 pid = (__u32)o->pids[i];
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(pids_fd, &pid, &one, BPF_ANY)) {
+			fprintf(stderr, "tokenscope: cannot filter on PID %d: %s\n", o->pids[i],
+				strerror(errno));
+			return -1;
+		}
+	}
+
+	/* phase: lifecycle tracepoints first, so no exec slips between scan and attach */
+	if (attach_auto(lv))
+		return -1;
+	lv->att = attacher__new(o->verbose);
+	lv->cuda_names = cuda_names__new();
+	if (!lv->att || !lv->cuda_names) {
+		fprintf(stderr, "tokenscope: out of memory\n");
+		return -1;
+	}
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (lv->skel[i])
+			attacher__add_family(lv->att, families[i].name, obj_of(lv, i));
+	}
+	attacher__on_cuda(lv->att, snapshot_maps, lv->cuda_names);
+	lv->rb = ring_buffer__new(bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "events")),
+				  on_event, lv, NULL);
+	if (!lv->rb) {
+		fprintf(stderr, "tokenscope: cannot create ring buffer: %s\n", strerror(errno));
+		return -1;
+	}
+
+	/* phase: find and probe every library */
+	attacher__scan_system(lv->att);
+	if (o->npids) {
+		for (int i = 0; i < o->npids; i++)
+			attacher__scan_pid(lv->att, o->pids[i]);
+	} else {
+		attacher__scan_pid(lv->att, 0);
+	}
+	if (!attacher__files(lv->att, "TLS") && !attacher__files(lv->att, "CUDA")) {
+		fprintf(stderr, "tokenscope: no OpenSSL library found (no libssl.so.3/1.1 on this "
+				"system and no running process maps a file exporting SSL_read)\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Read the kernel counters into the pipeline; warn about new drops. */
+static void update_counters(struct live *lv, uint64_t *reported_drops)
+{
+	__u64 c[TS_CNT__MAX];
+
+	if (read_counters(lv, c))
+		return;
+	pipeline__set_bpf_counters(lv->pl, c);
+	if (c[TS_CNT_DROPS] > *reported_drops) {
+		fprintf(stderr, "tokenscope: WARNING: %llu events dropped (ring buffer full); affected "
+				"requests are marked incomplete\n",
+			(unsigned long long)(c[TS_CNT_DROPS] - *reported_drops));
+		*reported_drops = c[TS_CNT_DROPS];
+	}
+}
+
+static int consume(struct live *lv)
+{
+	uint64_t reported_drops = 0, deadline = 0, next_stats = 0;
+
+	if (lv->o->duration_s)
+		deadline = now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
+	while (!exiting) {
+		uint64_t now;
+		int n = ring_buffer__poll(lv->rb, attacher__next_due_ms(lv->att, now_ns(),
+									 POLL_MAX_MS));
+
+		if (n < 0 && n != -EINTR) {
+			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
+			return -1;
+		}
+		now = now_ns();
+		attacher__tick(lv->att, now);
+		if (now >= next_stats) {
+			next_stats = now + STATS_INTERVAL_NS;
+			update_counters(lv, &reported_drops);
+		}
+		if (deadline && now >= deadline)
+			break;
+	}
+	return 0;
+}
+
+/* The counters at the end travel as a record, so that a replay ends as the capture did. */
+static void feed_final_counters(struct live *lv, uint64_t end_ns)
+{
+	struct ts_rec_counters rc = { 0 };
+
+	if (read_counters(lv, rc.counters))
+		return;
+	rc.hdr.type = TS_REC_COUNTERS;
+	rc.hdr.size = sizeof(rc);
+	rc.hdr.ts_ns = end_ns;
+	pipeline__feed(lv->pl, &rc, sizeof(rc));
+}
+
+int live__run(const struct live_opts *o, struct pipeline *pl)
+{
+	struct live *lv = calloc(1, sizeof(*lv));
+	uint64_t end_ns;
+	int err = 1;
+
+	if (!lv) {
+		fprintf(stderr, "tokenscope: out of memory\n");
+		return 1;
+	}
+	lv->o = o;
+	lv->pl = pl;
+	libbpf_set_print(o->verbose > 1 ? libbpf_print : libbpf_warnings);
+	if (setup(lv))
+		goto cleanup;
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s. Hit Ctrl-C to "
+			"end.\n",
+		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "CUDA"),
+		o->npids || o->comm ? " (filtered)" : "");
+
+	/* phase: consume events until told to stop */
+	if (consume(lv))
+		goto cleanup;
+
+	/* phase: drain, then close what is still open */
+	ring_buffer__consume(lv->rb);
+	end_ns = now_ns();
+	feed_final_counters(lv, end_ns);
+	pipeline__finish(pl, end_ns);
+	err = 0;
+
+cleanup:
+	ring_buffer__free(lv->rb);
+	attacher__free(lv->att);
+	cuda_names__free(lv->cuda_names);
+	for (size_t i = 0; i < lv->nlinks; i++)
+		bpf_link__destroy(lv->links[i]);
+	free(lv->links);
+	/* the later families hold references to the first one's maps: destroy them first */
+	for (size_t i = NFAMILIES; i-- > 0;) {
+		if (lv->skel[i])
+			families[i].destroy(lv->skel[i]);
+	}
+	free(lv);
+	return err;
+}

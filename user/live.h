@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Live capture: open and load every probe family (one BPF object each, sharing the first one's
+ * ring buffer, counters and pid filter), attach them, and feed the ring buffer's records to the
+ * pipeline until told to stop. The table of probe families is in live.c.
+ */
+#ifndef TS_LIVE_H
+#define TS_LIVE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct pipeline;
+struct recording;
+
+struct live_opts {
+	const pid_t *pids; /* -p: only these processes (npids 0: all) */
+	int npids;
+	const char *comm;  /* -c: only processes with this command name (NULL: all) */
+	long ringbuf_mb;   /* a power of two */
+	long duration_s;   /* 0: until SIGINT or SIGTERM */
+	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */
+};
+
+/* Can live tracing start on this machine (privileges, BTF, the -p processes exist)? Prints
+ * the reason on stderr and returns -1 when not. Touches nothing, so callers check it before
+ * creating any output file. */
+int live__check(const struct live_opts *o);
+/* Trace until SIGINT, SIGTERM or the duration, every record into pl (which records it when
+ * it has a recording). Returns 0, or 1 with a message on stderr. */
+int live__run(const struct live_opts *o, struct pipeline *pl);
+
+#endif
