@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "gpu.h"
 
 #define MAX_DEPS 8
@@ -163,15 +164,8 @@ void gpu__kname(struct gpu *g, const struct ts_gpu_kname *k)
 			return;
 		}
 	}
-	if (g->nnames == g->capnames) {
-		size_t cap = g->capnames ? g->capnames * 2 : 64;
-		struct kname *nn = realloc(g->names, cap * sizeof(*nn));
-
-		if (!nn)
-			return;
-		g->names = nn;
-		g->capnames = cap;
-	}
+	if (!array__reserve((void **)&g->names, &g->capnames, g->nnames + 1, sizeof(*g->names)))
+		return;
 	g->names[g->nnames++] = (struct kname){ k->hdr.pid, k->id, k->alias, strdup(name) };
 }
 
@@ -253,15 +247,8 @@ static uint64_t close_work(struct gpu *g, struct proc *p, uint64_t stream, uint3
 		memmove(&p->segs[0], &p->segs[1], (p->nsegs - 1) * sizeof(*p->segs));
 		p->nsegs--;
 	}
-	if (p->nsegs == p->capsegs) {
-		size_t cap = p->capsegs ? p->capsegs * 2 : 16;
-		struct seg *ns = realloc(p->segs, cap * sizeof(*ns));
-
-		if (!ns)
-			return 0;
-		p->segs = ns;
-		p->capsegs = cap;
-	}
+	if (!array__reserve((void **)&p->segs, &p->capsegs, p->nsegs + 1, sizeof(*p->segs)))
+		return 0;
 	s = &p->segs[p->nsegs++];
 	memset(s, 0, sizeof(*s));
 	s->id = g->next_seg++;

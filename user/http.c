@@ -87,11 +87,6 @@ enum http_error http_parser__error(const struct http_parser *p)
 	return p->err;
 }
 
-bool http_parser__in_message(const struct http_parser *p)
-{
-	return p->in_message;
-}
-
 static const char *const methods[] = { "GET ", "POST ", "PUT ", "DELETE ", "PATCH ", "HEAD ",
 				       "OPTIONS " };
 
@@ -153,7 +148,6 @@ static bool parse_request_line(struct http_parser *p, char *l)
 		n = HTTP_PATH_MAX - 1;
 	memcpy(p->head.path, sp1 + 1, n);
 	p->head.path[n] = 0;
-	p->head.is_request = true;
 	return true;
 }
 
@@ -238,8 +232,6 @@ static bool parse_header(struct http_parser *p, char *l)
 			p->head.ctype = HTTP_CT_NDJSON;
 		else if (!strncasecmp(v, "application/json", 16))
 			p->head.ctype = HTTP_CT_JSON;
-	} else if (!strcasecmp(l, "connection")) {
-		p->head.conn_close = has_token(v, "close");
 	}
 	return true;
 }

@@ -22,13 +22,11 @@ enum http_encoding { HTTP_ENC_IDENTITY = 0, HTTP_ENC_GZIP, HTTP_ENC_DEFLATE, HTT
 enum http_ctype { HTTP_CT_OTHER = 0, HTTP_CT_SSE, HTTP_CT_NDJSON, HTTP_CT_JSON };
 
 struct http_head {
-	bool is_request;
 	char method[HTTP_METHOD_MAX];
 	char path[HTTP_PATH_MAX]; /* without the query string (it may carry keys) */
 	int status;		  /* responses */
 	int64_t content_length;	  /* -1 when absent */
 	bool chunked;
-	bool conn_close;
 	enum http_encoding encoding;
 	enum http_ctype ctype;
 	uint64_t start_ns; /* time of the event that held the first byte */
@@ -62,7 +60,6 @@ enum http_error http_parser__gap(struct http_parser *p, uint64_t n, uint64_t ts)
 /* The connection closed: ends a body delimited by the close. Returns true if a message was
  * left unfinished. */
 bool http_parser__eof(struct http_parser *p, uint64_t ts);
-bool http_parser__in_message(const struct http_parser *p);
 enum http_error http_parser__error(const struct http_parser *p);
 const char *http_error__str(enum http_error e);
 

@@ -55,7 +55,7 @@ static void usage(FILE *f)
 		"  -d, --duration SECS   stop after SECS seconds\n"
 		"  -b, --ringbuf-mb MB   ring buffer size, a power of two (default 8)\n"
 		"  -q, --quiet           no per-request lines, only the summary\n"
-		"  -v, --verbose         more diagnostics (repeat for libbpf debug output)\n"
+		"  -v, --verbose         which files were probed (repeat for libbpf debug output)\n"
 		"  -h, --help            this help\n"
 		"  -V, --version\n");
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "request.h"
 #include "stats.h"
 
@@ -33,17 +34,11 @@ void request__free(struct request *r)
 void request__token(struct request *r, uint64_t ts)
 {
 	if (r->token_events) {
-		if (r->token_events - 1 == r->gaps_cap) {
-			size_t cap = r->gaps_cap ? r->gaps_cap * 2 : 64;
-			uint64_t *ng = realloc(r->gaps_ns, cap * sizeof(*ng));
-
-			if (!ng) {
-				request__error(r, "out_of_memory");
-				r->lossy = true;
-				return;
-			}
-			r->gaps_ns = ng;
-			r->gaps_cap = cap;
+		if (!array__reserve((void **)&r->gaps_ns, &r->gaps_cap, r->token_events,
+				    sizeof(*r->gaps_ns))) {
+			request__error(r, "out_of_memory");
+			r->lossy = true;
+			return;
 		}
 		/* Events of one stream are delivered in order; a clock step back reads as 0. */
 		r->gaps_ns[r->token_events - 1] = ts > r->last_token_ns ? ts - r->last_token_ns : 0;

@@ -1,27 +1,31 @@
 #!/bin/sh
-# Replays of recorded captures (no root): `tokenscope report` on each recording under
-# tests/fixtures/*/ must give the records the live run wrote, and, where the capture came with
-# its workload's own ground truth (truth.json from tests/gpu/device/torch_steps.py on an H200),
-# the steps must still match it (tests/gpu/device/compare.py).
+# Replays of recorded captures (no root): `tokenscope report` on each recording
+# tests/fixtures/*/NAME.tsrec.gz must give, byte for byte, the JSON Lines the live run wrote
+# (NAME.jsonl.gz beside it), so a change that alters any record shows here. Where the capture
+# came with its workload's own ground truth (truth.json from tests/gpu/device/torch_steps.py
+# on an H200), the steps must still match it (tests/gpu/device/compare.py).
+#
+#   h200/torch         a real H200 run (PyTorch, eager, CUDA graphs, async scheduling)
+#   tls-clients/capture every client of the integration tests against the TLS fixture server
+#   vgpu/capture       the simulated engine on the stand-in libcuda (tests/gpu)
 set -u
 cd "$(dirname "$0")/../.."
 pass=0
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for dir in tests/fixtures/*/; do
-	[ -f "$dir/torch.tsrec.gz" ] || continue
-	name=$(basename "$dir")
-	gunzip -c "$dir/torch.tsrec.gz" >"$tmp/$name.tsrec"
-	gunzip -c "$dir/steps.jsonl.gz" >"$tmp/$name.live.jsonl"
+for rec in tests/fixtures/*/*.tsrec.gz; do
+	dir=$(dirname "$rec")
+	name=$(basename "$dir")-$(basename "$rec" .tsrec.gz)
+	want=${rec%.tsrec.gz}.jsonl.gz
+	gunzip -c "$rec" >"$tmp/$name.tsrec"
+	gunzip -c "$want" >"$tmp/$name.live.jsonl"
 	if ./tokenscope report "$tmp/$name.tsrec" -q -o "$tmp/$name.replay.jsonl" >"$tmp/$name.summary" &&
-		python3 -c 'import json, sys
-a = [json.loads(l) for l in open(sys.argv[1])]
-b = [json.loads(l) for l in open(sys.argv[2])]
-sys.exit(0 if a == b and a else 1)' "$tmp/$name.replay.jsonl" "$tmp/$name.live.jsonl"; then
+		[ -s "$tmp/$name.live.jsonl" ] && cmp -s "$tmp/$name.replay.jsonl" "$tmp/$name.live.jsonl"; then
 		pass=$((pass + 1))
 	else
 		echo "FAIL: $name: the replay differs from the live records"
+		diff "$tmp/$name.replay.jsonl" "$tmp/$name.live.jsonl" | head -n 6
 		fail=$((fail + 1))
 	fi
 	if [ -f "$dir/truth.json" ]; then

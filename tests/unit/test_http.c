@@ -85,7 +85,7 @@ static void test_keepalive_responses(void **state)
 		assert_int_equal(s.body_len, 10);
 		assert_memory_equal(s.body, "helloabcde", 10);
 		assert_int_equal(s.last.status, 204);
-		assert_false(http_parser__in_message(p));
+		assert_false(http_parser__eof(p, 0)); /* nothing left unfinished */
 		http_parser__free(p);
 	}
 }

@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 	ls -la /sys/kernel/btf/vmlinux
 	python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'
 } >"$OUT/env.txt" 2>&1
-./tokenscope -q -o "$OUT/steps.jsonl" -r "$OUT/torch.tsrec" -v >"$OUT/summary.txt" 2>"$OUT/tokenscope.err" &
+./tokenscope -q -o "$OUT/torch.jsonl" -r "$OUT/torch.tsrec" -v >"$OUT/summary.txt" 2>"$OUT/tokenscope.err" &
 ts=$!
 i=0
 until grep -q "Hit Ctrl-C to end." "$OUT/tokenscope.err" 2>/dev/null; do

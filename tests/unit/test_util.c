@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The small shared pieces: the growable buffer's limit, the /proc/PID/maps line parser. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "buf.h"
+#include "procmaps.h"
+
+static void test_buf_limit_is_sticky(void **state)
+{
+	struct buf b = { 0 };
+
+	assert_int_equal(buf__add(&b, "abc", 3, 5), 0);
+	assert_int_equal(buf__add(&b, "de", 2, 5), 0); /* exactly max */
+	assert_string_equal(b.p, "abcde");
+	assert_int_equal(buf__add(&b, "f", 1, 5), -1);
+	assert_true(b.overflow);
+	assert_int_equal(buf__add(&b, "", 0, 5), -1); /* stays overflowed */
+	assert_int_equal(b.len, 5);
+	buf__reset(&b);
+	assert_false(b.overflow);
+	assert_int_equal(b.len, 0);
+	assert_string_equal(b.p, "");
+	assert_int_equal(buf__add(&b, "xy", 2, 5), 0);
+	assert_string_equal(b.p, "xy");
+	buf__free(&b);
+	assert_null(b.p);
+}
+
+static void test_array_reserve_doubles(void **state)
+{
+	int *a = NULL;
+	size_t cap = 0;
+
+	assert_true(array__reserve((void **)&a, &cap, 1, sizeof(*a)));
+	assert_int_equal(cap, 16);
+	assert_true(array__reserve((void **)&a, &cap, 17, sizeof(*a)));
+	assert_int_equal(cap, 32);
+	assert_true(array__reserve((void **)&a, &cap, 100, sizeof(*a)));
+	assert_int_equal(cap, 128);
+	a[99] = 7;
+	free(a);
+}
+
+static void test_maps_lines(void **state)
+{
+	char exe[] = "7f3a10000000-7f3a10200000 r-xp 00012000 fd:01 1234   /usr/lib/libssl.so.3\n";
+	char gone[] = "55d0-55e0 r-xp 00000000 fd:01 99 /tmp/node (deleted)\n";
+	char anon[] = "7ffd0000-7ffe0000 rw-p 00000000 00:00 0                  [stack]\n";
+	char data[] = "7f3a10200000-7f3a10300000 rw-p 00200000 fd:01 1234 /usr/lib/libssl.so.3\n";
+	struct maps_entry e;
+
+	assert_int_equal(procmaps__parse(exe, &e), 0);
+	assert_true(e.start == 0x7f3a10000000ull && e.end == 0x7f3a10200000ull);
+	assert_true(e.offset == 0x12000);
+	assert_string_equal(e.path, "/usr/lib/libssl.so.3");
+	assert_true(procmaps__is_exec_file(&e));
+	assert_int_equal(procmaps__parse(gone, &e), 0);
+	assert_true(e.exec && e.deleted);
+	assert_false(procmaps__is_exec_file(&e));
+	assert_int_equal(procmaps__parse(anon, &e), 0);
+	assert_null(e.path);
+	assert_false(procmaps__is_exec_file(&e));
+	assert_int_equal(procmaps__parse(data, &e), 0);
+	assert_false(e.exec);
+	assert_int_equal(procmaps__parse((char[]){ "not a mapping\n" }, &e), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buf_limit_is_sticky),
+		cmocka_unit_test(test_array_reserve_doubles),
+		cmocka_unit_test(test_maps_lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
