@@ -7,12 +7,17 @@ usage: py_client.py MODE PORT CAFILE ARGS...
   hang MODEL              start a stream, report when the first bytes came, then wait
   big MODEL BYTES         one request whose body is padded to BYTES (sent in one SSL call)
   h2                      send the HTTP/2 client preface and a SETTINGS frame, then close
+
+SETTLE_S=SECONDS in the environment: wait that long after the ssl module (and with it libssl)
+was loaded, before the first connection.
 """
 import http.client
 import json
+import os
 import ssl
 import sys
 import threading
+import time
 
 DIALECT_PATHS = {
     "openai.chat": "/v1/chat/completions",
@@ -37,6 +42,7 @@ def request(conn, path, model):
 
 def main():
     mode, port, cafile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    time.sleep(float(os.environ.get("SETTLE_S", "0")))
     ctx = ssl.create_default_context(cafile=cafile)
     # The ssl module is imported lazily by http.client users; here it is already loaded.
     if mode == "keepalive":
