@@ -32,7 +32,8 @@ CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c us
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
 	user/procmaps.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
-LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c
+LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
+	user/tracefs.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 
@@ -61,7 +62,7 @@ deps:
 $(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c bpf/common.bpf.h bpf/tokenscope.h vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
 		-Wall -Wno-unused-function -c $< -o $@

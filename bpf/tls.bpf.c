@@ -9,24 +9,9 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "tls_link.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* Arguments saved at entry, keyed by thread id, consumed at return. */
-struct ssl_call {
-	__u64 ssl;
-	__u64 buf;
-	__u64 out_len; /* size_t * for the _ex variants, 0 otherwise */
-	__u64 entry_ns;
-	__u32 dir;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* threads killed inside a call must not fill it */
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct ssl_call);
-} tls_calls SEC(".maps");
 
 struct stream_key {
 	__u32 pid;
@@ -116,6 +101,8 @@ static __always_inline int tls_call_return(long ret, bool ex)
 	}
 	if (!total)
 		goto out;
+	if (c->dir == TS_DIR_WRITE)
+		bpf_map_update_elem(&tls_last_write, &tid, &c->ssl, BPF_ANY);
 
 	/* phase: reserve the stream's sequence numbers for every piece */
 	key.ssl = c->ssl;

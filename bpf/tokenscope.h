@@ -24,6 +24,9 @@ enum ts_event_type {
 	TS_EV_DLOPEN = 5,   /* dlopen returned: userspace rescans the process's mappings */
 	TS_EV_GPU_MARK = 6, /* a CUDA ordering or sync point, with the work launched before it */
 	TS_EV_GPU_KNAME = 7, /* a kernel handle's name (cuModuleGetFunction, or a symbolized stub) */
+	TS_EV_SOCK_DATA = 8, /* bytes moved on a plaintext TCP socket (read/write syscalls) */
+	TS_EV_SOCK_CLOSE = 9, /* close() of the fd of a socket that carried (or may carry) HTTP */
+	TS_EV_TLS_SOCK = 10, /* an SSL* moves its bytes over this TCP socket: its addresses */
 };
 
 enum ts_dir {
@@ -34,6 +37,11 @@ enum ts_dir {
 /* ts_tls_data.flags */
 #define TS_F_TRUNCATED (1u << 0) /* the call moved more than TS_MAX_PIECES * TS_CHUNK_MAX bytes */
 #define TS_F_READ_FAULT (1u << 1) /* bpf_probe_read_user failed: len bytes are zeros */
+/* ts_sock_data.flags, on a record with len 0: the call's bytes from offset to total_len were
+ * not captured, because the capture budget ran out (TS_F_TRUNCATED) or there was no user
+ * buffer to read (TS_F_NO_USER_BUFFER: sendfile, splice; total_len 0 for io_uring, whose byte
+ * count is not seen). */
+#define TS_F_NO_USER_BUFFER (1u << 2)
 
 struct ts_event_hdr {
 	__u32 type; /* enum ts_event_type */
@@ -62,6 +70,50 @@ struct ts_tls_free {
 	__u64 ssl;
 };
 
+/* ---- plaintext TCP (bpf/sock.bpf.c) ---- */
+
+struct ts_sock_addr {
+	__u16 family;	/* AF_INET (2) or AF_INET6 (10) */
+	__u16 lport;	/* host byte order */
+	__u16 rport;
+	__u16 _pad;
+	__u8 laddr[16]; /* network byte order; IPv4 in the first 4 bytes */
+	__u8 raddr[16];
+};
+
+struct ts_sock_data {
+	struct ts_event_hdr hdr;
+	__u64 sock;	 /* the socket's inode number (socket:[N]): with owner, the stream key */
+	__u64 seq;	 /* per-stream piece sequence: a gap means pieces were lost */
+	__u32 dir;	 /* enum ts_dir */
+	__u32 flags;	 /* TS_F_* */
+	__u32 total_len; /* bytes the call moved */
+	__u32 offset;	 /* of this piece within the call */
+	__u32 len;	 /* payload bytes that follow */
+	__u32 owner;	 /* the process whose stream this is (the first to move its bytes) */
+	struct ts_sock_addr addr;
+	__u8 data[];
+};
+
+struct ts_sock_close {
+	struct ts_event_hdr hdr;
+	__u64 sock;
+	__u32 owner;
+	__u32 _pad;
+};
+
+/* Which TCP socket an SSL* uses: sent when the link is first seen or changes. exact: the
+ * socket call was made inside an SSL call (a socket BIO); else it followed an SSL_write on the
+ * same thread (a memory BIO, as node uses). */
+struct ts_tls_sock {
+	struct ts_event_hdr hdr;
+	__u64 ssl;
+	__u64 sock;
+	__u32 exact;
+	__u32 _pad;
+	struct ts_sock_addr addr;
+};
+
 /* exec, exit, dlopen: the header says all (which process, when). Recordings made before
  * 2026-12 carry 264 more bytes here (ppid, exit code, exec path) that nothing reads. */
 struct ts_proc {
@@ -72,7 +124,8 @@ struct ts_proc {
 struct ts_filter {
 	__u8 by_pid;  /* only tgids in the `pids` map */
 	__u8 by_comm; /* only this command name */
-	__u8 _pad[6];
+	__u8 by_port; /* plaintext sockets: only those with a local or peer port in `sock_ports` */
+	__u8 _pad[5];
 	char comm[TS_COMM_LEN];
 };
 
@@ -161,6 +214,12 @@ enum ts_counter {
 	TS_CNT_GPU_CAPTURED,	/* launches into a stream capture (not run) */
 	TS_CNT_GPU_DROPS,	/* CUDA marks lost: ring buffer full */
 	TS_CNT_GPU_NO_SLOT,	/* launches on a stream beyond TS_GPU_MAX_STREAMS per process */
+	TS_CNT_SOCK_TLS,	/* TCP sockets whose first bytes were TLS: the OpenSSL probes read them */
+	TS_CNT_SOCK_IGNORED,	/* TCP sockets whose first bytes were not HTTP (or filtered by port) */
+	TS_CNT_SOCK_PEEKS,	/* MSG_PEEK reads: not captured, the bytes are read again later */
+	TS_CNT_SOCK_SENDFILE,	/* sendfile calls on captured sockets: bytes not seen */
+	TS_CNT_SOCK_SPLICE,	/* splice calls to or from captured sockets: bytes not seen */
+	TS_CNT_SOCK_IO_URING,	/* io_uring requests on TCP sockets: bytes not seen */
 	TS_CNT__MAX,
 };
 
@@ -180,6 +239,16 @@ TS_FIELD(ts_tls_data, total_len, 64);
 TS_FIELD(ts_tls_data, len, 72);
 TS_FIELD(ts_tls_data, data, 80);
 TS_LAYOUT(ts_tls_free, 48);
+TS_LAYOUT(ts_sock_addr, 40);
+TS_LAYOUT(ts_sock_data, 120);
+TS_FIELD(ts_sock_data, sock, 40);
+TS_FIELD(ts_sock_data, dir, 56);
+TS_FIELD(ts_sock_data, owner, 76);
+TS_FIELD(ts_sock_data, addr, 80);
+TS_FIELD(ts_sock_data, data, 120);
+TS_LAYOUT(ts_sock_close, 56);
+TS_LAYOUT(ts_tls_sock, 104);
+TS_FIELD(ts_tls_sock, addr, 64);
 TS_LAYOUT(ts_proc, 40);
 TS_LAYOUT(ts_filter, 24);
 TS_LAYOUT(ts_kernel_sample, 40);

@@ -17,6 +17,7 @@
 struct conn {
 	struct stream_key key;
 	char comm[TS_COMM_LEN];
+	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
 	const struct conn_sink *sink;
 	enum conn_kind kind;
 	enum role role;
@@ -205,6 +206,9 @@ static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 	}
 	r->pid = c->key.pid;
 	memcpy(r->comm, c->comm, sizeof(r->comm));
+	r->transport = transport__name(c->key.transport);
+	memcpy(r->local, c->local, sizeof(r->local));
+	memcpy(r->peer, c->peer, sizeof(r->peer));
 	r->role = c->role;
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
 	snprintf(r->path, sizeof(r->path), "%s", h->path);
@@ -273,6 +277,28 @@ void conn__free(struct conn *c)
 enum conn_kind conn__kind(const struct conn *c)
 {
 	return c->kind;
+}
+
+const char *transport__name(enum transport t)
+{
+	return t == TRANSPORT_TCP ? "tcp" : "tls";
+}
+
+void conn__set_addresses(struct conn *c, const char *local, const char *peer)
+{
+	snprintf(c->local, sizeof(c->local), "%s", local);
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	/* A TLS stream can learn its socket after its request began (a memory BIO writes the
+	 * request to the socket after SSL_write returned): the requests in flight get it too. */
+	for (size_t i = 0; i < c->qlen; i++) {
+		memcpy(c->queue[i]->local, c->local, sizeof(c->local));
+		memcpy(c->queue[i]->peer, c->peer, sizeof(c->peer));
+	}
+}
+
+bool conn__has_addresses(const struct conn *c)
+{
+	return c->peer[0] != 0;
 }
 
 /* Could these bytes still grow into a request line or the HTTP/2 preface? */
@@ -404,11 +430,11 @@ void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts)
 		parser_failed(c, p, e, ts);
 }
 
-void conn__lost(struct conn *c, uint64_t ts)
+void conn__lost(struct conn *c, uint64_t ts, const char *reason)
 {
 	if (c->kind != CONN_HTTP1)
 		return;
-	abandon_inflight(c, ts, "capture_loss");
+	abandon_inflight(c, ts, reason);
 	http_parser__gap(c->req_parser, UINT64_MAX, ts);
 	http_parser__gap(c->resp_parser, UINT64_MAX, ts);
 }

@@ -56,10 +56,14 @@ void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64
 /* n bytes of one direction are known to be missing (truncated call, unreadable memory). */
 void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts);
 /* Pieces were lost, direction and size unknown: in-flight requests become incomplete. */
-void conn__lost(struct conn *c, uint64_t ts);
+void conn__lost(struct conn *c, uint64_t ts, const char *reason);
 /* The connection ended (SSL_free, close, process exit, end of capture). Unfinished requests are
  * reported incomplete with reason. */
 void conn__close(struct conn *c, uint64_t ts, const char *reason);
 enum conn_kind conn__kind(const struct conn *c);
+/* The socket's addresses ("ip:port"), for the requests of this connection. */
+void conn__set_addresses(struct conn *c, const char *local, const char *peer);
+bool conn__has_addresses(const struct conn *c);
+const char *transport__name(enum transport t);
 
 #endif

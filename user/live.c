@@ -15,7 +15,9 @@
 #include "live.h"
 #include "pipeline.h"
 #include "recording.h"
+#include "tracefs.h"
 #include "cuda.skel.h"
+#include "sock.skel.h"
 #include "tls.skel.h"
 
 #define POLL_MAX_MS 100			 /* longest wait for records: how soon a stop is seen */
@@ -26,8 +28,9 @@
 #define CAP_PERFMON_BIT 38
 #define CAP_BPF_BIT 39
 
-/* The maps every family shares: created by the first family, reused by the others. */
-static const char *const shared_maps[] = { "events", "counters", "pids" };
+/* A map that the first family also has, by name (events, counters, pids, and what two
+ * families share on purpose, like tls_calls), is created by the first and reused by the
+ * others: one map, whichever program writes it. */
 
 /* ---- probe families: one BPF object each ---- */
 
@@ -44,6 +47,7 @@ static const char *const shared_maps[] = { "events", "counters", "pids" };
 
 SKELETON_GLUE(tls)
 SKELETON_GLUE(cuda)
+SKELETON_GLUE(sock)
 
 struct live;
 
@@ -51,11 +55,14 @@ struct probe_family {
 	const char *name; /* as the uprobe sets in attach.c name it */
 	const char *what; /* in messages */
 	bool optional;	  /* failing to load costs this family's view, not the run */
+	bool (*wanted)(const struct live_opts *o); /* NULL: always loaded */
 	void *(*open)(void);
 	struct bpf_object *(*object)(void *skel);
 	struct ts_filter *(*filter)(void *skel);
 	int (*load)(void *skel);
 	void (*destroy)(void *skel);
+	/* After load: fill the family's own maps from the options (may be NULL). */
+	int (*configure)(const struct live_opts *o, struct bpf_object *obj);
 	/* The family's live-side work on a record, before and after the pipeline (may be NULL):
 	 * what needs the running process (its /proc), done before the process is gone. */
 	void (*before)(struct live *lv, void *rec, size_t size);
@@ -64,19 +71,28 @@ struct probe_family {
 
 static void cuda_before(struct live *lv, void *rec, size_t size);
 static void cuda_after(struct live *lv, const void *rec);
+static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
 
-#define FAMILY(x, what, optional, before, after)                                              \
-	{ #x, what, optional, x##_open, x##_object, x##_filter, x##_load, x##_destroy, before, after }
+#define FAMILY(x, what, optional, wanted, configure, before, after)                           \
+	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_load, x##_destroy,     \
+	  configure, before, after }
+
+static bool plaintext_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext;
+}
 
 /*
  * A new probe family: its bpf/NAME.bpf.c (including common.bpf.h), a SKELETON_GLUE(NAME) and
  * a line here; its uprobe sets (if any) in attach.c; its record types in bpf/tokenscope.h and
- * their consumer in pipeline__feed. Tracepoint and tp_btf programs attach by themselves.
+ * their consumer in pipeline__feed. Tracepoint, tp_btf, fentry and fexit programs attach by
+ * themselves.
  * The first family owns the shared maps and must not be optional.
  */
 static const struct probe_family families[] = {
-	FAMILY(tls, "TLS", false, NULL, NULL),
-	FAMILY(cuda, "CUDA", true, cuda_before, cuda_after),
+	FAMILY(tls, "TLS", false, NULL, NULL, NULL, NULL),
+	FAMILY(cuda, "CUDA", true, NULL, NULL, cuda_before, cuda_after),
+	FAMILY(sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
 };
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
@@ -197,6 +213,7 @@ static int libbpf_warnings(enum libbpf_print_level level, const char *fmt, va_li
 static void set_filter(struct ts_filter *f, const struct live_opts *o)
 {
 	f->by_pid = o->npids > 0;
+	f->by_port = o->nports > 0;
 	if (o->comm) {
 		f->by_comm = 1;
 		strncpy(f->comm, o->comm, TS_COMM_LEN - 1);
@@ -208,6 +225,7 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 			 struct bpf_object *owner, const char **step)
 {
 	struct bpf_object *obj;
+	struct bpf_map *map;
 	void *skel;
 
 	*step = "open";
@@ -220,10 +238,13 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
 				     (__u32)o->ringbuf_mb << 20))
 		goto fail;
-	for (size_t i = 0; owner && i < sizeof(shared_maps) / sizeof(shared_maps[0]); i++) {
-		*step = shared_maps[i];
-		if (bpf_map__reuse_fd(bpf_object__find_map_by_name(obj, shared_maps[i]),
-				      bpf_map__fd(bpf_object__find_map_by_name(owner, shared_maps[i]))))
+	bpf_object__for_each_map(map, obj) {
+		struct bpf_map *shared;
+
+		if (!owner || !(shared = bpf_object__find_map_by_name(owner, bpf_map__name(map))))
+			continue;
+		*step = bpf_map__name(map);
+		if (bpf_map__reuse_fd(map, bpf_map__fd(shared)))
 			goto fail;
 	}
 	*step = "load (run with -vv for the verifier log)";
@@ -241,6 +262,8 @@ static int open_families(struct live *lv)
 		const struct probe_family *f = &families[i];
 		const char *step;
 
+		if (f->wanted && !f->wanted(lv->o))
+			continue;
 		errno = 0;
 		lv->skel[i] = open_family(f, lv->o, obj_of(lv, 0), &step);
 		if (lv->skel[i])
@@ -275,7 +298,8 @@ static int attach_auto(struct live *lv)
 				fprintf(stderr, "tokenscope: out of memory\n");
 				return -1;
 			}
-			l = bpf_program__attach(prog);
+			l = t == BPF_PROG_TYPE_TRACEPOINT ? tracefs__attach(prog)
+							  : bpf_program__attach(prog);
 			if (l) {
 				lv->links[lv->nlinks++] = l;
 				continue;
@@ -288,6 +312,30 @@ static int attach_auto(struct live *lv)
 		}
 	}
 	return 0;
+}
+
+/* --port: the plaintext family captures only sockets with one of these local or peer ports. */
+static int sock_ports(const struct live_opts *o, struct bpf_object *obj)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "sock_ports"));
+
+	for (int i = 0; i < o->nports; i++) {
+		__u16 port = o->ports[i];
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(fd, &port, &one, BPF_ANY))
+			return -1;
+	}
+	return 0;
+}
+
+static bool loaded(const struct live *lv, const char *family)
+{
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (!strcmp(families[i].name, family))
+			return lv->skel[i] != NULL;
+	}
+	return false;
 }
 
 /* ---- intake ---- */
@@ -345,7 +393,7 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 static int setup(struct live *lv)
 {
 	const struct live_opts *o = lv->o;
-	int pids_fd;
+	int pids_fd, err;
 
 	/* phase: open, set filters, load */
 	if (open_families(lv))
@@ -362,8 +410,19 @@ static int setup(struct live *lv)
 		}
 	}
 
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (lv->skel[i] && families[i].configure &&
+		    families[i].configure(o, obj_of(lv, i))) {
+			fprintf(stderr, "tokenscope: cannot configure the %s probes: %s\n",
+				families[i].what, strerror(errno));
+			return -1;
+		}
+	}
+
 	/* phase: lifecycle tracepoints first, so no exec slips between scan and attach */
-	if (attach_auto(lv))
+	err = attach_auto(lv);
+	tracefs__release();
+	if (err)
 		return -1;
 	lv->att = attacher__new(o->verbose);
 	lv->cuda_names = cuda_names__new();
@@ -473,10 +532,11 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s. Hit Ctrl-C to "
-			"end.\n",
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s%s. Hit Ctrl-C "
+			"to end.\n",
 		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "CUDA"),
-		o->npids || o->comm ? " (filtered)" : "");
+		loaded(lv, "sock") ? ", plaintext TCP" : "",
+		o->npids || o->comm || o->nports ? " (filtered)" : "");
 
 	/* phase: consume events until told to stop */
 	if (consume(lv))

@@ -8,6 +8,7 @@
 #define TS_LIVE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct pipeline;
@@ -17,6 +18,9 @@ struct live_opts {
 	const pid_t *pids; /* -p: only these processes (npids 0: all) */
 	int npids;
 	const char *comm;  /* -c: only processes with this command name (NULL: all) */
+	const uint16_t *ports; /* --port: plaintext sockets with one of these local or peer ports */
+	int nports;
+	bool no_plaintext; /* --no-plaintext: TLS (and CUDA) only */
 	long ringbuf_mb;   /* a power of two */
 	long duration_s;   /* 0: until SIGINT or SIGTERM */
 	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */

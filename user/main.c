@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,18 @@
 #include "tokenscope.h"
 
 #define MAX_PIDS 64
+#define MAX_PORTS 64
+
+enum { OPT_PORT = 256, OPT_NO_PLAINTEXT };
 #define TS_VERSION "0.1.0"
 
 struct options {
 	pid_t pids[MAX_PIDS];
 	int npids;
 	const char *comm;
+	uint16_t ports[MAX_PORTS];
+	int nports;
+	bool no_plaintext;
 	const char *jsonl_path;
 	const char *record_path;
 	const char *replay_path;
@@ -45,10 +52,14 @@ static void usage(FILE *f)
 		"       tokenscope report FILE [OPTIONS]  replay a recording\n"
 		"\n"
 		"Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
-		"hits of every streamed LLM API call that a process makes or serves over OpenSSL.\n"
+		"hits of every streamed LLM API call that a process makes or serves, over OpenSSL or\n"
+		"plain HTTP on TCP.\n"
 		"\n"
 		"  -p, --pid PID         trace only this process (repeatable)\n"
 		"  -c, --comm NAME       trace only processes with this command name\n"
+		"      --port PORT       plaintext TCP: only sockets with this local or peer port\n"
+		"                        (repeatable)\n"
+		"      --no-plaintext    no plaintext TCP capture: TLS (and CUDA) only\n"
 		"  -o, --output FILE     write one JSON object per request (JSON Lines, mode 0600)\n"
 		"  -r, --record FILE     record the event stream for `tokenscope report` (holds\n"
 		"                        decrypted prompts and completions; credentials masked)\n"
@@ -78,6 +89,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "comm", required_argument, NULL, 'c' },
+		{ "port", required_argument, NULL, OPT_PORT },
+		{ "no-plaintext", no_argument, NULL, OPT_NO_PLAINTEXT },
 		{ "output", required_argument, NULL, 'o' },
 		{ "record", required_argument, NULL, 'r' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -117,6 +130,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return -1;
 			}
 			o->comm = optarg;
+			break;
+		case OPT_PORT:
+			if (parse_long(optarg, 1, 65535, &v) || o->nports == MAX_PORTS) {
+				fprintf(stderr, "tokenscope: invalid port '%s'\n", optarg);
+				return -1;
+			}
+			o->ports[o->nports++] = (uint16_t)v;
+			break;
+		case OPT_NO_PLAINTEXT:
+			o->no_plaintext = true;
 			break;
 		case 'o':
 			o->jsonl_path = optarg;
@@ -160,7 +183,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		fprintf(stderr, "tokenscope: unexpected argument '%s'\n", argv[optind]);
 		return -1;
 	}
-	if (o->replay_path && (o->npids || o->comm || o->record_path || o->duration_s)) {
+	if (o->replay_path &&
+	    (o->npids || o->comm || o->record_path || o->duration_s || o->nports || o->no_plaintext)) {
 		fprintf(stderr, "tokenscope: report takes only -o, -q and -v\n");
 		return -1;
 	}
@@ -200,8 +224,9 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &o))
 		return 1;
 	lo = (struct live_opts){ .pids = o.pids, .npids = o.npids, .comm = o.comm,
-				 .ringbuf_mb = o.ringbuf_mb, .duration_s = o.duration_s,
-				 .verbose = o.verbose };
+				 .ports = o.ports, .nports = o.nports,
+				 .no_plaintext = o.no_plaintext, .ringbuf_mb = o.ringbuf_mb,
+				 .duration_s = o.duration_s, .verbose = o.verbose };
 	/* Everything that can refuse a live run is checked before any output file is touched. */
 	if (!o.replay_path && live__check(&lo))
 		return 1;

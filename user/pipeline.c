@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 struct stream {
 	struct stream_key key;
 	uint64_t next_seq; /* the piece sequence number expected next */
+	bool seen;	   /* a piece has come (a TLS stream can be made by its socket link) */
+	bool addr_exact;   /* its addresses came from a socket call inside an SSL call */
 	struct conn *conn;
 	struct stream *next;
 };
@@ -162,7 +165,23 @@ struct piece {
 	uint32_t offset;    /* of this piece within the call */
 	uint32_t len;
 	uint8_t *data;
+	bool tail_missing; /* the call's bytes past offset + len were not captured */
+	bool unseen_io;	   /* bytes moved where no probe sees them (sendfile, splice, io_uring) */
+	const struct ts_sock_addr *addr; /* sockets: their addresses (NULL: unknown) */
 };
+
+/* "1.2.3.4:80" or "[::1]:8080" */
+static void format_addr(int family, const uint8_t *ip, uint16_t port, char *out, size_t n)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (family == AF_INET6 && inet_ntop(AF_INET6, ip, a, sizeof(a)))
+		snprintf(out, n, "[%s]:%u", a, port);
+	else if (family == AF_INET && inet_ntop(AF_INET, ip, a, sizeof(a)))
+		snprintf(out, n, "%s:%u", a, port);
+	else
+		out[0] = 0;
+}
 
 static struct stream *stream_get(struct pipeline *p, const struct piece *pc)
 {
@@ -174,15 +193,22 @@ static struct stream *stream_get(struct pipeline *p, const struct piece *pc)
 	if (!s)
 		return NULL;
 	s->key = pc->key;
-	s->next_seq = pc->seq;
 	s->conn = conn__new(&pc->key, pc->hdr->comm, &p->sink);
 	if (!s->conn) {
 		free(s);
 		return NULL;
 	}
 	*link = s;
-	p->h.streams++;
 	return s;
+}
+
+static void set_addresses(struct stream *s, const struct ts_sock_addr *a)
+{
+	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+
+	format_addr(a->family, a->laddr, a->lport, local, sizeof(local));
+	format_addr(a->family, a->raddr, a->rport, peer, sizeof(peer));
+	conn__set_addresses(s->conn, local, peer);
 }
 
 static void on_piece(struct pipeline *p, const struct piece *pc)
@@ -196,22 +222,35 @@ static void on_piece(struct pipeline *p, const struct piece *pc)
 	}
 	p->h.events++;
 	p->h.bytes += pc->len;
+	if (!s->seen) {
+		/* The first piece: the stream counts from here (a TLS stream may exist already,
+		 * made by its socket link) and its numbering starts here (it may have begun
+		 * before the capture did). */
+		s->seen = true;
+		s->next_seq = pc->seq;
+		p->h.streams++;
+	}
+	if (pc->addr && !conn__has_addresses(s->conn))
+		set_addresses(s, pc->addr);
 
 	/* phase: sequence gaps are lost pieces (ring buffer full); direction and size unknown */
 	if (pc->seq > s->next_seq) {
 		p->h.lost_pieces += pc->seq - s->next_seq;
-		conn__lost(s->conn, ts);
+		conn__lost(s->conn, ts, "capture_loss");
 	}
 	/* A smaller number means the kernel forgot the stream (LRU) and started over. */
 	s->next_seq = pc->seq + 1;
 
 	/* phase: bytes, or the knowledge that bytes are missing */
-	if (pc->flags & TS_F_READ_FAULT)
+	if (pc->unseen_io) {
+		conn__lost(s->conn, ts, "unsupported_io");
+		return;
+	}
+	if (pc->len && (pc->flags & TS_F_READ_FAULT))
 		conn__missing(s->conn, pc->is_write, pc->len, ts);
-	else
+	else if (pc->len)
 		conn__data(s->conn, pc->is_write, pc->data, pc->len, ts);
-	/* The last piece of a truncated call: what did not fit is missing. */
-	if ((pc->flags & TS_F_TRUNCATED) && pc->offset + pc->len == TS_MAX_PIECES * TS_CHUNK_MAX)
+	if (pc->tail_missing && pc->total_len > (uint64_t)pc->offset + pc->len)
 		conn__missing(s->conn, pc->is_write, pc->total_len - pc->offset - pc->len, ts);
 }
 
@@ -231,7 +270,58 @@ static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 		.offset = e->offset,
 		.len = e->len,
 		.data = e->data,
+		/* the last piece of a truncated call: what did not fit is missing */
+		.tail_missing = (e->flags & TS_F_TRUNCATED) &&
+				e->offset + e->len == TS_MAX_PIECES * TS_CHUNK_MAX,
 	};
+	on_piece(p, &pc);
+	return 0;
+}
+
+/* A TLS stream's socket: exact links (a socket call inside an SSL call) win over inferred
+ * ones (the write that followed an SSL_write on the same thread, with a memory BIO). */
+static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
+{
+	struct piece pc = { .key = { e->hdr.pid, TRANSPORT_TLS, e->ssl }, .hdr = &e->hdr };
+	struct stream *s;
+
+	if (size < sizeof(*e))
+		return -1;
+	s = stream_get(p, &pc);
+	if (!s) {
+		p->h.no_memory++;
+		return 0;
+	}
+	if (e->exact || !s->addr_exact || !conn__has_addresses(s->conn)) {
+		set_addresses(s, &e->addr);
+		s->addr_exact = e->exact;
+	}
+	return 0;
+}
+
+static int on_sock_data(struct pipeline *p, struct ts_sock_data *e, size_t size)
+{
+	struct piece pc;
+
+	if (size < sizeof(*e) || e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
+		return -1;
+	pc = (struct piece){
+		.key = { .pid = e->owner, .transport = TRANSPORT_TCP, .id = e->sock },
+		.hdr = &e->hdr,
+		.seq = e->seq,
+		.is_write = e->dir == TS_DIR_WRITE,
+		.flags = e->flags,
+		.total_len = e->total_len,
+		.offset = e->offset,
+		.len = e->len,
+		.data = e->data,
+		/* a record without payload stands for what was not captured */
+		.tail_missing = !e->len && (e->flags & TS_F_TRUNCATED),
+		.unseen_io = !e->len && (e->flags & TS_F_NO_USER_BUFFER),
+		.addr = &e->addr,
+	};
+	if (pc.tail_missing || pc.unseen_io)
+		p->h.sock_not_captured++;
 	on_piece(p, &pc);
 	return 0;
 }
@@ -282,6 +372,23 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 			break;
 		}
 		close_stream(p, &(struct stream_key){ h->pid, TRANSPORT_TLS, e->ssl }, h->ts_ns,
+			     "connection_closed");
+		break;
+	}
+	case TS_EV_SOCK_DATA:
+		err = on_sock_data(p, rec, size);
+		break;
+	case TS_EV_TLS_SOCK:
+		err = on_tls_sock(p, rec, size);
+		break;
+	case TS_EV_SOCK_CLOSE: {
+		struct ts_sock_close *e = rec;
+
+		if (size < sizeof(*e)) {
+			err = -1;
+			break;
+		}
+		close_stream(p, &(struct stream_key){ e->owner, TRANSPORT_TCP, e->sock }, h->ts_ns,
 			     "connection_closed");
 		break;
 	}

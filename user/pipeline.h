@@ -37,6 +37,8 @@ struct health {
 	uint64_t unsupported_encodings;
 	uint64_t unpaired_responses;
 	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
+	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no
+				       user buffer */
 	uint64_t recording_errors;  /* records that could not be written to the recording */
 	uint64_t requests;	    /* LLM requests reported */
 	uint64_t requests_incomplete;

@@ -107,6 +107,9 @@ char *report__request_json(const struct request *r, const struct request_metrics
 	json_object_set_new(o, "pid", json_integer(r->pid));
 	json_object_set_new(o, "comm", json_string(r->comm));
 	json_object_set_new(o, "role", json_string(role__name(r->role)));
+	json_object_set_new(o, "transport", str_or_null(r->transport));
+	json_object_set_new(o, "local", str_or_null(r->local));
+	json_object_set_new(o, "peer", str_or_null(r->peer));
 	json_object_set_new(o, "api", json_string(api__name(r->api)));
 	json_object_set_new(o, "model", str_or_null(model_of(r)));
 	json_object_set_new(o, "response_model", str_or_null(r->response_model));
@@ -191,6 +194,8 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s", role__name(r->role),
 		r->comm, r->pid, api__name(r->api), *model_of(r) ? model_of(r) : "-", r->path,
 		r->status, ttft, tpot, p99, e2e);
+	if (r->peer[0])
+		fprintf(f, " peer=%s", r->peer);
 	if (m->output_tokens.set)
 		fprintf(f, " out=%llu%s", (unsigned long long)m->output_tokens.v,
 			m->output_tokens_estimated ? "~" : "");
@@ -387,6 +392,17 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
 		(unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
+	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
+	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
+		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "
+			     "splice=%llu io_uring=%llu not_captured=%llu\n",
+			(unsigned long long)h->bpf[TS_CNT_SOCK_TLS],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_IGNORED],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_PEEKS],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_SENDFILE],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_SPLICE],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
+			(unsigned long long)h->sock_not_captured);
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);

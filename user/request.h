@@ -31,6 +31,7 @@ enum api {
 enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 
 #define REQ_MODEL_MAX 128
+#define REQ_ADDR_MAX 48 /* "[IPv6]:port" */
 #define REQ_REASON_MAX 32
 #define REQ_ERROR_MAX 64
 
@@ -45,6 +46,9 @@ struct request {
 	uint32_t pid;
 	char comm[TS_COMM_LEN];
 	enum role role;
+	const char *transport;	   /* "tls" or "tcp" */
+	char local[REQ_ADDR_MAX];  /* "ip:port" of this end; "" when unknown */
+	char peer[REQ_ADDR_MAX];   /* of the other end */
 	/* what */
 	enum api api;
 	char model[REQ_MODEL_MAX];	   /* as requested */

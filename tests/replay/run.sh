@@ -6,6 +6,7 @@
 # on an H200), the steps must still match it (tests/gpu/device/compare.py).
 #
 #   h200/torch         a real H200 run (PyTorch, eager, CUDA graphs, async scheduling)
+#   tcp/capture        plaintext HTTP: uvicorn, nginx in front, the TCP edge cases
 #   tls-clients/capture every client of the integration tests against the TLS fixture server
 #   vgpu/capture       the simulated engine on the stand-in libcuda (tests/gpu)
 set -u

@@ -264,6 +264,182 @@ static void test_truncated_request_body(void **state)
 	run__free(&r);
 }
 
+/* ---- plaintext TCP records ---- */
+
+static const struct ts_sock_addr v4 = {
+	.family = 2, .lport = 41000, .rport = 8000,
+	.laddr = { 10, 0, 0, 1 }, .raddr = { 10, 0, 0, 2 },
+};
+
+/* One socket record of owner pid on socket ino: len bytes of data, or (data NULL) a record
+ * saying total bytes were not captured, with flags. */
+static void sock_rec(struct run *r, uint64_t ino, uint64_t seq, bool write, uint64_t ts,
+		     const char *data, uint32_t total, uint32_t flags, const struct ts_sock_addr *a)
+{
+	uint32_t len = data ? (uint32_t)strlen(data) : 0;
+	struct ts_sock_data *e = calloc(1, sizeof(*e) + len);
+
+	assert_non_null(e);
+	e->hdr.type = TS_EV_SOCK_DATA;
+	e->hdr.size = sizeof(*e) + len;
+	e->hdr.ts_ns = ts;
+	e->hdr.pid = r->pid;
+	strcpy(e->hdr.comm, "uvicorn");
+	e->sock = ino;
+	e->seq = seq;
+	e->dir = write ? TS_DIR_WRITE : TS_DIR_READ;
+	e->flags = flags;
+	e->total_len = data ? len : total;
+	e->len = len;
+	e->owner = r->pid;
+	e->addr = *a;
+	memcpy(e->data, data ? data : "", len);
+	assert_int_equal(pipeline__feed(r->pl, e, e->hdr.size), 0);
+	free(e);
+}
+
+static void sock_close(struct run *r, uint64_t ino, uint64_t ts)
+{
+	struct ts_sock_close e = { 0 };
+
+	e.hdr.type = TS_EV_SOCK_CLOSE;
+	e.hdr.size = sizeof(e);
+	e.hdr.ts_ns = ts;
+	e.hdr.pid = r->pid;
+	e.sock = ino;
+	e.owner = r->pid;
+	assert_int_equal(pipeline__feed(r->pl, &e, sizeof(e)), 0);
+}
+
+static const char *tok_chunk = "2f\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n\r\n";
+
+/* A server's exchange on socket ino, from sequence number *seq. */
+static void sock_exchange(struct run *r, uint64_t ino, uint64_t *seq, uint64_t t, int ntok)
+{
+	sock_rec(r, ino, (*seq)++, false, t, req_chat, 0, 0, &v4);
+	sock_rec(r, ino, (*seq)++, true, t + 1 * MS, resp_head, 0, 0, &v4);
+	for (int i = 0; i < ntok; i++)
+		sock_rec(r, ino, (*seq)++, true, t + (20 + 5 * i) * MS, tok_chunk, 0, 0, &v4);
+	sock_rec(r, ino, (*seq)++, true, t + 49 * MS, "e\r\ndata: [DONE]\n\n\r\n", 0, 0, &v4);
+	sock_rec(r, ino, (*seq)++, true, t + 50 * MS, "0\r\n\r\n", 0, 0, &v4);
+}
+
+static void test_tcp_stream_addresses(void **state)
+{
+	struct ts_sock_addr v6 = { .family = 10, .lport = 8080, .rport = 50000 };
+	uint64_t seq = 0, seq6 = 0;
+	struct run r;
+
+	v6.laddr[15] = 1; /* ::1 */
+	v6.raddr[15] = 1;
+	run__init(&r);
+	sock_exchange(&r, 7001, &seq, T0, 3);
+	sock_rec(&r, 7002, seq6++, false, T0 + 100 * MS, req_chat, 0, 0, &v6);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(json_str(r.json[0], "transport"), "tcp");
+	assert_string_equal(json_str(r.json[0], "role"), "server");
+	assert_string_equal(json_str(r.json[0], "local"), "10.0.0.1:41000");
+	assert_string_equal(json_str(r.json[0], "peer"), "10.0.0.2:8000");
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 20, 1e-9);
+	assert_float_equal(json_num(r.json[0], "tpot_ms"), 5, 1e-9);
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_string_equal(json_str(r.json[1], "local"), "[::1]:8080");
+	assert_string_equal(json_str(r.json[1], "peer"), "[::1]:50000");
+	run__free(&r);
+}
+
+/* A server that closes and accepts in a loop: the kernel may hand the next socket the same
+ * fd (and memory); its inode is new, and even a reused key after a close starts afresh. */
+static void test_tcp_close_and_reuse(void **state)
+{
+	uint64_t seq = 0;
+	struct run r;
+
+	run__init(&r);
+	sock_exchange(&r, 7001, &seq, T0, 2);
+	sock_close(&r, 7001, T0 + 60 * MS);
+	seq = 0;
+	sock_exchange(&r, 7002, &seq, T0 + 100 * MS, 3);
+	sock_close(&r, 7002, T0 + 160 * MS);
+	seq = 0;
+	sock_exchange(&r, 7001, &seq, T0 + 200 * MS, 4);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(json_bool(r.json[i], "complete"), 1);
+		assert_float_equal(json_num(r.json[i], "output_tokens"), 2 + i, 0);
+	}
+	assert_int_equal(pipeline__health(r.pl)->lost_pieces, 0);
+	assert_int_equal(pipeline__health(r.pl)->streams, 3);
+	run__free(&r);
+}
+
+/* sendfile in the middle of a reply: the bytes are unseen, the request incomplete, nothing
+ * invented; the next request on the connection is measured. */
+static void test_tcp_unseen_io(void **state)
+{
+	uint64_t seq = 0;
+	struct run r;
+
+	run__init(&r);
+	sock_rec(&r, 7001, seq++, false, T0, req_chat, 0, 0, &v4);
+	sock_rec(&r, 7001, seq++, true, T0 + 1 * MS, resp_head, 0, 0, &v4);
+	sock_rec(&r, 7001, seq++, true, T0 + 20 * MS, NULL, 4096, TS_F_NO_USER_BUFFER, &v4);
+	sock_exchange(&r, 7001, &seq, T0 + 100 * MS, 2);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[0], "complete"), 0);
+	assert_string_equal(json_str(r.json[0], "error"), "unsupported_io");
+	assert_true(isnan(json_num(r.json[0], "ttft_ms")));
+	assert_int_equal(json_bool(r.json[1], "complete"), 1);
+	assert_float_equal(json_num(r.json[1], "ttft_ms"), 20, 1e-9);
+	assert_int_equal(pipeline__health(r.pl)->sock_not_captured, 1);
+	run__free(&r);
+}
+
+static void tls_link(struct run *r, uint64_t ts, uint16_t lport, bool exact)
+{
+	struct ts_tls_sock e = { 0 };
+
+	e.hdr.type = TS_EV_TLS_SOCK;
+	e.hdr.size = sizeof(e);
+	e.hdr.ts_ns = ts;
+	e.hdr.pid = r->pid;
+	e.ssl = r->ssl;
+	e.sock = 9000 + lport;
+	e.exact = exact;
+	e.addr = v4;
+	e.addr.lport = lport;
+	assert_int_equal(pipeline__feed(r->pl, &e, sizeof(e)), 0);
+}
+
+/* A memory BIO: the request is written before its socket is known, and the link that follows
+ * still reaches it. An exact link replaces an inferred one, never the reverse. */
+static void test_tls_socket_link(void **state)
+{
+	struct run r;
+
+	run__init(&r);
+	tls_link(&r, T0 - 5 * MS, 1111, false); /* before any byte: no stream counted */
+	assert_int_equal(pipeline__health(r.pl)->streams, 0);
+	exchange(&r, T0, 2);
+	run__data(&r, true, T0 + 100 * MS, req_chat, strlen(req_chat));
+	tls_link(&r, T0 + 101 * MS, 2222, true);
+	tls_link(&r, T0 + 102 * MS, 3333, false);
+	run__data(&r, false, T0 + 102 * MS, resp_head, strlen(resp_head));
+	token(&r, T0 + 120 * MS);
+	run__data(&r, false, T0 + 121 * MS, "0\r\n\r\n", 5);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(json_str(r.json[0], "transport"), "tls");
+	assert_string_equal(json_str(r.json[0], "local"), "10.0.0.1:1111");
+	assert_string_equal(json_str(r.json[1], "local"), "10.0.0.1:2222");
+	assert_string_equal(json_str(r.json[1], "peer"), "10.0.0.2:8000");
+	assert_int_equal(pipeline__health(r.pl)->streams, 1);
+	run__free(&r);
+}
+
 static void test_malformed_records(void **state)
 {
 	struct ts_event_hdr h = { .type = 77, .size = sizeof(h) };
@@ -392,6 +568,10 @@ int main(void)
 		cmocka_unit_test(test_unsupported_streams),
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
+		cmocka_unit_test(test_tcp_stream_addresses),
+		cmocka_unit_test(test_tcp_close_and_reuse),
+		cmocka_unit_test(test_tcp_unseen_io),
+		cmocka_unit_test(test_tls_socket_link),
 		cmocka_unit_test(test_malformed_records),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),

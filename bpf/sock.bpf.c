@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Plaintext TCP capture on syscall tracepoints: read, readv, recvfrom, recvmsg and write,
+ * writev, sendto, sendmsg (entry and exit), close, and the calls whose bytes cannot be seen
+ * (sendfile, splice, io_uring), which are counted and said.
+ *
+ * At entry the fd is resolved to its file (CO-RE, through the task's fd table): only a TCP
+ * socket (IPv4 or IPv6, stream) goes further, so pipes, files and Unix sockets cost those few
+ * reads and are never copied. A socket is named by its inode number (socket:[N]), which a
+ * new socket never shares with a closed one even when the kernel reuses its memory or its fd.
+ *
+ * The first bytes of a socket decide what it carries: an HTTP/1.x request or status line is
+ * captured; a TLS record header is left to the OpenSSL probes, which learn from it which
+ * addresses their stream has (tls_link.bpf.h); anything else is ignored, and later calls on a
+ * decided socket cost one map lookup.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "common.bpf.h"
+#include "tls_link.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define SOCK_STREAM 1
+#define IPPROTO_TCP 6
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define MSG_PEEK 2
+#define SOCK_MAX_STEPS (1024 + 2 * TS_MAX_PIECES) /* IOV_MAX segments, and the pieces */
+
+enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
+
+struct sock_state {
+	__u64 seq;    /* next piece sequence number */
+	__u64 linked; /* TLS sockets: the SSL* last linked to this socket */
+	__u32 owner;  /* the process whose stream this is: the first to move its bytes */
+	__u8 proto;   /* enum sock_proto */
+	__u8 _pad[3];
+};
+
+/* Every TCP socket a traced process moved bytes on, by inode number; LRU so that sockets
+ * whose close was not seen (the process died, the fd was passed on) cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sock_state);
+} sock_states SEC(".maps");
+
+/* --port: local or peer ports to capture (only with ts_filter.by_port). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} sock_ports SEC(".maps");
+
+enum call_kind {
+	CALL_BUF = 0,	 /* one user buffer: base, len */
+	CALL_IOV,	 /* a user iovec array: base, nsegs */
+	CALL_NO_BUFFER,	 /* sendfile, splice: the bytes never pass through user memory */
+};
+
+/* A call between its entry and its exit, in its thread's task storage: every exit of every
+ * read and write looks here, and a task's own storage is found faster than a hash key. */
+struct sock_call {
+	__u64 sock;	/* inode number; 0: no call pending */
+	__u64 sk;	/* struct sock *, for the addresses */
+	__u64 base;
+	__u64 len;	/* CALL_BUF: buffer size; CALL_IOV: iovec count */
+	__u64 entry_ns;
+	__u32 dir;
+	__u32 kind;	/* enum call_kind */
+	__u32 counter;	/* CALL_NO_BUFFER: what to count it as */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_call);
+} sock_calls SEC(".maps");
+
+/* Where the copy of a call's bytes stands, between steps of bpf_loop. It lives in the
+ * per-CPU scratch, not on the stack: the verifier then checks one step once, instead of
+ * following every value of every field through the loop. */
+struct copy_state {
+	__u64 total;	 /* bytes the call moved */
+	__u64 off;	 /* of them, handled so far */
+	__u64 seq;	 /* the stream's sequence number of the first piece */
+	__u64 iov, nsegs; /* CALL_IOV: the user iovec array */
+	__u64 seg_i, seg_base, seg_len, seg_done;
+	__u64 fill;	 /* bytes in the piece being built */
+	__u32 kind;
+	__u32 pieces;
+};
+
+/* A piece gathers up to TS_CHUNK_MAX bytes from as many segments as it takes (a writev of
+ * many small iovecs is one piece, not one per iovec). Twice the room, so that the verifier can
+ * see that fill + n stays inside. */
+struct sock_buf {
+	struct copy_state cs;
+	__u8 bytes[sizeof(struct ts_sock_data) + 2 * TS_CHUNK_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_buf);
+} sock_scratch SEC(".maps");
+
+/* phase: which socket an fd is */
+
+/* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/* The TCP socket behind fd in the current process, with its inode number; NULL for anything
+ * else (pipes, files, Unix and UDP sockets). Every call of a traced process pays this, so the
+ * walk uses direct loads (BTF pointers) and one helper call for the fd table slot. */
+static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	struct file *slot = NULL, *file;
+	struct inode *inode;
+	struct socket *sock;
+	struct sock *sk;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fdt->fd[fd]) || !slot)
+		return NULL;
+	file = bpf_rdonly_cast(slot, bpf_core_type_id_kernel(struct file));
+	inode = file->f_inode;
+	if (!inode || (inode->i_mode & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
+	if (sock->type != SOCK_STREAM)
+		return NULL;
+	sk = sock->sk;
+	if (!sk || sk->sk_protocol != IPPROTO_TCP)
+		return NULL;
+	*ino = inode->i_ino;
+	return sk;
+}
+
+static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	a->family = family;
+	a->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	a->_pad = 0;
+	__builtin_memset(a->laddr, 0, sizeof(a->laddr));
+	__builtin_memset(a->raddr, 0, sizeof(a->raddr));
+	if (family == AF_INET6) {
+		BPF_CORE_READ_INTO(&a->laddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&a->raddr, sk, __sk_common.skc_v6_daddr);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)a->laddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)a->raddr, sk, __sk_common.skc_daddr);
+	}
+}
+
+static __always_inline bool port_wanted(const struct ts_sock_addr *a)
+{
+	__u16 l = a->lport, r = a->rport;
+
+	if (!ts_filter.by_port)
+		return true;
+	return bpf_map_lookup_elem(&sock_ports, &l) || bpf_map_lookup_elem(&sock_ports, &r);
+}
+
+#define WORD(a, b, c, d) ((__u32)(a) | (__u32)(b) << 8 | (__u32)(c) << 16 | (__u32)(d) << 24)
+
+/* What the first bytes of a socket (n of them, in head, little-endian) say it carries;
+ * PROTO_UNKNOWN while too few to tell. A global function: verified once, on its own. */
+__noinline int classify(__u64 head, __u32 n)
+{
+	__u32 w = (__u32)head;
+
+	if (n >= 2 && (w & 0xffff) == 0x0316)
+		return PROTO_TLS;
+	if (n < 4)
+		return PROTO_UNKNOWN;
+	/* request methods, a status line (joined mid-connection), the HTTP/2 preface */
+	switch (w) {
+	case WORD('G', 'E', 'T', ' '):
+	case WORD('P', 'O', 'S', 'T'):
+	case WORD('P', 'U', 'T', ' '):
+	case WORD('H', 'E', 'A', 'D'):
+	case WORD('D', 'E', 'L', 'E'):
+	case WORD('P', 'A', 'T', 'C'):
+	case WORD('O', 'P', 'T', 'I'):
+	case WORD('H', 'T', 'T', 'P'):
+	case WORD('P', 'R', 'I', ' '):
+		return PROTO_HTTP;
+	}
+	return PROTO_IGNORED;
+}
+
+/* phase: a TLS socket tells its SSL* where it is */
+
+/* A syscall on a TLS socket: if an SSL call is running on this thread (socket BIO), or an
+ * SSL_write just returned on it and this is the write that sends its bytes (memory BIO), that
+ * SSL* uses this socket. Said once per link. */
+static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct ssl_call *call = bpf_map_lookup_elem(&tls_calls, &tid);
+	struct ts_tls_sock *e;
+	__u64 ssl = 0, *last;
+	__u32 exact = 1;
+
+	if (call) {
+		ssl = call->ssl;
+	} else if (dir == TS_DIR_WRITE && (last = bpf_map_lookup_elem(&tls_last_write, &tid))) {
+		ssl = *last;
+		exact = 0;
+		bpf_map_delete_elem(&tls_last_write, &tid);
+	}
+	if (!ssl || st->linked == ssl)
+		return;
+	st->linked = ssl;
+	e = ts_reserve(TS_EV_TLS_SOCK, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return;
+	e->ssl = ssl;
+	e->sock = ino;
+	e->exact = exact;
+	e->_pad = 0;
+	sock_addr(sk, &e->addr);
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* phase: entry: is this a socket we capture, and where are its bytes */
+
+static __always_inline int sock_enter(__u64 fd, __u64 base, __u64 len, __u32 kind, __u32 dir,
+				      __u32 counter)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ino = 0;
+	struct sock_state *st;
+	struct sock_call *c;
+	struct sock *sk;
+
+	if (!ts_traced(id >> 32))
+		return 0;
+	sk = tcp_sock_of(fd, &ino);
+	if (!sk)
+		return 0;
+	st = bpf_map_lookup_elem(&sock_states, &ino);
+	if (st && st->proto == PROTO_IGNORED)
+		return 0;
+	if (st && st->proto == PROTO_TLS) {
+		tls_link(st, ino, sk, dir);
+		return 0;
+	}
+	c = bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	*c = (struct sock_call){
+		.sock = ino,
+		.sk = (__u64)sk,
+		.base = base,
+		.len = len,
+		.entry_ns = bpf_ktime_get_ns(),
+		.dir = dir,
+		.kind = kind,
+		.counter = counter,
+	};
+	return 0;
+}
+
+/* phase: exit: what moved */
+
+/* A record with no payload: the call's bytes from offset to total were not captured. */
+static __always_inline void send_missing(struct ts_sock_data *ev, __u64 seq, __u32 flags,
+					 __u64 total, __u64 offset)
+{
+	ev->hdr.size = sizeof(*ev);
+	ev->seq = seq;
+	ev->flags = flags;
+	ev->total_len = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
+	ev->offset = offset;
+	ev->len = 0;
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
+		ts_count(TS_CNT_DROPS, 1);
+}
+
+/* The i-th segment of a user iovec array. */
+static __always_inline void iov_seg(__u64 iov, __u64 i, __u64 *base, __u64 *len)
+{
+	struct iovec v = {};
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)(iov + i * sizeof(v)));
+	*base = (__u64)v.iov_base;
+	*len = v.iov_len;
+}
+
+/* Send the piece built so far. */
+static __always_inline void send_piece(struct copy_state *s, struct ts_sock_data *ev)
+{
+	__u64 n = s->fill;
+
+	if (n == 0 || n > TS_CHUNK_MAX) /* for the verifier */
+		return;
+	ev->hdr.size = sizeof(*ev) + n;
+	ev->seq = s->seq + s->pieces;
+	ev->total_len = s->total > 0xffffffffULL ? 0xffffffffU : (__u32)s->total;
+	ev->offset = s->off - n;
+	ev->len = n;
+	s->pieces++;
+	s->fill = 0;
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, 0)) {
+		ts_count(TS_CNT_DROPS, 1);
+		ts_count(TS_CNT_DROP_BYTES, n);
+		return;
+	}
+	ts_count(TS_CNT_DATA_EVENTS, 1);
+	ts_count(TS_CNT_DATA_BYTES, n);
+}
+
+/* One step: copy from the current segment into the piece, or move to the next segment. */
+static long copy_step(__u32 i, void *unused)
+{
+	__u32 zero = 0;
+	struct sock_buf *d = bpf_map_lookup_elem(&sock_scratch, &zero);
+	struct copy_state *s;
+	struct ts_sock_data *ev;
+	__u64 n, fill;
+
+	if (!d)
+		return 1;
+	s = &d->cs;
+	ev = (struct ts_sock_data *)d->bytes;
+	if (s->off >= s->total || s->pieces >= TS_MAX_PIECES) {
+		send_piece(s, ev);
+		return 1;
+	}
+	if (s->seg_done >= s->seg_len) {
+		if (s->kind != CALL_IOV || ++s->seg_i >= s->nsegs) {
+			send_piece(s, ev);
+			return 1;
+		}
+		iov_seg(s->iov, s->seg_i, &s->seg_base, &s->seg_len);
+		s->seg_done = 0;
+		return 0;
+	}
+	fill = s->fill;
+	if (fill == 0)
+		ev->flags = 0;
+	n = s->total - s->off;
+	if (n > s->seg_len - s->seg_done)
+		n = s->seg_len - s->seg_done;
+	if (fill >= TS_CHUNK_MAX) /* for the verifier */
+		return 1;
+	if (n > TS_CHUNK_MAX - fill)
+		n = TS_CHUNK_MAX - fill;
+	if (n == 0 || n > TS_CHUNK_MAX) /* for the verifier */
+		return 1;
+	if (bpf_probe_read_user(ev->data + fill, n, (void *)(s->seg_base + s->seg_done))) {
+		ev->flags |= TS_F_READ_FAULT;
+		ts_count(TS_CNT_READ_FAULTS, 1);
+	}
+	s->fill = fill + n;
+	s->off += n;
+	s->seg_done += n;
+	if (s->fill == TS_CHUNK_MAX || s->off == s->total)
+		send_piece(s, ev);
+	return 0;
+}
+
+static __always_inline int sock_exit(long ret)
+{
+	__u64 now, id;
+	__u32 tgid, zero = 0;
+	struct sock_state *st, init = {};
+	struct copy_state cs = {}, *done;
+	struct ts_sock_addr addr;
+	struct sock_call *c;
+	struct sock_buf *d;
+	struct ts_sock_data *ev;
+	__u64 head = 0;
+
+	c = bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL, 0);
+	if (!c || !c->sock)
+		return 0; /* most calls: not a socket we capture */
+	now = bpf_ktime_get_ns();
+	id = bpf_get_current_pid_tgid();
+	tgid = id >> 32;
+	init.owner = tgid;
+	if (ret <= 0) /* EAGAIN, an error, or the peer's end of stream: nothing moved */
+		goto out;
+	cs.total = ret;
+	cs.kind = c->kind;
+	sock_addr((struct sock *)c->sk, &addr);
+	if (c->kind == CALL_BUF) {
+		cs.seg_base = c->base;
+		cs.seg_len = c->len;
+	} else if (c->kind == CALL_IOV && c->len) {
+		cs.iov = c->base;
+		cs.nsegs = c->len;
+		iov_seg(c->base, 0, &cs.seg_base, &cs.seg_len);
+	}
+
+	/* what does the socket carry: its first bytes say */
+	st = bpf_map_lookup_elem(&sock_states, &c->sock);
+	if (!st || st->proto == PROTO_UNKNOWN) {
+		__u8 proto = PROTO_UNKNOWN;
+
+		if (!port_wanted(&addr)) {
+			proto = PROTO_IGNORED;
+		} else if (c->kind != CALL_NO_BUFFER) {
+			__u64 n = cs.seg_len < sizeof(head) ? cs.seg_len : sizeof(head);
+
+			if (n > cs.total)
+				n = cs.total;
+			if (n > sizeof(head)) /* for the verifier */
+				n = sizeof(head);
+			if (bpf_probe_read_user(&head, n, (void *)cs.seg_base))
+				n = 0;
+			proto = classify(head, n);
+		}
+		if (!st) {
+			st = ts_lookup_or_init(&sock_states, &c->sock, &init);
+			if (!st)
+				goto out;
+		}
+		st->proto = proto;
+		if (proto == PROTO_TLS) {
+			ts_count(TS_CNT_SOCK_TLS, 1);
+			tls_link(st, c->sock, (struct sock *)c->sk, c->dir);
+		}
+		if (proto == PROTO_IGNORED)
+			ts_count(TS_CNT_SOCK_IGNORED, 1);
+		if (proto == PROTO_TLS || proto == PROTO_IGNORED)
+			goto out;
+	}
+
+	d = bpf_map_lookup_elem(&sock_scratch, &zero);
+	if (!d)
+		goto out;
+	ev = (struct ts_sock_data *)d->bytes;
+	ts_fill_hdr(&ev->hdr, TS_EV_SOCK_DATA, sizeof(*ev), c->dir == TS_DIR_WRITE ? c->entry_ns : now);
+	ev->sock = c->sock;
+	ev->dir = c->dir;
+	ev->owner = st->owner;
+	ev->addr = addr;
+
+	if (c->kind == CALL_NO_BUFFER) {
+		ts_count(c->counter, 1);
+		send_missing(ev, __sync_fetch_and_add(&st->seq, 1), TS_F_NO_USER_BUFFER, cs.total, 0);
+		goto out;
+	}
+
+	/* one record per piece, each within one segment, at most TS_MAX_PIECES */
+	cs.seq = st->seq;
+	d->cs = cs;
+	bpf_loop(SOCK_MAX_STEPS, copy_step, NULL, 0);
+	done = &d->cs;
+	send_piece(done, ev); /* what the last step gathered, if the steps ran out first */
+	cs.off = done->off;
+	cs.pieces = done->pieces;
+	if (cs.off < cs.total) {
+		/* more pieces or segments than the budget: the rest is counted, and said */
+		ts_count(TS_CNT_TRUNCATED, 1);
+		ts_count(TS_CNT_TRUNCATED_BYTES, cs.total - cs.off);
+		send_missing(ev, cs.seq + cs.pieces, TS_F_TRUNCATED, cs.total, cs.off);
+		cs.pieces++;
+	}
+	__sync_fetch_and_add(&st->seq, cs.pieces);
+out:
+	c->sock = 0;
+	return 0;
+}
+
+/* The exit of every captured syscall: the same work whichever it was. */
+#define SOCK_EXIT(name)                                                                        \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                            \
+	int sock_exit_##name(struct trace_event_raw_sys_exit *ctx)                             \
+	{                                                                                      \
+		return sock_exit(ctx->ret);                                                    \
+	}
+
+/* ssize_t read(int fd, void *buf, size_t count), write(int fd, const void *buf, size_t count) */
+SEC("tracepoint/syscalls/sys_enter_read")
+int sock_enter_read(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_BUF, TS_DIR_READ, 0);
+}
+SOCK_EXIT(read)
+
+SEC("tracepoint/syscalls/sys_enter_write")
+int sock_enter_write(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_BUF, TS_DIR_WRITE, 0);
+}
+SOCK_EXIT(write)
+
+/* ssize_t readv(int fd, const struct iovec *iov, int iovcnt), writev(...) */
+SEC("tracepoint/syscalls/sys_enter_readv")
+int sock_enter_readv(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_IOV, TS_DIR_READ, 0);
+}
+SOCK_EXIT(readv)
+
+SEC("tracepoint/syscalls/sys_enter_writev")
+int sock_enter_writev(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_IOV, TS_DIR_WRITE, 0);
+}
+SOCK_EXIT(writev)
+
+/* A MSG_PEEK read leaves the bytes queued: they are captured when read for real, never
+ * twice. Counted on the sockets that are (or may become) captured. */
+static __always_inline int count_peek(__u64 fd)
+{
+	struct sock_state *st;
+	__u64 ino;
+
+	if (!ts_traced(bpf_get_current_pid_tgid() >> 32) || !tcp_sock_of(fd, &ino))
+		return 0;
+	st = bpf_map_lookup_elem(&sock_states, &ino);
+	if (!st || st->proto == PROTO_HTTP || st->proto == PROTO_UNKNOWN)
+		ts_count(TS_CNT_SOCK_PEEKS, 1);
+	return 0;
+}
+
+/* ssize_t recvfrom(int fd, void *buf, size_t len, int flags, ...), sendto(...) */
+SEC("tracepoint/syscalls/sys_enter_recvfrom")
+int sock_enter_recvfrom(struct trace_event_raw_sys_enter *ctx)
+{
+	if (ctx->args[3] & MSG_PEEK)
+		return count_peek(ctx->args[0]);
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_BUF, TS_DIR_READ, 0);
+}
+SOCK_EXIT(recvfrom)
+
+SEC("tracepoint/syscalls/sys_enter_sendto")
+int sock_enter_sendto(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], ctx->args[1], ctx->args[2], CALL_BUF, TS_DIR_WRITE, 0);
+}
+SOCK_EXIT(sendto)
+
+/* ssize_t recvmsg(int fd, struct msghdr *msg, int flags), sendmsg(...): the iovec array is
+ * the message's, read from user memory at entry. */
+static __always_inline int sock_enter_msg(struct trace_event_raw_sys_enter *ctx, __u32 dir)
+{
+	struct user_msghdr m = {};
+
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)ctx->args[1]))
+		return 0;
+	return sock_enter(ctx->args[0], (__u64)m.msg_iov, m.msg_iovlen, CALL_IOV, dir, 0);
+}
+
+SEC("tracepoint/syscalls/sys_enter_recvmsg")
+int sock_enter_recvmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	if (ctx->args[2] & MSG_PEEK)
+		return count_peek(ctx->args[0]);
+	return sock_enter_msg(ctx, TS_DIR_READ);
+}
+SOCK_EXIT(recvmsg)
+
+SEC("tracepoint/syscalls/sys_enter_sendmsg")
+int sock_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter_msg(ctx, TS_DIR_WRITE);
+}
+SOCK_EXIT(sendmsg)
+
+/* ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count): file to socket in
+ * the kernel. The bytes are counted as not captured on the socket's stream. */
+SEC("tracepoint/syscalls/sys_enter_sendfile64")
+int sock_enter_sendfile64(struct trace_event_raw_sys_enter *ctx)
+{
+	return sock_enter(ctx->args[0], 0, 0, CALL_NO_BUFFER, TS_DIR_WRITE, TS_CNT_SOCK_SENDFILE);
+}
+SOCK_EXIT(sendfile64)
+
+/* ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, ...):
+ * a pipe on one side; a socket on the other is the stream whose bytes are not seen. */
+SEC("tracepoint/syscalls/sys_enter_splice")
+int sock_enter_splice(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 ino;
+
+	if (tcp_sock_of(ctx->args[2], &ino))
+		return sock_enter(ctx->args[2], 0, 0, CALL_NO_BUFFER, TS_DIR_WRITE,
+				  TS_CNT_SOCK_SPLICE);
+	return sock_enter(ctx->args[0], 0, 0, CALL_NO_BUFFER, TS_DIR_READ, TS_CNT_SOCK_SPLICE);
+}
+SOCK_EXIT(splice)
+
+/* int close(int fd): the end of a stream. A socket still open through another fd (dup,
+ * fork) ends here too; what it moves later starts a new stream. */
+SEC("tracepoint/syscalls/sys_enter_close")
+int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 ino = 0;
+	struct sock_state *st;
+	struct ts_sock_close *e;
+	__u32 owner;
+	__u8 proto;
+
+	if (!tcp_sock_of(ctx->args[0], &ino))
+		return 0;
+	st = bpf_map_lookup_elem(&sock_states, &ino);
+	if (!st)
+		return 0;
+	owner = st->owner;
+	proto = st->proto;
+	bpf_map_delete_elem(&sock_states, &ino);
+	if (proto != PROTO_HTTP && proto != PROTO_UNKNOWN)
+		return 0;
+	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return 0;
+	e->sock = ino;
+	e->owner = owner;
+	e->_pad = 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+/* io_uring moves socket bytes with no syscall per transfer: each request on a TCP socket of a
+ * traced process is counted, and a captured stream is told its bytes are no longer all seen. */
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ino = 0, seq;
+	struct sock_state *st;
+	struct ts_sock_data *ev;
+	struct sock *sk;
+	__u8 opcode;
+
+	if (!ts_traced(id >> 32))
+		return 0;
+	opcode = BPF_CORE_READ(req, opcode);
+	/* requests that move bytes: readv, writev, read/write_fixed, sendmsg, recvmsg, read,
+	 * write, send, recv, send_zc, sendmsg_zc, read_multishot */
+	if (!(opcode == 1 || opcode == 2 || opcode == 4 || opcode == 5 || opcode == 9 ||
+	      opcode == 10 || opcode == 22 || opcode == 23 || opcode == 26 || opcode == 27 ||
+	      opcode == 47 || opcode == 48 || opcode == 49))
+		return 0;
+	sk = tcp_sock_of(BPF_CORE_READ(req, cqe.fd), &ino);
+	if (!sk)
+		return 0;
+	ts_count(TS_CNT_SOCK_IO_URING, 1);
+	st = bpf_map_lookup_elem(&sock_states, &ino);
+	if (!st || st->proto != PROTO_HTTP)
+		return 0;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		ts_count(TS_CNT_DROPS, 1);
+		return 0;
+	}
+	ts_fill_hdr(&ev->hdr, TS_EV_SOCK_DATA, sizeof(*ev), bpf_ktime_get_ns());
+	seq = __sync_fetch_and_add(&st->seq, 1);
+	ev->sock = ino;
+	ev->seq = seq;
+	ev->dir = (opcode == 2 || opcode == 5 || opcode == 9 || opcode == 23 || opcode == 26 ||
+		   opcode == 47 || opcode == 48) ? TS_DIR_WRITE : TS_DIR_READ;
+	ev->flags = TS_F_NO_USER_BUFFER;
+	ev->total_len = 0;
+	ev->offset = 0;
+	ev->len = 0;
+	ev->owner = st->owner;
+	sock_addr(sk, &ev->addr);
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}

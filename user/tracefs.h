@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Classic tracepoints (SEC("tracepoint/CATEGORY/NAME"), e.g. the syscall ones) attached on
+ * hosts where tracefs is not mounted: libbpf reads the event id from a mounted tracefs only.
+ */
+#ifndef TS_TRACEFS_H
+#define TS_TRACEFS_H
+
+struct bpf_program;
+
+/* Attach prog to the tracepoint its section names; NULL with errno set on failure. */
+struct bpf_link *tracefs__attach(struct bpf_program *prog);
+/* The same, to the tracepoint CATEGORY/NAME whatever the section says. */
+struct bpf_link *tracefs__attach_to(struct bpf_program *prog, const char *category,
+				    const char *name);
+/* Forget the tracefs directory found or mounted for the attachments (they stay). */
+void tracefs__release(void);
+
+#endif
