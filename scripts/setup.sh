@@ -5,7 +5,8 @@
 set -eu
 
 need="clang llvm make gcc pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libssl-dev
-libjansson-dev libcmocka-dev openssl curl python3 util-linux time"
+libjansson-dev libcmocka-dev openssl curl python3 util-linux time
+python3-fastapi python3-uvicorn python3-uvloop nginx liburing-dev"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 
@@ -22,7 +23,10 @@ if [ -n "$missing" ]; then
 	fi
 	echo "setup: installing$missing"
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	# RUNLEVEL=1: nginx is installed for the tests to start with their own configuration;
+	# its package must not start a system-wide one.
+	RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		$missing >/dev/null
 fi
 
 # The official SDK clients used by the integration tests, pinned by package-lock.json.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Integration tests with real eBPF probes (root): real clients against a local TLS fixture
-server, traced live by ./tokenscope, checked against the ground truth the fixture writes.
+server, traced live by ./tokenscope, checked against the ground truth the fixture writes;
+then GPU steps (gpu_checks.py) and plaintext HTTP over TCP (plaintext_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -16,6 +17,7 @@ import tempfile
 import time
 
 from gpu_checks import run_gpu_checks
+from plaintext_checks import run_plaintext_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKENSCOPE = os.path.join(ROOT, "tokenscope")
@@ -363,6 +365,14 @@ def body(work, port, truth_path, server_pid):
         check_record(s, t, api, f"{label} [server]", timing)
         if s:
             check(s["pid"] == server_pid, f"{label}: server pid {s['pid']} == {server_pid}")
+        # Each TLS stream found its socket (curl, Python and the fixture through the socket
+        # call inside their SSL call; node, whose OpenSSL writes to memory, through the write
+        # that follows SSL_write): both ends name the same one.
+        if c and s:
+            check(c["transport"] == s["transport"] == "tls" and
+                  c["peer"] == s["local"] == f"127.0.0.1:{port}" and c["local"] == s["peer"]
+                  and c["local"], f"{label}: one TLS socket seen from both ends "
+                  f"({c['local']} -> {c['peer']}, {s['peer']} -> {s['local']})")
 
     check_timing()
 
@@ -417,8 +427,12 @@ def body(work, port, truth_path, server_pid):
     check("=== tokenscope summary ===" in r.stdout, "replay prints the summary")
 
     # phase: GPU steps (a tracer of their own)
-    run_gpu_checks({"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
-                    "tokenscope": TOKENSCOPE})
+    ctx = {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
+           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY}
+    run_gpu_checks(ctx)
+
+    # phase: plaintext HTTP over TCP: uvicorn, nginx, noise, edge cases (tracers of their own)
+    run_plaintext_checks(ctx)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,401 @@
+"""Plaintext HTTP over TCP with real eBPF probes (imported by run.py).
+
+1. A FastAPI app served by uvicorn (Debian's python3-fastapi and python3-uvicorn), once on
+   asyncio's loop and once on uvloop, streaming OpenAI, Anthropic (SSE) and Ollama (NDJSON)
+   on known schedules; curl and Python's http.client over plain HTTP. Client and server
+   records are checked against the app's own clock.
+2. nginx terminating TLS in front of that app (HTTP/1.1 upstream, proxy_buffering off), node's
+   fetch as the TLS client: four records per request, each with the right addresses.
+3. Noise while all that runs: random bytes both ways and a 1 GB bulk transfer over loopback
+   TCP, and a Unix socket pair: no records, no drops, counted as ignored.
+4. Edge cases (clients/tcp_edges.py): fd reuse with MSG_PEEK and partial reads, sendfile,
+   splice, writev of many iovecs, a writev past the capture budget; and replies sent through
+   io_uring (fixtures/uring_server.c) to curl.
+5. --port keeps only the sockets of that port; --no-plaintext sees none of it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+DEBIAN_PYTHON = "/usr/bin/python3"  # where python3-fastapi and python3-uvicorn live
+TOKEN_WINDOW_MS = 20.0  # how late a client may read a token the server wrote (busy 2-core VM)
+TPOT_TOLERANCE_MS = 2.0
+UVLOOP_WRITE_DELAY_NS = 5_000_000  # uvloop writes queued bytes when its loop iteration ends
+NOISE_BYTES = 1 << 30
+
+NGINX_CONF = """
+worker_processes 1;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_file(path, proc, what):
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{what} did not start")
+        time.sleep(0.05)
+    return int(open(path).read())
+
+
+def start_app(work, loop):
+    port_file = os.path.join(work, f"app-{loop}.port")
+    truth = os.path.join(work, f"app-{loop}.truth.jsonl")
+    p = subprocess.Popen([DEBIAN_PYTHON, os.path.join(FIXTURES, "fastapi_app.py"),
+                          "--port-file", port_file, "--truth", truth, "--loop", loop],
+                         stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(work, f"app-{loop}.err"), "w"))
+    return p, wait_file(port_file, p, f"uvicorn ({loop})"), truth
+
+
+def start_nginx(work, upstream, cert, key):
+    port = free_port()
+    conf = os.path.join(work, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(work=work, port=port, upstream=upstream, cert=cert, key=key))
+    p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
+                         stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(work, "nginx.stderr"), "w"))
+    import socket
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, port
+        except OSError:
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+    raise SystemExit(f"nginx did not start: {open(os.path.join(work, 'nginx.stderr')).read()}")
+
+
+FIXTURES = None
+
+
+def run_plaintext_checks(ctx):
+    global FIXTURES
+    check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
+    root, work = ctx["root"], os.path.join(ctx["work"], "plain")
+    FIXTURES = os.path.join(root, "tests", "fixtures")
+    clients = os.path.join(root, "tests", "integration", "clients")
+    cert, key = ctx["cert"], ctx["key"]
+    os.makedirs(work, exist_ok=True)
+
+    apps = {}
+    procs = []
+    try:
+        for loop in ("asyncio", "uvloop"):
+            p, port, truth = start_app(work, loop)
+            procs.append(p)
+            apps[loop] = {"proc": p, "port": port, "truth": truth}
+        nginx, nginx_port = start_nginx(work, apps["asyncio"]["port"], cert, key)
+        procs.append(nginx)
+
+        tracer = Tracer(work)
+        by_port = Tracer(os.path.join(work, "port"), "--port", str(apps["uvloop"]["port"]))
+        no_plain = Tracer(os.path.join(work, "noplain"), "--no-plaintext")
+        noise = subprocess.Popen([sys.executable, os.path.join(clients, "noise.py"), "6",
+                                  str(NOISE_BYTES)], stdout=subprocess.PIPE, text=True)
+        expect = []  # (label, loop, model, api, client comm, client clock or None)
+        client_clock = {}
+
+        # phase: curl and http.client against both uvicorn loops
+        for loop, app in apps.items():
+            tag = "a" if loop == "asyncio" else "u"
+            cases = [("/v1/chat/completions", f"fx-ttft30-itl6-n6-cache1-pc{tag}1", "openai.chat",
+                      {"stream_options": {"include_usage": True}}),
+                     ("/v1/messages", f"fx-ttft25-itl7-n5-tpe2-cache1-pc{tag}2",
+                      "anthropic.messages", {}),
+                     ("/api/chat", f"fx-ttft20-itl6-n6-pc{tag}3", "ollama", {})]
+            for path, model, api, extra in cases:
+                body = {"model": model, "stream": True,
+                        "messages": [{"role": "user", "content": "PROMPT-CANARY"}], **extra}
+                check(run(["curl", "-sS", "--fail", "-N", "-H", "Content-Type: application/json",
+                           "-H", "Authorization: Bearer sk-test-SECRET-plain", "-o", "/dev/null",
+                           f"http://127.0.0.1:{app['port']}{path}", "-d", json.dumps(body)]),
+                      f"curl {api} over plain HTTP to uvicorn ({loop}) ran")
+                expect.append((f"curl {api} ({loop})", loop, model, api, "curl", None))
+            ka = [("openai.chat", f"fx-ttft25-itl5-n5-pc{tag}4"),
+                  ("anthropic.messages", f"fx-ttft20-itl6-n4-pc{tag}5")]
+            r = subprocess.run([sys.executable, os.path.join(clients, "plain_client.py"),
+                                str(app["port"])] + [f"{d}={m}" for d, m in ka],
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"plain keep-alive client ({loop}) ran: {r.stderr[-300:]}")
+            for line in r.stdout.splitlines():
+                c = json.loads(line)
+                client_clock[c["model"]] = c
+            for d, m in ka:
+                expect.append((f"http.client keep-alive {d} ({loop})", loop, m, d, None, m))
+
+        # phase: nginx terminating TLS in front of uvicorn, node's fetch as the client
+        through = "fx-ttft30-itl6-n6-pcn1"
+        check(run(["node", os.path.join(clients, "node_client.js"), "fetch", str(nginx_port),
+                   through], env=dict(os.environ, NODE_EXTRA_CA_CERTS=cert)),
+              "node fetch through nginx ran")
+
+        # phase: edge cases, each in its own process (server and client threads)
+        edges = {"write": 20, "sendfile": 2, "splice": 2, "writev": 2, "bigwritev": 1,
+                 "short": 2}
+        for mode, n in edges.items():
+            p = subprocess.run([sys.executable, os.path.join(clients, "tcp_edges.py"), mode,
+                                str(n), f"edge-{mode}"], capture_output=True, text=True,
+                               timeout=60)
+            check(p.returncode == 0, f"tcp edge case {mode} ran: {p.stderr[-300:]}")
+
+        # replies sent through io_uring: the server's side is unseen, curl's is not
+        uring_port_file = os.path.join(work, "uring.port")
+        uring = subprocess.Popen([os.path.join(FIXTURES, ".gen", "uring_server"),
+                                  uring_port_file, "2"])
+        uring_port = wait_file(uring_port_file, uring, "uring_server")
+        for i in range(2):
+            check(run(["curl", "-sS", "--fail", "-N", "-o", "/dev/null",
+                       f"http://127.0.0.1:{uring_port}/v1/chat/completions",
+                       "-d", json.dumps({"model": f"edge-uring-{i}", "stream": True})]),
+                  f"curl to the io_uring server ran ({i})")
+        check(uring.wait(timeout=30) == 0, "io_uring server served both")
+
+        out, _ = noise.communicate(timeout=300)
+        check(noise.returncode == 0, f"noise ran, every byte intact: {out.strip()}")
+
+        rc, text, err = tracer.stop()
+        rc_port, text_port, _ = by_port.stop()
+        rc_np, text_np, _ = no_plain.stop()
+    finally:
+        for p in procs:
+            p.terminate()  # nginx's master takes its workers with it
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    check(rc == 0 and rc_port == 0 and rc_np == 0, f"tracers exited 0 ({err[-300:]})")
+    records = [json.loads(line) for line in open(tracer.out)]
+
+    def find(model, role, transport=None):
+        for r in records:
+            if r["model"] == model and r["role"] == role and \
+                    (transport is None or r["transport"] == transport):
+                return r
+        return None
+
+    # phase: each request's client and server records against the app's clock
+    truths = {}
+    for loop, app in apps.items():
+        for line in open(app["truth"]):
+            t = json.loads(line)
+            t["loop"] = loop
+            truths[t["model"]] = t
+    for label, loop, model, api, comm, clock in expect:
+        t = truths.get(model)
+        if not check(t is not None, f"{label}: the app served it"):
+            continue
+        app = apps[loop]
+        for role in ("client", "server"):
+            r = find(model, role)
+            check_plain_record(check, r, t, api, role, f"{label} [{role}]",
+                               client_clock.get(clock) if clock else None, loop=loop)
+            if not r:
+                continue
+            app_addr = f"127.0.0.1:{app['port']}"
+            check(r["transport"] == "tcp" and
+                  (r["local"] if role == "server" else r["peer"]) == app_addr,
+                  f"{label} [{role}]: transport tcp, app at {app_addr} "
+                  f"({r['transport']}, {r['local']} -> {r['peer']})")
+            if role == "server":
+                check(r["pid"] == app["proc"].pid, f"{label}: server pid is uvicorn's")
+            elif comm:
+                check(r["comm"] == comm, f"{label}: client comm {r['comm']} == {comm}")
+        c, s = find(model, "client"), find(model, "server")
+        if c and s:
+            check(c["local"] == s["peer"] and c["peer"] == s["local"],
+                  f"{label}: client and server see the same socket from both ends")
+
+    # phase: nginx: four records for one request, linked by their addresses
+    t = truths.get(through)
+    node = find(through, "client", "tls")
+    ngx_in = find(through, "server", "tls")
+    ngx_out = find(through, "client", "tcp")
+    app_in = find(through, "server", "tcp")
+    nginx_addr = f"127.0.0.1:{nginx_port}"
+    app_addr = f"127.0.0.1:{apps['asyncio']['port']}"
+    four = [("node client (TLS)", node, "client"), ("nginx server (TLS)", ngx_in, "server"),
+            ("nginx client of the upstream (TCP)", ngx_out, "client"),
+            ("app server (TCP)", app_in, "server")]
+    if check(t is not None, "nginx: the app served the proxied request"):
+        for label, r, role in four:
+            check_plain_record(check, r, t, "openai.chat", role, f"nginx: {label}", None,
+                               timing=(label == "app server (TCP)"))
+    if node and ngx_in and ngx_out and app_in:
+        check(node["comm"] == "node" and ngx_in["comm"] == "nginx" and ngx_out["comm"] == "nginx"
+              and ngx_in["pid"] == ngx_out["pid"],
+              f"nginx: the four records are node's, nginx's (both ends) and the app's "
+              f"({node['comm']}, {ngx_in['comm']}, {ngx_out['comm']})")
+        check(node["peer"] == nginx_addr and ngx_in["local"] == nginx_addr and
+              node["local"] == ngx_in["peer"] and node["local"],
+              f"nginx: node and nginx see one TLS socket ({node['local']} -> {node['peer']}, "
+              f"{ngx_in['peer']} -> {ngx_in['local']})")
+        check(ngx_out["peer"] == app_addr and app_in["local"] == app_addr and
+              ngx_out["local"] == app_in["peer"],
+              f"nginx: nginx and the app see one TCP socket ({ngx_out['local']} -> "
+              f"{ngx_out['peer']}, {app_in['peer']} -> {app_in['local']})")
+        # What each hop saw of the first token: in order along the path, none before the app
+        # wrote it.
+        firsts = [app_in["first_token_ns"], ngx_out["first_token_ns"], ngx_in["first_token_ns"],
+                  node["first_token_ns"]]
+        check(None not in firsts and t["token_ns"][0] <= firsts[0] and
+              firsts == sorted(firsts) and firsts[-1] - firsts[0] < TOKEN_WINDOW_MS * 1e6,
+              f"nginx: the first token passes app -> nginx -> node in order ({firsts})")
+
+    # phase: edge cases
+    def edge(mode, role):
+        return [r for r in records if r["model"] and r["model"].startswith(f"edge-{mode}-")
+                and r["role"] == role]
+
+    for role in ("client", "server"):
+        got = edge("write", role)
+        check(len(got) == 20 and len({r["model"] for r in got}) == 20 and
+              len({r["peer"] if role == "server" else r["local"] for r in got}) == 20 and
+              all(r["complete"] and r["token_events"] == 3 and r["output_tokens"] == 3
+                  for r in got),
+              f"fd reuse: 20 {role} records, one per connection, none merged (got {len(got)})")
+    for mode in ("writev", "bigwritev"):
+        n = edges[mode]
+        got = edge(mode, "client") + edge(mode, "server")
+        check(len(got) == 2 * n and all(r["complete"] and r["token_events"] == 3 for r in got),
+              f"{mode}: {n} request(s) measured at both ends (got {len(got)})")
+    got = edge("short", "client") + edge("short", "server")
+    check(len(got) == 4 and all(r["complete"] and r["token_events"] == 300 and
+                                r["output_tokens"] == 300 for r in got),
+          f"short writes and EAGAIN: 300 events of 1 KB each, all seen at both ends "
+          f"({[(r['role'], r['token_events'], r['error']) for r in got]})")
+    for mode in ("sendfile", "splice"):
+        cl, sv = edge(mode, "client"), edge(mode, "server")
+        check(len(cl) == 2 and all(r["complete"] and r["token_events"] == 3 for r in cl),
+              f"{mode}: the client, which reads normally, is measured ({len(cl)})")
+        check(len(sv) == 2 and all(not r["complete"] and r["error"] == "unsupported_io" and
+                                   r["token_events"] == 0 for r in sv),
+              f"{mode}: the server's reply is not seen: incomplete, unsupported_io, no tokens "
+              f"invented ({[(r['complete'], r['error']) for r in sv]})")
+    cl, sv = edge("uring", "client"), edge("uring", "server")
+    check(len(cl) == 2 and all(r["complete"] and r["token_events"] == 2 for r in cl),
+          f"io_uring: curl, which reads normally, is measured ({len(cl)})")
+    check(len(sv) == 2 and all(not r["complete"] and r["error"] == "unsupported_io" and
+                               r["token_events"] == 0 for r in sv),
+          f"io_uring: the server's reply is not seen: incomplete, unsupported_io "
+          f"({[(r['complete'], r['error']) for r in sv]})")
+    tcp = [line for line in text.splitlines() if line.startswith("tcp: ")]
+    tcp = tcp[0] if tcp else ""
+    fields = dict(kv.split("=") for kv in tcp[5:].split()) if tcp else {}
+    check(int(fields.get("sendfile", 0)) == 2 and int(fields.get("splice", 0)) >= 2 and
+          int(fields.get("io_uring", 0)) >= 2, f"sendfile, splice and io_uring counted ({tcp})")
+    check(int(fields.get("peeks", 0)) >= 20, f"MSG_PEEK reads counted, not captured ({tcp})")
+    check(int(fields.get("ignored_sockets", 0)) >= 4 and int(fields.get("tls_sockets", 0)) >= 2,
+          f"non-HTTP sockets ignored, TLS sockets left to the OpenSSL probes ({tcp})")
+    check("truncated_calls=1 " in text,
+          "the 400 KB writev is cut at the capture budget and counted (the server reads it "
+          "4 KiB at a time: nothing cut there)")
+
+    # phase: noise: nothing from it, nothing lost
+    check(all(r["pid"] != noise.pid for r in records), "noise: no records")
+    check("drops=0 " in text and "lost_pieces=0 " in text and "bad_records=0 " in text,
+          "noise: nothing dropped or lost")
+
+    # phase: --port and --no-plaintext
+    port_recs = [json.loads(line) for line in open(by_port.out)]
+    uv = f"127.0.0.1:{apps['uvloop']['port']}"
+    check(len(port_recs) >= 10 and all(uv in (r["local"], r["peer"]) for r in port_recs
+                                       if r["transport"] == "tcp"),
+          f"--port {apps['uvloop']['port']}: only that port's sockets "
+          f"({len(port_recs)} records)")
+    np_recs = [json.loads(line) for line in open(no_plain.out)]
+    check(len(np_recs) >= 2 and all(r["transport"] == "tls" for r in np_recs),
+          f"--no-plaintext: TLS records only ({len(np_recs)})")
+
+    # phase: replay gives the same records
+    replay_out = os.path.join(work, "replay.jsonl")
+    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "-q", "-o", replay_out],
+                       capture_output=True, text=True)
+    replayed = [json.loads(line) for line in open(replay_out)] if r.returncode == 0 else []
+    check(replayed == records, f"plaintext replay gives the same {len(records)} records")
+    blob = text + err + open(tracer.out).read()
+    for secret in ("SECRET", "PROMPT-CANARY", "tok0_0"):
+        check(secret not in blob, f"plaintext: no '{secret}' in any output")
+
+
+def check_plain_record(check, rec, t, api, role, label, clock, timing=True, loop="asyncio"):
+    if not check(rec is not None, f"{label}: a record exists"):
+        return
+    check(rec["complete"] is True, f"{label}: complete ({rec['error']})")
+    check(rec["api"] == api and rec["status"] == 200, f"{label}: api {rec['api']}, status 200")
+    check(rec["output_tokens"] == t["output_tokens"] and not rec["output_tokens_estimated"],
+          f"{label}: output_tokens {rec['output_tokens']} == {t['output_tokens']}")
+    want_cached = None if api == "ollama" else t["cached_tokens"]
+    check(rec["input_tokens"] == t["input_tokens"] and rec["cached_tokens"] == want_cached,
+          f"{label}: input/cached tokens {rec['input_tokens']}/{rec['cached_tokens']} == "
+          f"{t['input_tokens']}/{want_cached}")
+    check(rec["token_events"] == t["events"],
+          f"{label}: token_events {rec['token_events']} == {t['events']}")
+    if not timing:
+        return
+    first = rec["first_token_ns"]
+    if not check(first is not None and rec["tpot_ms"] is not None, f"{label}: timed"):
+        return
+    last = rec["start_ns"] + round(rec["e2e_ms"] * 1e6)
+    if role == "server":
+        # On asyncio's loop uvicorn writes each event to the socket between the app's two
+        # readings around its yield. uvloop queues the write until the loop's iteration ends,
+        # right after the app resumes and awaits its next sleep: a little later.
+        late = 0 if loop == "asyncio" else UVLOOP_WRITE_DELAY_NS
+        check(t["token_ns"][0] <= first <= t["token_after_ns"][0] + late,
+              f"{label}: first token written inside the app's yield "
+              f"({t['token_ns'][0]} <= {first} <= {t['token_after_ns'][0]} + {late})")
+        check(t["token_ns"][-1] - 2000 <= last <= t["token_after_ns"][-1] + 2000 + late,
+              f"{label}: last token written inside the app's yield")
+        lead = (t["recv_ns"] - rec["start_ns"]) / 1e6
+        check(0 <= lead <= 20, f"{label}: request read {lead:.3f} ms before the handler ran")
+    else:
+        delivery = (first - t["token_ns"][0]) / 1e6
+        check(0 <= delivery <= TOKEN_WINDOW_MS,
+              f"{label}: first token read {delivery:.3f} ms after the app wrote it")
+        check(rec["start_ns"] <= t["recv_ns"], f"{label}: request sent before the app had it")
+        if clock:
+            check(int(clock["start_ns"]) <= rec["start_ns"] and
+                  first <= int(clock["first_ns"]),
+                  f"{label}: times inside the client's own clock readings")
+    tpot = (t["token_ns"][-1] - t["token_ns"][0]) / (t["output_tokens"] - 1) / 1e6
+    check(abs(rec["tpot_ms"] - tpot) <= TPOT_TOLERANCE_MS,
+          f"{label}: tpot {rec['tpot_ms']} near the app's {tpot:.3f}")
