@@ -124,7 +124,8 @@ demo: deps
 	$(Q)./demo/run.sh
 
 bench: deps
-	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench
+	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
+		$(OUTPUT)/sockbench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -140,6 +141,10 @@ $(OUTPUT)/gpubench: bench/gpubench.c gpu-testbed
 $(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< -lssl -lcrypto $(LDLIBS_STATIC) -o $@
+
+$(OUTPUT)/sockbench: bench/sockbench.c user/tracefs.c $(OUTPUT)/bare.skel.h
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) bench/sockbench.c user/tracefs.c $(LDLIBS_STATIC) -o $@
 
 clean:
 	$(call msg,CLEAN,$(OUTPUT) tokenscope)

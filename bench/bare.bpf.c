@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The yardstick of `make bench`: a uprobe that does nothing. */
+/* The yardsticks of `make bench`: a uprobe and a tracepoint program that do nothing. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
@@ -7,6 +7,13 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 SEC("uprobe")
 int bare(void *ctx)
+{
+	return 0;
+}
+
+/* Attached by bench/sockbench.c to the enter and exit tracepoints of read and write. */
+SEC("tracepoint/syscalls/sys_enter_read")
+int bare_tp(void *ctx)
 {
 	return 0;
 }

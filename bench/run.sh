@@ -64,6 +64,44 @@ awk -v s="$ssl" -v sb="$ssl_bare" -v st="$ssl_t" -v r="$rt" -v rb="$rt_bare" -v 
 	printf "  (a traced SSL call takes an entry and a return probe; a launch only an entry probe)\n"
 }'
 
+# Plaintext TCP: the syscall tracepoints every process pays, against an empty tracepoint
+# program on the same four tracepoints (enter and exit of read and write), no filter.
+SOCK_N=${BENCH_SOCK_N:-50000}
+BULK=${BENCH_BULK_BYTES:-1073741824}
+sb=.output/sockbench
+modes="pipe tcp http"
+for m in $modes; do for k in u b t; do : >"$work/$m.$k"; done; done
+: >"$work/bulk.u"
+: >"$work/bulk.t"
+for r in $(seq "$ROUNDS"); do
+	for m in $modes; do
+		$sb "$m" "$SOCK_N" >>"$work/$m.u"
+		$sb bare $sb "$m" "$SOCK_N" >>"$work/$m.b"
+	done
+	$sb bulk "$BULK" >>"$work/bulk.u"
+	start_tracer
+	for m in $modes; do $sb "$m" "$SOCK_N" >>"$work/$m.t"; done
+	$sb bulk "$BULK" >>"$work/bulk.t"
+	stop_tracer
+done
+printf "  %-34s %9s %9s %9s %9s %9s\n" "write + read of 120 bytes (ns)" "untraced" "bare" "traced" \
+	"ratio" "of total"
+for m in $modes; do
+	u=$(median <"$work/$m.u") b=$(median <"$work/$m.b") t=$(median <"$work/$m.t")
+	case $m in
+	pipe) what="pipe (not a socket)" ;;
+	tcp) what="TCP, not HTTP (ignored socket)" ;;
+	http) what="TCP, HTTP (both calls captured)" ;;
+	esac
+	awk -v w="$what" -v u="$u" -v b="$b" -v t="$t" 'BEGIN {
+		printf "  %-34s %9.0f %9.0f %9.0f %8.2fx %8.2fx\n", w, u, b - u, t - u, (t - u) / (b - u), t / b }'
+done
+awk -v u="$(median <"$work/bulk.u")" -v t="$(median <"$work/bulk.t")" -v n="$BULK" 'BEGIN {
+	printf "  bare/traced: added per write + read pair; ratio: added, traced over bare; of total:\n"
+	printf "  the pair with tokenscope over the pair with the bare program\n"
+	printf "  bulk TCP transfer of %d MiB, not HTTP: %.0f MB/s untraced, %.0f MB/s traced: %.2fx\n", n / 1048576, u, t, t / u
+}'
+
 # Pipeline throughput: replay a recording of streamed requests.
 python3 tests/fixtures/llm_server.py --cert "$cert" --key "$key" --port-file "$work/port" \
 	--lifetime 300 >/dev/null &
