@@ -10,7 +10,8 @@ MODE says how the reply's body, or the request, travels:
   write     one write per event (the plain case: the fd-reuse test)
   sendfile  the server sends the body with sendfile(2) from a file
   splice    the server sends the body with splice(2) from a pipe
-  writev    the client sends its request with one sendmsg of 200 iovecs of a few bytes
+  writev    the client sends its request with one sendmsg of 200 iovecs of a few bytes and
+            reads the reply with readv into 16 buffers of 64 bytes
   bigwritev the same with a 400 KB request body in 1000 iovecs: past the capture budget
   short     the server's socket is non-blocking with a small send buffer and the client reads
             slowly: 300 events of 1 KB go out in short writes between EAGAINs
@@ -115,7 +116,12 @@ def request(port, model, mode):
         c.sendall(req[40:])
     got = b""
     while True:
-        d = c.recv(4096 if mode == "short" else 65536)
+        if mode == "writev":
+            bufs = [bytearray(64) for _ in range(16)]
+            n = os.readv(c.fileno(), bufs)
+            d = b"".join(bufs)[:n]
+        else:
+            d = c.recv(4096 if mode == "short" else 65536)
         if not d:
             break
         got += d
