@@ -205,6 +205,9 @@ static bool parse_header(struct http_parser *p, char *l)
 		char *end;
 		long long n;
 
+		/* digits only: strtoll would also take a sign and leading blanks */
+		if (!isdigit((unsigned char)*v))
+			return false;
 		errno = 0;
 		n = strtoll(v, &end, 10);
 		if (errno || end == v || *end || n < 0)
@@ -293,6 +296,9 @@ static enum http_error end_line(struct http_parser *p, uint64_t ts)
 		char *end;
 		unsigned long long n;
 
+		/* hex digits only: strtoull would take "-5" as a huge size, and blanks and "+" */
+		if (!isxdigit((unsigned char)*l))
+			return fail(p, HTTP_ERR_SYNTAX);
 		errno = 0;
 		n = strtoull(l, &end, 16);
 		if (errno || end == l || (*end && *end != ';' && *end != ' ' && *end != '\t'))
