@@ -30,7 +30,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
-	user/procmaps.c
+	user/procmaps.c user/outfile.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
 LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
 	user/tracefs.c

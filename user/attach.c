@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "elfsym.h"
 #include "procmaps.h"
+#include "report.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
  * DT_NEEDED libraries within milliseconds; later ones come through dlopen events). */
@@ -258,9 +259,10 @@ static int attach_one(struct attacher *a, struct bpf_object *obj, const char *pr
 	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
 	if (!l) {
 		int err = -errno;
+		char safe[REPORT_SAFE_MAX(PATH_MAX)];
 
 		fprintf(stderr, "tokenscope: cannot attach %s%s in %s: %s\n", ret ? "return of " : "",
-			sym, path, strerror(-err));
+			sym, report__text_safe(safe, sizeof(safe), path), strerror(-err));
 		return err;
 	}
 	a->links[a->nlinks++] = l;
@@ -290,8 +292,12 @@ static void attach_set(struct attacher *a, size_t set, const char *path, const u
 	a->files[set]++;
 	a->seen[a->nseen - 1].sets |= 1u << set;
 	a->last_sets |= 1u << set;
-	if (a->verbose && set != SET_DLOPEN)
-		fprintf(stderr, "tokenscope: %s probes on %s (%d functions)\n", us->name, path, attached);
+	if (a->verbose && set != SET_DLOPEN) {
+		char safe[REPORT_SAFE_MAX(PATH_MAX)];
+
+		fprintf(stderr, "tokenscope: %s probes on %s (%d functions)\n", us->name,
+			report__text_safe(safe, sizeof(safe), path), attached);
+	}
 }
 
 /* Look at one file, once: does it export what any uprobe set probes? */

@@ -530,6 +530,8 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 	if (setup(lv))
 		goto cleanup;
 
+	if (o->started && o->started(o->started_ctx))
+		goto cleanup;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s%s. Hit Ctrl-C "

@@ -24,6 +24,10 @@ struct live_opts {
 	long ringbuf_mb;   /* a power of two */
 	long duration_s;   /* 0: until SIGINT or SIGTERM */
 	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */
+	/* Called once every probe is attached, before the first record is read: the run has
+	 * started (outputs may be emptied now). Nonzero ends the run with an error. */
+	int (*started)(void *ctx);
+	void *started_ctx;
 };
 
 /* Can live tracing start on this machine (privileges, BTF, the -p processes exist)? Prints

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "live.h"
+#include "outfile.h"
 #include "pipeline.h"
 #include "recording.h"
 #include "report.h"
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: tokenscope [OPTIONS]              trace LLM API calls live\n"
-		"       tokenscope report FILE [OPTIONS]  replay a recording\n"
+		"       tokenscope report FILE [OPTIONS]  replay a recording (FILE - : standard input)\n"
 		"\n"
 		"Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
 		"hits of every streamed LLM API call that a process makes or serves, over OpenSSL or\n"
@@ -106,7 +107,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 	o->ringbuf_mb = 8;
 	if (argc > 1 && !strcmp(argv[1], "report")) {
-		if (argc < 3 || argv[2][0] == '-') {
+		if (argc < 3 || (argv[2][0] == '-' && argv[2][1])) {
 			fprintf(stderr, "tokenscope: report needs a recording FILE\n");
 			return -1;
 		}
@@ -191,32 +192,54 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static FILE *open_private(const char *path)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	FILE *f;
+/* What the run writes, and the moment it may start writing it. */
+struct outputs {
+	const struct options *o;
+	struct outfile jsonl_file, rec_file;
+	struct pipeline *pl;
+	struct recording *rec;
+	bool started;
+};
 
-	if (fd < 0)
-		return NULL;
-	if (fchmod(fd, 0600) || !(f = fdopen(fd, "w"))) {
-		close(fd);
-		return NULL;
+/* The run has started (probes attached, or the recording's header read): only now are the
+ * previous outputs emptied. */
+static int start_outputs(void *ctx)
+{
+	struct outputs *out = ctx;
+	const char *path = out->o->jsonl_path;
+
+	out->started = true;
+	if (outfile__start(&out->jsonl_file))
+		goto fail;
+	path = out->o->record_path;
+	if (out->rec_file.fd >= 0) {
+		if (outfile__start(&out->rec_file))
+			goto fail;
+		out->rec = recording__create(out->rec_file.fd);
+		out->rec_file.fd = -1; /* the recording owns it now */
+		if (!out->rec)
+			goto fail;
+		pipeline__set_recording(out->pl, out->rec);
 	}
-	return f;
+	return 0;
+fail:
+	fprintf(stderr, "tokenscope: cannot write %s: %s\n", path, strerror(errno));
+	return -1;
 }
 
 static int replay_record(void *ctx, void *rec, size_t size)
 {
-	pipeline__feed(ctx, rec, size);
+	struct outputs *out = ctx;
+
+	pipeline__feed(out->pl, rec, size);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
+	struct outputs out = { .o = &o, .jsonl_file.fd = -1, .rec_file.fd = -1 };
 	struct live_opts lo;
-	struct recording *rec = NULL;
-	struct pipeline *pl = NULL;
 	struct report *rp = NULL;
 	FILE *jsonl = NULL;
 	int err = 1;
@@ -226,51 +249,61 @@ int main(int argc, char **argv)
 	lo = (struct live_opts){ .pids = o.pids, .npids = o.npids, .comm = o.comm,
 				 .ports = o.ports, .nports = o.nports,
 				 .no_plaintext = o.no_plaintext, .ringbuf_mb = o.ringbuf_mb,
-				 .duration_s = o.duration_s, .verbose = o.verbose };
-	/* Everything that can refuse a live run is checked before any output file is touched. */
+				 .duration_s = o.duration_s, .verbose = o.verbose,
+				 .started = start_outputs, .started_ctx = &out };
+	/* Everything that can refuse a live run is checked before any output file is touched;
+	 * the files are opened (and checked) now, and emptied only once the run has started. */
 	if (!o.replay_path && live__check(&lo))
 		return 1;
-	if (o.jsonl_path && !(jsonl = open_private(o.jsonl_path))) {
-		fprintf(stderr, "tokenscope: cannot create %s: %s\n", o.jsonl_path, strerror(errno));
+	if (o.jsonl_path && outfile__open(&out.jsonl_file, o.jsonl_path))
 		return 1;
+	if (o.record_path && outfile__open(&out.rec_file, o.record_path))
+		goto cleanup;
+	if (out.jsonl_file.fd >= 0) {
+		jsonl = fdopen(out.jsonl_file.fd, "w");
+		if (!jsonl) {
+			fprintf(stderr, "tokenscope: out of memory\n");
+			goto cleanup;
+		}
 	}
 	rp = report__new(o.quiet ? NULL : stdout, jsonl);
-	pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
-	if (!pl) {
+	out.pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
+	if (!out.pl) {
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
 	}
 
 	if (o.replay_path) {
-		if (recording__replay(o.replay_path, replay_record, pl))
+		if (recording__replay(o.replay_path, start_outputs, replay_record, &out))
 			goto cleanup;
-		pipeline__finish(pl, 0);
-	} else {
-		if (o.record_path) {
-			rec = recording__create(o.record_path);
-			if (!rec) {
-				fprintf(stderr, "tokenscope: cannot create %s: %s\n", o.record_path,
-					strerror(errno));
-				goto cleanup;
-			}
-			pipeline__set_recording(pl, rec);
-		}
-		if (live__run(&lo, pl))
-			goto cleanup;
+		pipeline__finish(out.pl, 0);
+	} else if (live__run(&lo, out.pl)) {
+		goto cleanup;
 	}
-	report__summary(rp, stdout, pipeline__health(pl));
+	report__summary(rp, stdout, pipeline__health(out.pl));
 	err = 0;
 
 cleanup:
-	if (recording__close(rec)) {
+	if (recording__close(out.rec)) {
 		fprintf(stderr, "tokenscope: writing %s failed\n", o.record_path);
 		err = 1;
 	}
-	pipeline__free(pl);
+	pipeline__free(out.pl);
 	report__free(rp);
-	if (jsonl && fclose(jsonl)) {
-		fprintf(stderr, "tokenscope: writing %s failed\n", o.jsonl_path);
-		err = 1;
+	if (jsonl) {
+		/* the FILE owns the fd now */
+		out.jsonl_file.fd = -1;
+		if (fclose(jsonl) && out.started) {
+			fprintf(stderr, "tokenscope: writing %s failed\n", o.jsonl_path);
+			err = 1;
+		}
+		if (!out.started && out.jsonl_file.created)
+			unlink(o.jsonl_path);
+	}
+	if (!out.started) {
+		/* the run never began: previous outputs are as they were, new ones are gone */
+		outfile__abandon(&out.jsonl_file);
+		outfile__abandon(&out.rec_file);
 	}
 	return err;
 }

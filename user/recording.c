@@ -25,19 +25,11 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-struct recording *recording__create(const char *path)
+struct recording *recording__create(int fd)
 {
 	struct ts_rec_file_header h = { 0 };
 	struct recording *r;
-	int fd;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return NULL;
-	if (fchmod(fd, 0600)) { /* an existing file keeps its mode otherwise */
-		close(fd);
-		return NULL;
-	}
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->f = fdopen(fd, "wb"))) {
 		free(r);
@@ -78,32 +70,61 @@ int recording__close(struct recording *r)
 	return err;
 }
 
-int recording__replay(const char *path, recording_fn fn, void *ctx)
+/* Skip n bytes of a stream (a pipe cannot seek). */
+static bool skip(FILE *f, uint64_t n)
+{
+	char buf[256];
+
+	while (n) {
+		size_t k = n < sizeof(buf) ? n : sizeof(buf);
+
+		if (fread(buf, 1, k, f) != k)
+			return false;
+		n -= k;
+	}
+	return true;
+}
+
+int recording__replay(const char *path, recording_ready_fn ready, recording_fn fn, void *ctx)
 {
 	struct ts_rec_file_header h;
 	struct ts_event_hdr eh;
 	uint8_t *buf = NULL;
+	uint64_t offset;
+	bool is_stdin = !strcmp(path, "-");
 	int err = -1;
 	FILE *f;
 
-	f = fopen(path, "rb");
+	/* Read front to back, never seeking: a pipe, a FIFO or standard input ("-") works. */
+	f = is_stdin ? stdin : fopen(path, "rb");
 	if (!f) {
 		fprintf(stderr, "tokenscope: cannot open %s: %s\n", path, strerror(errno));
 		return -1;
 	}
+	if (is_stdin)
+		path = "standard input";
 	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, TS_RECORDING_MAGIC, 8)) {
 		fprintf(stderr, "tokenscope: %s is not a tokenscope recording\n", path);
 		goto out;
 	}
-	if (h.version != TS_RECORDING_VERSION || h.header_size < sizeof(h)) {
+	if (h.version != TS_RECORDING_VERSION) {
 		fprintf(stderr, "tokenscope: %s: recording version %u is not supported (want %u)\n",
 			path, h.version, TS_RECORDING_VERSION);
 		goto out;
 	}
-	if (fseek(f, h.header_size, SEEK_SET))
+	if (h.header_size < sizeof(h)) {
+		fprintf(stderr, "tokenscope: %s: corrupt header: it says it is %u bytes long, but a "
+				"version %u header has %zu\n",
+			path, h.header_size, TS_RECORDING_VERSION, sizeof(h));
 		goto out;
+	}
+	if (!skip(f, h.header_size - sizeof(h))) {
+		fprintf(stderr, "tokenscope: %s: recording ends inside its header\n", path);
+		goto out;
+	}
+	offset = h.header_size;
 	buf = malloc(REC_MAX_SIZE);
-	if (!buf)
+	if (!buf || (ready && ready(ctx)))
 		goto out;
 	for (;;) {
 		size_t n = fread(&eh, 1, sizeof(eh), f);
@@ -111,21 +132,25 @@ int recording__replay(const char *path, recording_fn fn, void *ctx)
 		if (n == 0 && feof(f))
 			break;
 		if (n != sizeof(eh) || eh.size < sizeof(eh) || eh.size > REC_MAX_SIZE) {
-			fprintf(stderr, "tokenscope: %s: truncated or corrupt record at offset %ld\n",
-				path, ftell(f) - (long)n);
+			fprintf(stderr, "tokenscope: %s: truncated or corrupt record at offset %llu\n",
+				path, (unsigned long long)offset);
 			goto out;
 		}
 		memcpy(buf, &eh, sizeof(eh));
 		if (fread(buf + sizeof(eh), 1, eh.size - sizeof(eh), f) != eh.size - sizeof(eh)) {
-			fprintf(stderr, "tokenscope: %s: recording ends inside a record\n", path);
+			fprintf(stderr, "tokenscope: %s: recording ends inside the record at offset "
+					"%llu\n",
+				path, (unsigned long long)offset);
 			goto out;
 		}
+		offset += eh.size;
 		if (fn(ctx, buf, eh.size))
 			break;
 	}
 	err = 0;
 out:
 	free(buf);
-	fclose(f);
+	if (!is_stdin)
+		fclose(f);
 	return err;
 }

@@ -46,16 +46,22 @@ TS_FIELD(ts_rec_counters, counters, 40);
 
 struct recording;
 
-/* Creates path with mode 0600 (it holds decrypted payloads). */
-struct recording *recording__create(const char *path);
+/* A recording written to fd, an empty file of mode 0600 (it holds decrypted payloads:
+ * outfile.h): writes the header. Takes fd, closed by recording__close; NULL on failure (fd
+ * closed too). */
+struct recording *recording__create(int fd);
 /* Returns 0, or -1 (errno set) when the record could not be written. */
 int recording__write(struct recording *r, const void *rec, size_t size);
 /* Returns -1 when any write failed or the file could not be flushed. */
 int recording__close(struct recording *r);
 
-/* Reads every record, in order, into fn. Returns 0, or -1 with a message on stderr when the
- * file is not a recording of a supported version or ends inside a record. */
+/* Reads every record, in order, into fn, front to back (a pipe works; path "-" is standard
+ * input). Returns 0, or -1 with a message on stderr when the file is not a recording of a
+ * supported version, its header is corrupt, or it ends inside a record. */
 typedef int (*recording_fn)(void *ctx, void *rec, size_t size);
-int recording__replay(const char *path, recording_fn fn, void *ctx);
+/* Called once the header was read and found good, before the first record (may be NULL):
+ * nonzero stops the replay with -1. */
+typedef int (*recording_ready_fn)(void *ctx);
+int recording__replay(const char *path, recording_ready_fn ready, recording_fn fn, void *ctx);
 
 #endif

@@ -183,17 +183,42 @@ static void fmt_ms(char *buf, size_t n, double v)
 		snprintf(buf, n, "%.1fms", v);
 }
 
+/* Control bytes as \\xNN: see report.h. */
+const char *report__text_safe(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 9 < n; p++) {
+		bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+
+		if (*p < 0x20 || *p == 0x7f || c1) {
+			o += snprintf(out + o, n - o, "\\x%02x", *p);
+			if (c1)
+				o += snprintf(out + o, n - o, "\\x%02x", *++p);
+		} else {
+			out[o++] = (char)*p;
+		}
+	}
+	out[o] = 0;
+	return out;
+}
+
+#define SAFE_MAX REPORT_SAFE_MAX(256)
+
 static void print_line(FILE *f, const struct request *r, const struct request_metrics *m)
 {
 	char ttft[32], tpot[32], e2e[32], p99[32];
+	char comm[TS_COMM_LEN * 8], model[SAFE_MAX], path[SAFE_MAX], error[SAFE_MAX];
 
 	fmt_ms(ttft, sizeof(ttft), m->ttft_ms);
 	fmt_ms(tpot, sizeof(tpot), m->tpot_ms);
 	fmt_ms(e2e, sizeof(e2e), m->e2e_ms);
 	fmt_ms(p99, sizeof(p99), m->itl_p99_ms);
-	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s", role__name(r->role),
-		r->comm, r->pid, api__name(r->api), *model_of(r) ? model_of(r) : "-", r->path,
-		r->status, ttft, tpot, p99, e2e);
+	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s",
+		role__name(r->role), report__text_safe(comm, sizeof(comm), r->comm), r->pid,
+		api__name(r->api),
+		*model_of(r) ? report__text_safe(model, sizeof(model), model_of(r)) : "-",
+		report__text_safe(path, sizeof(path), r->path), r->status, ttft, tpot, p99, e2e);
 	if (r->peer[0])
 		fprintf(f, " peer=%s", r->peer);
 	if (m->output_tokens.set)
@@ -206,7 +231,7 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 	if (!m->complete)
 		fprintf(f, " INCOMPLETE");
 	if (r->error[0])
-		fprintf(f, " error=%s", r->error);
+		fprintf(f, " error=%s", report__text_safe(error, sizeof(error), r->error));
 	fputc('\n', f);
 	fflush(f);
 }
@@ -342,8 +367,11 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 	if (!rp->groups && !rp->steps)
 		fprintf(out, "no LLM API requests or GPU steps seen\n");
 	for (struct group *g = rp->groups; g; g = g->next) {
-		fprintf(out, "%s[%u] %s %s model=%s requests=%llu incomplete=%llu\n", g->comm, g->pid,
-			role__name(g->role), api__name(g->api), g->model[0] ? g->model : "-",
+		char comm[TS_COMM_LEN * 8], model[SAFE_MAX];
+
+		fprintf(out, "%s[%u] %s %s model=%s requests=%llu incomplete=%llu\n",
+			report__text_safe(comm, sizeof(comm), g->comm), g->pid, role__name(g->role),
+			api__name(g->api), g->model[0] ? report__text_safe(model, sizeof(model), g->model) : "-",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
 		print_pcts(out, "ttft_ms", &g->ttft);
 		print_pcts(out, "ttft_ms hit", &g->ttft_hit);
@@ -356,9 +384,10 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 	}
 	for (struct step_group *sg = rp->steps; sg; sg = sg->next) {
 		double span = (double)(sg->last_ns - sg->first_ns) / 1e9;
+		char comm[TS_COMM_LEN * 8];
 
 		fprintf(out, "%s[%u] gpu steps=%llu (%llu with completion bounded) steps/s=%.1f\n",
-			sg->comm, sg->pid, (unsigned long long)sg->n, (unsigned long long)sg->bound,
+			report__text_safe(comm, sizeof(comm), sg->comm), sg->pid, (unsigned long long)sg->n, (unsigned long long)sg->bound,
 			span > 0 ? (double)sg->n / span : 0.0);
 		print_pcts(out, "step_ms", &sg->step_ms);
 		print_pcts(out, "launches/step", &sg->launches);

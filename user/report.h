@@ -25,4 +25,14 @@ char *report__step_json(const struct gpu *g, const struct gpu_step *s);
 /* The JSON Lines object of one request (caller frees with free()). */
 char *report__request_json(const struct request *r, const struct request_metrics *m);
 
+/*
+ * s as text that is safe on a terminal or in a text file: what comes from traced traffic or
+ * processes (model names, paths, error types, command names, file names) could carry escape
+ * sequences that retitle, recolour or rewrite the reader's terminal. Control bytes (C0, DEL,
+ * and C1 as UTF-8: 0xC2 0x80-0x9F) are written as \xNN; the rest is kept. Cut to fit out,
+ * which REPORT_SAFE_MAX(len) bytes always suffice for. Returns out.
+ */
+#define REPORT_SAFE_MAX(len) ((len) * 4 + 16)
+const char *report__text_safe(char *out, size_t n, const char *s);
+
 #endif

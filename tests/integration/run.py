@@ -212,6 +212,48 @@ def main():
     return 1 if failed else 0
 
 
+def check_output_files(work):
+    """Output files as an attacker in a shared directory would want them: a symlink planted
+    towards a victim file, a file owned by another user, and a previous output that a failing
+    run must leave as it was."""
+    shared = os.path.join(work, "shared")
+    os.makedirs(shared)
+    os.chmod(shared, 0o1777)
+    victim = os.path.join(work, "victim")
+    with open(victim, "w") as f:
+        f.write("precious")
+    os.chmod(victim, 0o644)
+    link = os.path.join(shared, "out.jsonl")
+    os.symlink(victim, link)
+    theirs = os.path.join(shared, "theirs.tsrec")
+    with open(theirs, "w") as f:
+        f.write("theirs")
+    os.chown(theirs, 65534, 65534)
+    for args, why in ((["-o", link], "is a symbolic link"),
+                      (["-r", link], "is a symbolic link"),
+                      (["-r", theirs], "owned by uid 65534"),
+                      (["-o", theirs], "owned by uid 65534")):
+        r = subprocess.run([TOKENSCOPE, "-d", "1", *args], capture_output=True, text=True)
+        check(r.returncode == 1 and why in r.stderr and r.stderr.count("\n") == 1,
+              f"{' '.join(args)}: refused in one line ({r.returncode}, {r.stderr!r})")
+    st = os.stat(victim)
+    check(open(victim).read() == "precious" and st.st_mode & 0o777 == 0o644 and
+          open(theirs).read() == "theirs" and os.stat(theirs).st_uid == 65534,
+          "the symlink's target and the other user's file are untouched")
+    # A run that fails at start (not privileged) leaves the previous output as it was and
+    # creates no recording.
+    mine = os.path.join(shared, "mine.jsonl")
+    with open(mine, "w") as f:
+        f.write("previous run\n")
+    os.chown(mine, 65534, 65534)
+    rec = os.path.join(shared, "new.tsrec")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        TOKENSCOPE, "-d", "1", "-o", mine, "-r", rec],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and open(mine).read() == "previous run\n" and
+          not os.path.exists(rec), f"a run that fails at start destroys nothing ({r.stderr!r})")
+
+
 def body(work, port, truth_path, server_pid):
     env = dict(os.environ, NODE_EXTRA_CA_CERTS=CERT)
 
@@ -220,6 +262,7 @@ def body(work, port, truth_path, server_pid):
                         TOKENSCOPE, "-d", "1"], capture_output=True, text=True)
     check(r.returncode == 1 and r.stderr.count("\n") == 1 and "root" in r.stderr,
           f"unprivileged run fails clearly (rc {r.returncode}, {r.stderr!r})")
+    check_output_files(work)
 
     # A private copy of node, started only after tokenscope: found through its exec.
     late_node = os.path.join(work, "late", "node")

@@ -39,5 +39,32 @@ for rec in tests/fixtures/*/*.tsrec.gz; do
 		fi
 	fi
 done
+# The reader streams: a pipe, standard input ("-") and a FIFO give the same records as a file.
+rec=tests/fixtures/tcp/capture.tsrec.gz
+gunzip -c "${rec%.tsrec.gz}.jsonl.gz" >"$tmp/want.jsonl"
+gunzip -c "$rec" | ./tokenscope report - -q -o "$tmp/stdin.jsonl" >/dev/null
+mkfifo "$tmp/fifo"
+gunzip -c "$rec" >"$tmp/fifo" &
+./tokenscope report "$tmp/fifo" -q -o "$tmp/fifo.jsonl" >/dev/null
+wait
+for how in stdin fifo; do
+	if cmp -s "$tmp/$how.jsonl" "$tmp/want.jsonl"; then
+		pass=$((pass + 1))
+	else
+		echo "FAIL: a recording read from $how differs from the live records"
+		fail=$((fail + 1))
+	fi
+done
+# A header that says it is shorter than it is: the message says what is wrong.
+gunzip -c "$rec" >"$tmp/bad.tsrec"
+printf '\010\000\000\000' | dd of="$tmp/bad.tsrec" bs=1 seek=12 conv=notrunc status=none
+if ! ./tokenscope report "$tmp/bad.tsrec" -q 2>"$tmp/bad.err" >/dev/null &&
+	grep -q "corrupt header: it says it is 8 bytes long" "$tmp/bad.err"; then
+	pass=$((pass + 1))
+else
+	echo "FAIL: a corrupt header_size is not named: $(cat "$tmp/bad.err")"
+	fail=$((fail + 1))
+fi
+
 echo "replay: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]

@@ -16,7 +16,9 @@
 #include <cmocka.h>
 
 #include "helpers.h"
+#include "outfile.h"
 #include "recording.h"
+#include "report.h"
 
 #define T0 (1000 * MS)
 
@@ -440,6 +442,124 @@ static void test_tls_socket_link(void **state)
 	run__free(&r);
 }
 
+/* A model name from the traffic carrying terminal escapes (set the title, turn red, a C1
+ * CSI): the text line and the summary show them as \xNN; JSON keeps the value, escaped the
+ * JSON way. */
+static void evil_exchange(struct run *r, const char *model_json)
+{
+	char req[512];
+	int len = snprintf(req, sizeof(req),
+			   "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %zu\r\n\r\n"
+			   "{\"model\":\"%s\",\"stream\":true}",
+			   strlen("{\"model\":\"\",\"stream\":true}") + strlen(model_json), model_json);
+
+	run__data(r, true, T0, req, (size_t)len);
+	run__data(r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+	token(r, T0 + 10 * MS);
+	chunk(r, T0 + 11 * MS, "data: [DONE]\n\n");
+	run__data(r, false, T0 + 12 * MS, "0\r\n\r\n", 5);
+}
+
+static void test_terminal_escapes(void **state)
+{
+	/* as sent, in JSON; and as decoded */
+	static const char evil_json[] = "m\\u001b]0;pwned\\u0007\\u001b[31mred\\u009b2J";
+	static const char evil[] = "m\x1b]0;pwned\x07\x1b[31mred\xc2\x9b" "2J";
+	char text[8192];
+	FILE *lines = tmpfile();
+	struct report *rp = report__new(lines, NULL);
+	struct run r;
+	size_t n;
+
+	assert_non_null(lines);
+	assert_non_null(rp);
+	run__init(&r);
+	pipeline__free(r.pl);
+	r.pl = pipeline__new(report__request, report__step, rp); /* the real text output */
+	evil_exchange(&r, evil_json);
+	pipeline__finish(r.pl, T0 + 99 * MS);
+	report__summary(rp, lines, pipeline__health(r.pl));
+	rewind(lines);
+	n = fread(text, 1, sizeof(text) - 1, lines);
+	text[n] = 0;
+	assert_null(strchr(text, 0x1b));
+	assert_null(strchr(text, 0x07));
+	assert_null(strstr(text, "\xc2\x9b"));
+	assert_non_null(strstr(text, " m\\x1b]0;pwned\\x07\\x1b[31mred\\xc2\\x9b2J /v1/chat"));
+	assert_non_null(strstr(text, "model=m\\x1b]0;pwned\\x07"));
+	run__free(&r);
+	report__free(rp);
+	fclose(lines);
+
+	run__init(&r);
+	evil_exchange(&r, evil_json);
+	run__finish(&r, T0 + 99 * MS);
+	assert_int_equal(r.n, 1);
+	assert_non_null(strstr(r.json[0], "\"model\":\"m\\u001B]0;pwned\\u0007"));
+	assert_string_equal(json_str(r.json[0], "model"), evil);
+	run__free(&r);
+}
+
+/* Output files: never through a symlink, never a FIFO or device; an existing file is kept as
+ * it was until the run starts; a file the run created is removed when it never starts. */
+static void test_output_files(void **state)
+{
+	char dir[] = "/tmp/tokenscope-out-XXXXXX", target[64], link[64], fifo[64], plain[64],
+	     fresh[64], buf[16] = "";
+	struct outfile o;
+	struct stat st;
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", dir);
+	f = fopen(target, "w");
+	fputs("precious", f);
+	fclose(f);
+	chmod(target, 0644);
+	assert_int_equal(symlink(target, link), 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+
+	assert_int_equal(outfile__open(&o, link), -1);
+	assert_int_equal(outfile__open(&o, fifo), -1);
+	assert_int_equal(outfile__open(&o, dir), -1);
+	assert_int_equal(stat(target, &st), 0);
+	assert_int_equal(st.st_size, 8);
+	assert_int_equal(st.st_mode & 0777, 0644);
+
+	/* an existing file: untouched until start, then emptied and private */
+	assert_int_equal(rename(target, plain), 0);
+	assert_int_equal(outfile__open(&o, plain), 0);
+	assert_int_equal(stat(plain, &st), 0);
+	assert_int_equal(st.st_size, 8);
+	outfile__abandon(&o); /* a run that never started */
+	f = fopen(plain, "r");
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, "precious");
+	assert_int_equal(outfile__open(&o, plain), 0);
+	assert_int_equal(outfile__start(&o), 0);
+	assert_int_equal(stat(plain, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	outfile__abandon(&o); /* not created by it: stays */
+	assert_int_equal(stat(plain, &st), 0);
+
+	/* a new file: removed when the run never starts */
+	assert_int_equal(outfile__open(&o, fresh), 0);
+	assert_int_equal(stat(fresh, &st), 0);
+	outfile__abandon(&o);
+	assert_int_equal(stat(fresh, &st), -1);
+
+	unlink(link);
+	unlink(fifo);
+	unlink(plain);
+	rmdir(dir);
+}
+
 static void test_malformed_records(void **state)
 {
 	struct ts_event_hdr h = { .type = 77, .size = sizeof(h) };
@@ -507,10 +627,14 @@ static void test_recording_roundtrip(void **state)
 	FILE *f;
 	int fd = mkstemp(path);
 
+	struct outfile out;
+
 	assert_true(fd >= 0);
 	close(fd);
 	chmod(path, 0644);
-	rec = recording__create(path);
+	assert_int_equal(outfile__open(&out, path), 0);
+	assert_int_equal(outfile__start(&out), 0);
+	rec = recording__create(out.fd);
 	assert_non_null(rec);
 
 	run__init(&live);
@@ -537,7 +661,7 @@ static void test_recording_roundtrip(void **state)
 	free(buf);
 
 	run__init(&replay);
-	assert_int_equal(recording__replay(path, replay_into, replay.pl), 0);
+	assert_int_equal(recording__replay(path, NULL, replay_into, replay.pl), 0);
 	run__finish(&replay, 0);
 	assert_int_equal(replay.n, live.n);
 	assert_int_equal(replay.n, 2);
@@ -550,8 +674,8 @@ static void test_recording_roundtrip(void **state)
 	f = fopen(path, "r+b");
 	fwrite("NOTATSRC", 1, 8, f);
 	fclose(f);
-	assert_int_equal(recording__replay(path, replay_into, replay.pl), -1);
-	assert_int_equal(recording__replay("/nonexistent/x", replay_into, replay.pl), -1);
+	assert_int_equal(recording__replay(path, NULL, replay_into, replay.pl), -1);
+	assert_int_equal(recording__replay("/nonexistent/x", NULL, replay_into, replay.pl), -1);
 	run__free(&live);
 	run__free(&replay);
 	unlink(path);
@@ -572,6 +696,8 @@ int main(void)
 		cmocka_unit_test(test_tcp_close_and_reuse),
 		cmocka_unit_test(test_tcp_unseen_io),
 		cmocka_unit_test(test_tls_socket_link),
+		cmocka_unit_test(test_terminal_escapes),
+		cmocka_unit_test(test_output_files),
 		cmocka_unit_test(test_malformed_records),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),
