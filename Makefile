@@ -49,7 +49,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized replay integration demo bench deps fixtures gpu-testbed
+.PHONY: all clean test unit unit-sanitized asan replay integration demo bench deps fixtures \
+	gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
 .SECONDARY:
@@ -78,7 +79,7 @@ $(OUTPUT)/user/%.o: user/%.c | $(OUTPUT)/user
 # The skeletons are generated headers: objects that include them must wait for them.
 $(LIVE_OBJS): $(SKELS)
 
-tokenscope: $(LIVE_OBJS) $(CORE_OBJS)
+tokenscope $(OUTPUT)/tokenscope: $(LIVE_OBJS) $(CORE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS_STATIC) -o $@
 
@@ -101,6 +102,7 @@ unit: $(UNIT_BINS)
 	$(Q)./tests/unit/run.sh $(UNIT_BINS)
 
 # Recorded captures (a real H200 run among them) replayed and checked; no root needed.
+# TOKENSCOPE=./tokenscope-asan runs them through the sanitized build.
 replay: tokenscope
 	$(Q)./tests/replay/run.sh
 
@@ -113,11 +115,23 @@ test: deps
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration
+	$(Q)$(MAKE) -s asan
+	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/replay/run.sh
+	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/integration/run.sh --only plaintext
+
+SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
 
 # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
 unit-sanitized:
-	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="-O1 -g -fsanitize=address,undefined \
-		-fno-omit-frame-pointer -fno-sanitize-recover=all" unit
+	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" unit
+
+# The tracer itself under both sanitizers, beside the release build: ./tokenscope-asan (its
+# objects in $(OUTPUT)/san). `make test` replays every recording and runs the plaintext
+# integration tests with it.
+asan:
+	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" $(OUTPUT)/san/tokenscope
+	$(Q)cp $(OUTPUT)/san/tokenscope tokenscope-asan
 
 demo: deps
 	$(Q)$(MAKE) -s all fixtures
@@ -148,7 +162,7 @@ $(OUTPUT)/sockbench: bench/sockbench.c user/tracefs.c $(OUTPUT)/bare.skel.h
 
 clean:
 	$(call msg,CLEAN,$(OUTPUT) tokenscope)
-	$(Q)rm -rf $(OUTPUT) tokenscope
+	$(Q)rm -rf $(OUTPUT) tokenscope tokenscope-asan
 	$(Q)$(MAKE) -s -C tests/fixtures clean
 	$(Q)$(MAKE) -s -C tests/gpu clean
 

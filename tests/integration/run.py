@@ -20,7 +20,8 @@ from gpu_checks import run_gpu_checks
 from plaintext_checks import run_plaintext_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOKENSCOPE = os.path.join(ROOT, "tokenscope")
+# TOKENSCOPE=./tokenscope-asan: the same tests against the sanitized build (make asan).
+TOKENSCOPE = os.path.abspath(os.environ.get("TOKENSCOPE", os.path.join(ROOT, "tokenscope")))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 CLIENTS = os.path.join(ROOT, "tests", "integration", "clients")
 CERT = os.path.join(FIXTURES, ".gen", "cert.pem")
@@ -189,6 +190,22 @@ def main():
     if os.geteuid() != 0:
         raise SystemExit("integration tests load eBPF programs: run them as root")
     work = tempfile.mkdtemp(prefix="tokenscope-it-")
+    print(f"integration: with {TOKENSCOPE}", flush=True)
+    if sys.argv[1:] == ["--only", "plaintext"]:
+        # the plaintext phase alone (make test runs it again with the sanitized build)
+        try:
+            run_plaintext_checks({"check": check, "Tracer": Tracer, "run": run, "root": ROOT,
+                                  "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
+                                  "key": KEY})
+        finally:
+            if failed == 0:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                print(f"kept {work} for inspection")
+        print(f"\nintegration (plaintext): {passed} passed, {failed} failed")
+        return 1 if failed else 0
+    if sys.argv[1:]:
+        raise SystemExit("usage: run.py [--only plaintext]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),

@@ -7,4 +7,4 @@ if [ "$(id -u)" != 0 ]; then
 	echo "integration tests load eBPF programs and must run as root" >&2
 	exit 1
 fi
-exec python3 tests/integration/run.py
+exec python3 tests/integration/run.py "$@"

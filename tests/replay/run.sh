@@ -11,6 +11,8 @@
 #   vgpu/capture       the simulated engine on the stand-in libcuda (tests/gpu)
 set -u
 cd "$(dirname "$0")/../.."
+TOKENSCOPE=${TOKENSCOPE:-./tokenscope}
+echo "replay: with $TOKENSCOPE"
 pass=0
 fail=0
 tmp=$(mktemp -d)
@@ -21,7 +23,7 @@ for rec in tests/fixtures/*/*.tsrec.gz; do
 	want=${rec%.tsrec.gz}.jsonl.gz
 	gunzip -c "$rec" >"$tmp/$name.tsrec"
 	gunzip -c "$want" >"$tmp/$name.live.jsonl"
-	if ./tokenscope report "$tmp/$name.tsrec" -q -o "$tmp/$name.replay.jsonl" >"$tmp/$name.summary" &&
+	if $TOKENSCOPE report "$tmp/$name.tsrec" -q -o "$tmp/$name.replay.jsonl" >"$tmp/$name.summary" &&
 		[ -s "$tmp/$name.live.jsonl" ] && cmp -s "$tmp/$name.replay.jsonl" "$tmp/$name.live.jsonl"; then
 		pass=$((pass + 1))
 	else
@@ -42,10 +44,10 @@ done
 # The reader streams: a pipe, standard input ("-") and a FIFO give the same records as a file.
 rec=tests/fixtures/tcp/capture.tsrec.gz
 gunzip -c "${rec%.tsrec.gz}.jsonl.gz" >"$tmp/want.jsonl"
-gunzip -c "$rec" | ./tokenscope report - -q -o "$tmp/stdin.jsonl" >/dev/null
+gunzip -c "$rec" | $TOKENSCOPE report - -q -o "$tmp/stdin.jsonl" >/dev/null
 mkfifo "$tmp/fifo"
 gunzip -c "$rec" >"$tmp/fifo" &
-./tokenscope report "$tmp/fifo" -q -o "$tmp/fifo.jsonl" >/dev/null
+$TOKENSCOPE report "$tmp/fifo" -q -o "$tmp/fifo.jsonl" >/dev/null
 wait
 for how in stdin fifo; do
 	if cmp -s "$tmp/$how.jsonl" "$tmp/want.jsonl"; then
@@ -58,7 +60,7 @@ done
 # A header that says it is shorter than it is: the message says what is wrong.
 gunzip -c "$rec" >"$tmp/bad.tsrec"
 printf '\010\000\000\000' | dd of="$tmp/bad.tsrec" bs=1 seek=12 conv=notrunc status=none
-if ! ./tokenscope report "$tmp/bad.tsrec" -q 2>"$tmp/bad.err" >/dev/null &&
+if ! $TOKENSCOPE report "$tmp/bad.tsrec" -q 2>"$tmp/bad.err" >/dev/null &&
 	grep -q "corrupt header: it says it is 8 bytes long" "$tmp/bad.err"; then
 	pass=$((pass + 1))
 else
