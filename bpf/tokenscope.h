@@ -220,6 +220,7 @@ enum ts_counter {
 	TS_CNT_SOCK_SENDFILE,	/* sendfile calls on captured sockets: bytes not seen */
 	TS_CNT_SOCK_SPLICE,	/* splice calls to or from captured sockets: bytes not seen */
 	TS_CNT_SOCK_IO_URING,	/* io_uring requests on TCP sockets: bytes not seen */
+	TS_CNT_PROBES_OFF,	/* uprobes that could not be attached (set by userspace) */
 	TS_CNT__MAX,
 };
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,7 @@ struct attacher {
 	size_t nlinks, linkcap;
 	struct rescan *rescans;
 	size_t nrescans, rescancap;
+	size_t probes_off; /* probes that stayed unattached after their retries */
 };
 
 struct attacher *attacher__new(int verbose)
@@ -244,6 +246,37 @@ static bool first_sight(struct attacher *a, const struct stat *st)
 	return true;
 }
 
+#define ATTACH_TRIES 4
+#define ATTACH_RETRY_US 10000 /* doubled after each try */
+
+/* Attaching can fail for a moment (another instance registering or removing a probe on the
+ * same function): try again before giving up. A missing function or memory is not retried. */
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return 0;
+}
+
+static struct bpf_link *attach_retrying(struct attacher *a, struct bpf_program *prog, bool ret,
+					const char *path, uint64_t off)
+{
+	/* libbpf's own line per failed try is left out: attach_one says it once, better */
+	libbpf_print_fn_t print = a->verbose > 1 ? NULL : libbpf_set_print(libbpf_quiet);
+	struct bpf_link *l = NULL;
+	int err = 0;
+
+	for (int i = 0; i < ATTACH_TRIES; i++) {
+		l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+		err = errno;
+		if (l || err == ENOENT || err == ENOMEM)
+			break;
+		usleep(ATTACH_RETRY_US << i);
+	}
+	if (a->verbose <= 1)
+		libbpf_set_print(print);
+	errno = err;
+	return l;
+}
+
 static int attach_one(struct attacher *a, struct bpf_object *obj, const char *prog_name, bool ret,
 		      const char *path, uint64_t off, const char *sym)
 {
@@ -256,17 +289,30 @@ static int attach_one(struct attacher *a, struct bpf_object *obj, const char *pr
 	}
 	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
 		return -ENOMEM;
-	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+	l = attach_retrying(a, prog, ret, path, off);
 	if (!l) {
 		int err = -errno;
 		char safe[REPORT_SAFE_MAX(PATH_MAX)];
 
-		fprintf(stderr, "tokenscope: cannot attach %s%s in %s: %s\n", ret ? "return of " : "",
-			sym, report__text_safe(safe, sizeof(safe), path), strerror(-err));
+		/* The kernel refuses a second uprobe on an address another one holds with a
+		 * different ref_ctr_offset (bcc's sslsniff registers them so) with EINVAL. */
+		a->probes_off++;
+		fprintf(stderr, "tokenscope: warning: %s in %s stays unprobed (%s probe: %s)%s; its "
+				"calls there are not seen\n",
+			sym, report__text_safe(safe, sizeof(safe), path), ret ? "return" : "entry",
+			strerror(-err),
+			err == -EINVAL ? ": another tracer may hold this function with a uprobe of "
+					 "another ref_ctr_offset (bcc's sslsniff does; see dmesg)"
+				       : "");
 		return err;
 	}
 	a->links[a->nlinks++] = l;
 	return 0;
+}
+
+size_t attacher__probes_off(const struct attacher *a)
+{
+	return a->probes_off;
 }
 
 /* Every probe of the set whose function the file has. */

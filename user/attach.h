@@ -40,5 +40,7 @@ int attacher__next_due_ms(const struct attacher *a, uint64_t now_ns, int max_ms)
 void attacher__tick(struct attacher *a, uint64_t now_ns);
 /* Files that got a uprobe set ("TLS", "CUDA", "dlopen"). */
 size_t attacher__files(const struct attacher *a, const char *set);
+/* Probes that could not be attached, after retries (each one warned about). */
+size_t attacher__probes_off(const struct attacher *a);
 
 #endif

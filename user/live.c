@@ -385,6 +385,7 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 			out[k] += vals[c];
 	}
 	free(vals);
+	out[TS_CNT_PROBES_OFF] = lv->att ? attacher__probes_off(lv->att) : 0;
 	return 0;
 }
 
@@ -534,11 +535,16 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 		goto cleanup;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s%s. Hit Ctrl-C "
+	if (attacher__probes_off(lv->att))
+		fprintf(stderr, "tokenscope: tracing is partial: %zu probe%s could not be attached "
+				"(above)\n",
+			attacher__probes_off(lv->att), attacher__probes_off(lv->att) == 1 ? "" : "s");
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s%s%s. Hit Ctrl-C "
 			"to end.\n",
 		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "CUDA"),
 		loaded(lv, "sock") ? ", plaintext TCP" : "",
-		o->npids || o->comm || o->nports ? " (filtered)" : "");
+		o->npids || o->comm || o->nports ? " (filtered)" : "",
+		attacher__probes_off(lv->att) ? " (partial)" : "");
 
 	/* phase: consume events until told to stop */
 	if (consume(lv))

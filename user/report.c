@@ -432,6 +432,12 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_SOCK_SPLICE],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
 			(unsigned long long)h->sock_not_captured);
+	if (h->bpf[TS_CNT_PROBES_OFF])
+		fprintf(out, "WARNING: %llu probe%s could not be attached: calls through %s were not "
+			     "seen (tracing was partial)\n",
+			(unsigned long long)h->bpf[TS_CNT_PROBES_OFF],
+			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "" : "s",
+			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "it" : "them");
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);

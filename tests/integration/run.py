@@ -271,6 +271,30 @@ def check_output_files(work):
           not os.path.exists(rec), f"a run that fails at start destroys nothing ({r.stderr!r})")
 
 
+def check_held_probe():
+    """Another tracer holds SSL_read with a reference-counted uprobe (as bcc's sslsniff
+    does): the kernel refuses tokenscope's probe there. It must say so, name the function and
+    the file, call the run partial, and count it."""
+    gen = os.path.join(FIXTURES, ".gen")
+    lib = os.path.join(gen, "libprobed.so")
+    holder = subprocess.Popen([os.path.join(gen, "probe_holder"), lib, "SSL_read",
+                               "probed_semaphore"], stdout=subprocess.PIPE, text=True)
+    try:
+        if not check(holder.stdout.readline().strip() == "HOLDING", "probe holder holds"):
+            return
+        r = subprocess.run([TOKENSCOPE, "-d", "1"], capture_output=True, text=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    check(r.returncode == 0 and f"SSL_read in {lib} stays unprobed (return probe: Invalid "
+          "argument): another tracer may hold this function" in r.stderr and
+          "tracing is partial: 1 probe could not be attached" in r.stderr and
+          "(partial). Hit Ctrl-C to end." in r.stderr and
+          "WARNING: 1 probe could not be attached" in r.stdout,
+          f"a probe held by another tracer is named, the run called partial and counted "
+          f"({r.returncode}, {r.stderr[-600:]!r}, {r.stdout[-300:]!r})")
+
+
 def body(work, port, truth_path, server_pid):
     env = dict(os.environ, NODE_EXTRA_CA_CERTS=CERT)
 
@@ -280,6 +304,7 @@ def body(work, port, truth_path, server_pid):
     check(r.returncode == 1 and r.stderr.count("\n") == 1 and "root" in r.stderr,
           f"unprivileged run fails clearly (rc {r.returncode}, {r.stderr!r})")
     check_output_files(work)
+    check_held_probe()
 
     # A private copy of node, started only after tokenscope: found through its exec.
     late_node = os.path.join(work, "late", "node")
