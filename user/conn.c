@@ -160,7 +160,17 @@ static void resp_on_body(void *ctx, const uint8_t *data, size_t len, uint64_t ts
 
 	if (!c->resp_req || !c->dec)
 		return;
-	if (decoder__feed(c->dec, data, len, ts)) {
+	switch (decoder__feed(c->dec, data, len, ts)) {
+	case DECODE_OK:
+		break;
+	case DECODE_BUDGET:
+		/* a decompression bomb, or as good as one: the rest of the body is skipped */
+		if (!c->resp_req->lossy)
+			(*c->sink->decode_budget_exceeded)++;
+		request__error(c->resp_req, "decode_budget_exceeded");
+		c->resp_req->lossy = true;
+		break;
+	default:
 		request__error(c->resp_req, "malformed_content_encoding");
 		c->resp_req->lossy = true;
 	}

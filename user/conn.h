@@ -43,6 +43,7 @@ struct conn_sink {
 	uint64_t *unpaired_responses; /* responses with no request to pair with */
 	uint64_t *malformed_streams;  /* HTTP framing errors */
 	uint64_t *unsupported_encodings;
+	uint64_t *decode_budget_exceeded;
 	uint64_t *no_memory; /* requests not tracked for lack of memory */
 };
 

@@ -12,7 +12,8 @@ struct decoder {
 	void *ctx;
 	z_stream zs;
 	bool started; /* inflateInit done */
-	bool failed;
+	int failed;   /* enum decode_status: why it stopped */
+	uint64_t in, out; /* compressed bytes fed, bytes produced */
 	bool ended;   /* Z_STREAM_END: only another gzip member may follow */
 	uint8_t first; /* deflate: the first byte, held until the second tells the wrapping */
 	bool have_first;
@@ -59,7 +60,7 @@ static int inflate_feed(struct decoder *d, const uint8_t *data, size_t len, uint
 int decoder__feed(struct decoder *d, const uint8_t *data, size_t len, uint64_t ts)
 {
 	if (d->failed)
-		return -1;
+		return d->failed;
 	if (d->enc == HTTP_ENC_IDENTITY) {
 		if (len)
 			d->sink(d->ctx, data, len, ts);
@@ -79,20 +80,34 @@ int decoder__feed(struct decoder *d, const uint8_t *data, size_t len, uint64_t t
 		b1 = d->have_first ? data[0] : len > 1 ? data[1] : 0;
 		memset(&d->zs, 0, sizeof(d->zs));
 		if (inflateInit2(&d->zs, window_bits(d, b0, b1)) != Z_OK) {
-			d->failed = true;
-			return -1;
+			d->failed = DECODE_INVALID;
+			return d->failed;
 		}
 		d->started = true;
 		if (d->have_first && inflate_feed(d, &d->first, 1, ts))
-			return -1;
+			return d->failed;
 	}
 	return inflate_feed(d, data, len, ts);
+}
+
+/* Hand on n decoded bytes, if the budget allows them. */
+static bool emit(struct decoder *d, const uint8_t *out, size_t n, uint64_t ts)
+{
+	d->out += n;
+	if (d->out > DECODE_MAX_BYTES ||
+	    (d->out > DECODE_FREE_BYTES && d->out > d->in * DECODE_MAX_RATIO)) {
+		d->failed = DECODE_BUDGET;
+		return false;
+	}
+	d->sink(d->ctx, out, n, ts);
+	return true;
 }
 
 static int inflate_feed(struct decoder *d, const uint8_t *data, size_t len, uint64_t ts)
 {
 	uint8_t out[16384];
 
+	d->in += len;
 	d->zs.next_in = (Bytef *)data;
 	d->zs.avail_in = (uInt)len;
 	while (d->zs.avail_in) {
@@ -109,8 +124,9 @@ static int inflate_feed(struct decoder *d, const uint8_t *data, size_t len, uint
 		rc = inflate(&d->zs, Z_SYNC_FLUSH);
 		if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
 			goto fail;
-		if (d->zs.avail_out < sizeof(out))
-			d->sink(d->ctx, out, sizeof(out) - d->zs.avail_out, ts);
+		if (d->zs.avail_out < sizeof(out) &&
+		    !emit(d, out, sizeof(out) - d->zs.avail_out, ts))
+			return d->failed;
 		if (rc == Z_STREAM_END)
 			d->ended = true;
 		else if (rc == Z_BUF_ERROR && d->zs.avail_out)
@@ -127,12 +143,13 @@ static int inflate_feed(struct decoder *d, const uint8_t *data, size_t len, uint
 			goto fail;
 		if (d->zs.avail_out == sizeof(out))
 			break;
-		d->sink(d->ctx, out, sizeof(out) - d->zs.avail_out, ts);
+		if (!emit(d, out, sizeof(out) - d->zs.avail_out, ts))
+			return d->failed;
 		if (rc == Z_STREAM_END)
 			d->ended = true;
 	}
 	return 0;
 fail:
-	d->failed = true;
-	return -1;
+	d->failed = DECODE_INVALID;
+	return d->failed;
 }

@@ -29,6 +29,9 @@ int outfile__open(struct outfile *o, const char *path)
 		if (errno == ELOOP)
 			fprintf(stderr, "tokenscope: refusing to write %s: it is a symbolic link\n",
 				safe);
+		else if (errno == ENXIO) /* O_NONBLOCK on a FIFO nobody reads */
+			fprintf(stderr, "tokenscope: refusing to write %s: not a regular file\n",
+				safe);
 		else
 			fprintf(stderr, "tokenscope: cannot create %s: %s\n", safe, strerror(errno));
 		return -1;

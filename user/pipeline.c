@@ -93,6 +93,7 @@ struct pipeline *pipeline__new(request_fn fn, gpu_step_fn step_fn, void *ctx)
 	p->sink.unpaired_responses = &p->h.unpaired_responses;
 	p->sink.malformed_streams = &p->h.streams_malformed;
 	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
+	p->sink.decode_budget_exceeded = &p->h.decode_budget_exceeded;
 	p->sink.no_memory = &p->h.no_memory;
 	return p;
 }

@@ -35,6 +35,7 @@ struct health {
 	uint64_t streams_other;	    /* non-HTTP: unsupported */
 	uint64_t streams_malformed; /* HTTP framing errors */
 	uint64_t unsupported_encodings;
+	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */
 	uint64_t unpaired_responses;
 	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
 	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no

@@ -414,12 +414,12 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->no_memory);
 	fprintf(out,
 		"streams: %llu (http/1.1 %llu, unsupported: http/2 %llu, non-http %llu; malformed %llu, "
-		"unsupported encodings %llu) requests: %llu llm (%llu incomplete), %llu other http, "
-		"%llu unpaired responses\n",
+		"unsupported encodings %llu, decode budget exceeded %llu) requests: %llu llm (%llu "
+		"incomplete), %llu other http, %llu unpaired responses\n",
 		(unsigned long long)h->streams, (unsigned long long)h->streams_http1,
 		(unsigned long long)h->streams_http2, (unsigned long long)h->streams_other,
 		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
-		(unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
+		(unsigned long long)h->decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])

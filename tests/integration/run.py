@@ -403,9 +403,16 @@ def body(work, port, truth_path, server_pid):
     check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "h2", str(port), CERT]),
           "HTTP/2 preface client ran")
 
-    # phase: 50 concurrent streams, none lost
+    # phase: 50 concurrent streams, none lost, while two gzip bombs (512 MiB of newlines in
+    # ~0.5 MB each) arrive beside them: the bombs stop at the decode budget and hold nothing up
+    bombs = [subprocess.Popen(["curl", "-sS", "-N", "--cacert", CERT, "-o", "/dev/null",
+                               "-H", "Accept-Encoding: gzip", "-H", "Content-Type: application/json",
+                               f"https://127.0.0.1:{port}/v1/chat/completions", "-d",
+                               json.dumps({"model": f"fx-bomb1-idz{i}", "stream": True})])
+             for i in range(2)]
     check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "concurrent", str(port),
                CERT, "50", "fx-ttft60-itl10-n10-conc"], timeout=180), "50 concurrent streams ran")
+    check(all(b.wait(timeout=120) == 0 for b in bombs), "gzip bomb clients ran")
 
     # phase: a client that dies mid-stream
     hang = subprocess.Popen([sys.executable, os.path.join(CLIENTS, "py_client.py"), "hang",
@@ -477,6 +484,13 @@ def body(work, port, truth_path, server_pid):
     check(len(conc_s) == 50, f"concurrent: 50 server records (got {len(conc_s)})")
     check(all(r["complete"] and r["token_events"] == 10 and r["output_tokens"] == 10
               for r in conc_c + conc_s), "concurrent: every stream complete with 10 tokens")
+
+    bombed = [r for r in records if r["model"] and r["model"].startswith("fx-bomb1-")]
+    check(len(bombed) == 4 and all(not r["complete"] and r["error"] == "decode_budget_exceeded"
+                                   for r in bombed),
+          f"gzip bombs: both ends of both stopped at the decode budget "
+          f"({[(r['role'], r['error']) for r in bombed]})")
+    check("decode budget exceeded 4)" in out, "gzip bombs counted in the summary")
 
     cut = find(huge, "client")
     check(cut is not None and cut["complete"] is True and cut["ttft_ms"] is not None,

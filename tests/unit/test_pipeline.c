@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "helpers.h"
 #include "outfile.h"
@@ -560,6 +561,55 @@ static void test_output_files(void **state)
 	rmdir(dir);
 }
 
+/* A gzip bomb: 16 MiB of newlines in ~16 KB. Past the decode budget the request is
+ * incomplete (decode_budget_exceeded), counted, the rest of the body skipped; the next request
+ * on the connection is measured as usual. */
+static void test_gzip_bomb(void **state)
+{
+	const size_t plain_len = 16u << 20;
+	uLongf zlen = compressBound(plain_len) + 64;
+	uint8_t *plain = malloc(plain_len), *z = malloc(zlen);
+	z_stream zs = { 0 };
+	char head[256];
+	struct run r;
+	int n;
+
+	assert_non_null(plain);
+	assert_non_null(z);
+	memset(plain, '\n', plain_len);
+	assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_in = plain;
+	zs.avail_in = (uInt)plain_len;
+	zs.next_out = z;
+	zs.avail_out = (uInt)zlen;
+	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	zlen = zs.total_out;
+	deflateEnd(&zs);
+	assert_true(zlen < plain_len / 500);
+
+	run__init(&r);
+	run__data(&r, true, T0, req_chat, strlen(req_chat));
+	n = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+					 "Content-Encoding: gzip\r\nContent-Length: %lu\r\n\r\n",
+		     (unsigned long)zlen);
+	run__data(&r, false, T0 + 2 * MS, head, (size_t)n);
+	for (size_t off = 0; off < zlen; off += TS_CHUNK_MAX)
+		run__data(&r, false, T0 + 3 * MS, z + off,
+			  zlen - off < TS_CHUNK_MAX ? zlen - off : TS_CHUNK_MAX);
+	exchange(&r, T0 + 100 * MS, 2);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[0], "complete"), 0);
+	assert_string_equal(json_str(r.json[0], "error"), "decode_budget_exceeded");
+	assert_true(isnan(json_num(r.json[0], "ttft_ms")));
+	assert_int_equal(json_bool(r.json[1], "complete"), 1);
+	assert_float_equal(json_num(r.json[1], "ttft_ms"), 10, 1e-9);
+	assert_int_equal(pipeline__health(r.pl)->decode_budget_exceeded, 1);
+	run__free(&r);
+	free(plain);
+	free(z);
+}
+
 static void test_malformed_records(void **state)
 {
 	struct ts_event_hdr h = { .type = 77, .size = sizeof(h) };
@@ -698,6 +748,7 @@ int main(void)
 		cmocka_unit_test(test_tls_socket_link),
 		cmocka_unit_test(test_terminal_escapes),
 		cmocka_unit_test(test_output_files),
+		cmocka_unit_test(test_gzip_bomb),
 		cmocka_unit_test(test_malformed_records),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),
