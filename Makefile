@@ -49,8 +49,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized asan replay integration demo bench deps fixtures \
-	gpu-testbed
+.PHONY: all clean test unit unit-sanitized asan fuzz replay integration demo bench deps \
+	fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
 .SECONDARY:
@@ -118,6 +118,24 @@ test: deps
 	$(Q)$(MAKE) -s asan
 	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/replay/run.sh
 	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/integration/run.sh --only plaintext
+	$(Q)$(MAKE) -s fuzz FUZZ_SECONDS=5
+
+# libFuzzer targets (tests/fuzz) over the parsers, the decoder, the whole pipeline and the
+# recording reader, with ASan and UBSan. `make fuzz` runs each FUZZ_SECONDS; `make test` a few.
+FUZZ_TARGETS := http sse decode pipeline recording
+FUZZ_SECONDS ?= 60
+FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+$(OUTPUT)/fuzz:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(CORE_SRCS) | $(OUTPUT)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Ibpf -Iuser -Itests/fuzz $< $(CORE_SRCS) -ljansson -lz -lm -o $@
+
+fuzz: $(FUZZ_BINS)
+	$(Q)./tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all

@@ -87,22 +87,30 @@ static bool skip(FILE *f, uint64_t n)
 
 int recording__replay(const char *path, recording_ready_fn ready, recording_fn fn, void *ctx)
 {
-	struct ts_rec_file_header h;
-	struct ts_event_hdr eh;
-	uint8_t *buf = NULL;
-	uint64_t offset;
 	bool is_stdin = !strcmp(path, "-");
-	int err = -1;
-	FILE *f;
+	FILE *f = is_stdin ? stdin : fopen(path, "rb");
+	int err;
 
-	/* Read front to back, never seeking: a pipe, a FIFO or standard input ("-") works. */
-	f = is_stdin ? stdin : fopen(path, "rb");
 	if (!f) {
 		fprintf(stderr, "tokenscope: cannot open %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	if (is_stdin)
-		path = "standard input";
+	err = recording__replay_stream(f, is_stdin ? "standard input" : path, ready, fn, ctx);
+	if (!is_stdin)
+		fclose(f);
+	return err;
+}
+
+/* Read front to back, never seeking: a pipe, a FIFO or standard input works. */
+int recording__replay_stream(FILE *f, const char *path, recording_ready_fn ready,
+			     recording_fn fn, void *ctx)
+{
+	struct ts_rec_file_header h;
+	struct ts_event_hdr eh;
+	uint8_t *buf = NULL;
+	uint64_t offset;
+	int err = -1;
+
 	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, TS_RECORDING_MAGIC, 8)) {
 		fprintf(stderr, "tokenscope: %s is not a tokenscope recording\n", path);
 		goto out;
@@ -150,7 +158,5 @@ int recording__replay(const char *path, recording_ready_fn ready, recording_fn f
 	err = 0;
 out:
 	free(buf);
-	if (!is_stdin)
-		fclose(f);
 	return err;
 }

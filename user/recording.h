@@ -63,5 +63,8 @@ typedef int (*recording_fn)(void *ctx, void *rec, size_t size);
  * nonzero stops the replay with -1. */
 typedef int (*recording_ready_fn)(void *ctx);
 int recording__replay(const char *path, recording_ready_fn ready, recording_fn fn, void *ctx);
+/* The same from an open stream, named path in messages. */
+int recording__replay_stream(FILE *f, const char *path, recording_ready_fn ready,
+			     recording_fn fn, void *ctx);
 
 #endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Seed corpora for the fuzz targets, built from what the tests feed: usage: seeds.py OUTDIR.
+Each seed is in the targets' piece format: [u8 len][len bytes]..., after a first mode byte
+for http, sse and decode."""
+import gzip
+import json
+import os
+import sys
+import zlib
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def pieces(chunks, size=200):
+    out = b""
+    for c in chunks:
+        for i in range(0, max(len(c), 1), size):
+            part = c[i:i + size]
+            out += bytes([len(part)]) + part
+    return out
+
+
+def sse_event(text):
+    return ("data: " + json.dumps({"choices": [{"delta": {"content": text}}]}) + "\n\n").encode()
+
+
+REQ = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer sk-x\r\n"
+       b"Content-Type: application/json\r\nContent-Length: 27\r\n\r\n"
+       b'{"model":"m","stream":true}')
+SSE = sse_event("Hello") + sse_event(" world") + b"data: [DONE]\n\n"
+NDJSON = b'{"model":"m","response":"hi","done":false}\n{"done":true,"eval_count":2}\n'
+
+
+def chunked(body):
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+RESP = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+RESP_GZ = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+           b"Content-Length: %d\r\n\r\n")
+
+
+def main():
+    out = sys.argv[1]
+    gz = gzip.compress(SSE)
+    seeds = {
+        "http": [b"\x01" + pieces([REQ, REQ]), b"\x00" + pieces([RESP, chunked(SSE)]),
+                 b"\x00" + pieces([RESP_GZ % len(gz), gz]),
+                 b"\x00" + pieces([b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"])],
+        "sse": [b"\x00" + pieces([SSE]), b"\x01" + pieces([NDJSON]),
+                b"\x00" + pieces([b"event: message_start\r\ndata: {}\r\n\r\n: ping\n\n"])],
+        "decode": [b"\x01" + pieces([gz]), b"\x00" + pieces([zlib.compress(SSE)]),
+                   b"\x00" + pieces([zlib.compress(SSE)[2:-4]])],
+        # pipeline: op byte (stream | dir << 3 ...) before each piece's bytes
+        "pipeline": [pieces([b"\x08" + REQ[:150], b"\x08" + REQ[150:], b"\x00" + RESP,
+                             b"\x00" + chunked(SSE)]),
+                     pieces([b"\x02" + REQ, b"\x0a" + RESP, b"\x0a" + chunked(SSE),
+                             b"\x0e", b"\xfa"])],
+        "recording": [],
+    }
+    for rec in ("tcp/capture.tsrec.gz", "vgpu/capture.tsrec.gz", "tls-clients/capture.tsrec.gz"):
+        data = gzip.decompress(open(os.path.join(ROOT, "tests", "fixtures", rec), "rb").read())
+        seeds["recording"].append(data[:65536])
+    for name, items in seeds.items():
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        for i, s in enumerate(items):
+            with open(os.path.join(d, f"seed{i}"), "wb") as f:
+                f.write(s)
+
+
+if __name__ == "__main__":
+    main()
