@@ -289,6 +289,11 @@ enum conn_kind conn__kind(const struct conn *c)
 	return c->kind;
 }
 
+size_t conn__inflight(const struct conn *c)
+{
+	return c->qlen;
+}
+
 const char *transport__name(enum transport t)
 {
 	return t == TRANSPORT_TCP ? "tcp" : "tls";

@@ -62,6 +62,8 @@ void conn__lost(struct conn *c, uint64_t ts, const char *reason);
  * reported incomplete with reason. */
 void conn__close(struct conn *c, uint64_t ts, const char *reason);
 enum conn_kind conn__kind(const struct conn *c);
+/* Requests of this connection still waiting for the end of their response. */
+size_t conn__inflight(const struct conn *c);
 /* The socket's addresses ("ip:port"), for the requests of this connection. */
 void conn__set_addresses(struct conn *c, const char *local, const char *peer);
 bool conn__has_addresses(const struct conn *c);

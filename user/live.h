@@ -21,7 +21,7 @@ struct live_opts {
 	const uint16_t *ports; /* --port: plaintext sockets with one of these local or peer ports */
 	int nports;
 	bool no_plaintext; /* --no-plaintext: TLS (and CUDA) only */
-	long ringbuf_mb;   /* a power of two */
+	long ringbuf_mb;   /* a power of two (live__default_ringbuf_mb() unless -b) */
 	long duration_s;   /* 0: until SIGINT or SIGTERM */
 	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */
 	/* Called once every probe is attached, before the first record is read: the run has
@@ -37,5 +37,9 @@ int live__check(const struct live_opts *o);
 /* Trace until SIGINT, SIGTERM or the duration, every record into pl (which records it when
  * it has a recording). Returns 0, or 1 with a message on stderr. */
 int live__run(const struct live_opts *o, struct pipeline *pl);
+
+/* The ring buffer's size without -b, in MiB: 32 per CPU, within 8 and 256, at most 1/256 of
+ * the memory, a power of two. */
+long live__default_ringbuf_mb(void);
 
 #endif

@@ -65,7 +65,8 @@ static void usage(FILE *f)
 		"  -r, --record FILE     record the event stream for `tokenscope report` (holds\n"
 		"                        decrypted prompts and completions; credentials masked)\n"
 		"  -d, --duration SECS   stop after SECS seconds\n"
-		"  -b, --ringbuf-mb MB   ring buffer size, a power of two (default 8)\n"
+		"  -b, --ringbuf-mb MB   ring buffer size, a power of two (default: 32 per CPU, 8 to\n"
+		"                        256, at most 1/256 of the memory)\n"
 		"  -q, --quiet           no per-request lines, only the summary\n"
 		"  -v, --verbose         which files were probed (repeat for libbpf debug output)\n"
 		"  -h, --help            this help\n"
@@ -105,7 +106,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c;
 	long v;
 
-	o->ringbuf_mb = 8;
+	o->ringbuf_mb = live__default_ringbuf_mb();
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		if (argc < 3 || (argv[2][0] == '-' && argv[2][1])) {
 			fprintf(stderr, "tokenscope: report needs a recording FILE\n");

@@ -16,6 +16,7 @@ struct stream {
 	struct stream_key key;
 	uint64_t next_seq; /* the piece sequence number expected next */
 	bool seen;	   /* a piece has come (a TLS stream can be made by its socket link) */
+	uint64_t last_ns;  /* its newest record */
 	bool addr_exact;   /* its addresses came from a socket call inside an SSL call */
 	struct conn *conn;
 	struct stream *next;
@@ -30,6 +31,7 @@ struct pipeline {
 	struct health h;
 	struct conn_sink sink;
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
+	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct stream *buckets[NBUCKETS];
 };
 
@@ -223,6 +225,7 @@ static void on_piece(struct pipeline *p, const struct piece *pc)
 	}
 	p->h.events++;
 	p->h.bytes += pc->len;
+	s->last_ns = ts;
 	if (!s->seen) {
 		/* The first piece: the stream counts from here (a TLS stream may exist already,
 		 * made by its socket link) and its numbering starts here (it may have begun
@@ -293,6 +296,7 @@ static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
 		p->h.no_memory++;
 		return 0;
 	}
+	s->last_ns = e->hdr.ts_ns;
 	if (e->exact || !s->addr_exact || !conn__has_addresses(s->conn)) {
 		set_addresses(s, &e->addr);
 		s->addr_exact = e->exact;
@@ -350,6 +354,37 @@ static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char 
 	}
 }
 
+/*
+ * Streams whose end was never seen (no SSL_free, no close: a process that keeps a connection
+ * in a pool forever, a close the probes missed) would hold memory for the whole run. One idle
+ * for IDLE_NS with nothing in flight is let go; one with a request in flight waits
+ * IDLE_INFLIGHT_NS, then that request is reported incomplete (idle_timeout). Record time,
+ * so a replay ages them exactly as the live run did.
+ */
+#define IDLE_NS (600ull * 1000000000ull)
+#define IDLE_INFLIGHT_NS (3600ull * 1000000000ull)
+#define SWEEP_EVERY_NS (10ull * 1000000000ull)
+
+static void sweep_idle(struct pipeline *p, uint64_t now)
+{
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		struct stream **link = &p->buckets[b];
+
+		while (*link) {
+			struct stream *s = *link;
+			uint64_t idle = now - s->last_ns;
+
+			if (s->last_ns && now > s->last_ns &&
+			    idle > (conn__inflight(s->conn) ? IDLE_INFLIGHT_NS : IDLE_NS)) {
+				p->h.streams_aged_out++;
+				stream_drop(p, link, now, "idle_timeout");
+				continue;
+			}
+			link = &s->next;
+		}
+	}
+}
+
 int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 {
 	struct ts_event_hdr *h = rec;
@@ -361,6 +396,11 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	}
 	if (h->ts_ns > p->last_ts)
 		p->last_ts = h->ts_ns;
+	if (p->last_ts >= p->next_sweep_ns) {
+		if (p->next_sweep_ns)
+			sweep_idle(p, p->last_ts);
+		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
+	}
 	switch (h->type) {
 	case TS_EV_TLS_DATA:
 		err = on_tls_data(p, rec, size);

@@ -403,7 +403,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 	fprintf(out,
 		"capture: events=%llu bytes=%llu drops=%llu (%llu bytes) lost_pieces=%llu "
 		"truncated_calls=%llu (%llu bytes) read_faults=%llu other_drops=%llu stale_calls=%llu "
-		"bad_records=%llu no_memory=%llu\n",
+		"bad_records=%llu no_memory=%llu aged_out=%llu\n",
 		(unsigned long long)h->events, (unsigned long long)h->bytes,
 		(unsigned long long)h->bpf[TS_CNT_DROPS], (unsigned long long)h->bpf[TS_CNT_DROP_BYTES],
 		(unsigned long long)h->lost_pieces, (unsigned long long)h->bpf[TS_CNT_TRUNCATED],
@@ -411,7 +411,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->bpf[TS_CNT_READ_FAULTS],
 		(unsigned long long)h->bpf[TS_CNT_OTHER_DROPS],
 		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events,
-		(unsigned long long)h->no_memory);
+		(unsigned long long)h->no_memory, (unsigned long long)h->streams_aged_out);
 	fprintf(out,
 		"streams: %llu (http/1.1 %llu, unsupported: http/2 %llu, non-http %llu; malformed %llu, "
 		"unsupported encodings %llu, decode budget exceeded %llu) requests: %llu llm (%llu "

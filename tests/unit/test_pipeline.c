@@ -610,6 +610,35 @@ static void test_gzip_bomb(void **state)
 	free(z);
 }
 
+/* Streams whose end is never seen are let go: idle 10 minutes with nothing in flight, or an
+ * hour with a request in flight (then reported incomplete: idle_timeout). */
+static void test_idle_streams_age_out(void **state)
+{
+	const uint64_t min = 60 * 1000 * MS;
+	struct run r;
+
+	run__init(&r);
+	r.ssl = 0xa;
+	exchange(&r, T0, 2); /* done, connection kept open */
+	r.ssl = 0xb;
+	run__data(&r, true, T0, req_chat, strlen(req_chat)); /* waits for its reply */
+	r.ssl = 0xc;
+	run__data(&r, true, T0 + 11 * min, "GET / HTTP/1.1\r\n", 16);
+	assert_int_equal(pipeline__health(r.pl)->streams_aged_out, 1);
+	assert_int_equal(r.n, 1); /* the finished one; the waiting one still waits */
+	r.ssl = 0xd;
+	run__data(&r, true, T0 + 61 * min, "GET / HTTP/1.1\r\n", 16);
+	/* the waiting one, and the one idle since minute 11 */
+	assert_int_equal(pipeline__health(r.pl)->streams_aged_out, 3);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_int_equal(json_bool(r.json[1], "complete"), 0);
+	assert_string_equal(json_str(r.json[1], "error"), "idle_timeout");
+	run__finish(&r, T0 + 62 * min);
+	assert_int_equal(r.n, 2);
+	run__free(&r);
+}
+
 static void test_malformed_records(void **state)
 {
 	struct ts_event_hdr h = { .type = 77, .size = sizeof(h) };
@@ -749,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_terminal_escapes),
 		cmocka_unit_test(test_output_files),
 		cmocka_unit_test(test_gzip_bomb),
+		cmocka_unit_test(test_idle_streams_age_out),
 		cmocka_unit_test(test_malformed_records),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),
