@@ -49,7 +49,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized asan fuzz replay integration demo bench deps \
+.PHONY: all clean test unit unit-sanitized asan fuzz soak replay integration demo bench deps \
 	fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
@@ -136,6 +136,13 @@ $(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(CORE_SRCS) | $(OU
 
 fuzz: $(FUZZ_BINS)
 	$(Q)./tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# Sustained load (not in `make test`): SOAK_STREAMS concurrent streams for SOAK_SECONDS.
+SOAK_SECONDS ?= 600
+SOAK_STREAMS ?= 1000
+soak: deps
+	$(Q)$(MAKE) -s all fixtures
+	$(Q)python3 tests/soak/soak.py --seconds $(SOAK_SECONDS) --streams $(SOAK_STREAMS)
 
 SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
