@@ -379,25 +379,59 @@ static long copy_step(__u32 i, void *unused)
 	return 0;
 }
 
+/* A socket not decided yet: its first bytes (in cs's first segment) decide it now. Returns
+ * its state, or NULL when the state map is full. */
+static __always_inline struct sock_state *decide(struct sock_state *st, struct sock_call *c,
+						 const struct copy_state *cs,
+						 const struct ts_sock_addr *addr, __u32 tgid)
+{
+	struct sock_state init = { .owner = tgid };
+	__u8 proto = PROTO_UNKNOWN;
+	__u64 head = 0;
+
+	if (!port_wanted(addr)) {
+		proto = PROTO_IGNORED;
+	} else if (c->kind != CALL_NO_BUFFER) {
+		__u64 n = cs->seg_len < sizeof(head) ? cs->seg_len : sizeof(head);
+
+		if (n > cs->total)
+			n = cs->total;
+		if (n > sizeof(head)) /* for the verifier */
+			n = sizeof(head);
+		if (bpf_probe_read_user(&head, n, (void *)cs->seg_base))
+			n = 0;
+		proto = classify(head, n);
+	}
+	if (!st) {
+		st = ts_lookup_or_init(&sock_states, &c->sock, &init);
+		if (!st)
+			return NULL;
+	}
+	st->proto = proto;
+	if (proto == PROTO_TLS) {
+		ts_count(TS_CNT_SOCK_TLS, 1);
+		tls_link(st, c->sock, (struct sock *)c->sk, c->dir);
+	}
+	if (proto == PROTO_IGNORED)
+		ts_count(TS_CNT_SOCK_IGNORED, 1);
+	return st;
+}
+
 static __always_inline int sock_exit(long ret)
 {
-	__u64 now, id;
-	__u32 tgid, zero = 0;
-	struct sock_state *st, init = {};
 	struct copy_state cs = {}, *done;
 	struct ts_sock_addr addr;
+	struct sock_state *st;
 	struct sock_call *c;
 	struct sock_buf *d;
 	struct ts_sock_data *ev;
-	__u64 head = 0;
+	__u32 zero = 0;
+	__u64 now;
 
 	c = bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL, 0);
 	if (!c || !c->sock)
 		return 0; /* most calls: not a socket we capture */
 	now = bpf_ktime_get_ns();
-	id = bpf_get_current_pid_tgid();
-	tgid = id >> 32;
-	init.owner = tgid;
 	if (ret <= 0) /* EAGAIN, an error, or the peer's end of stream: nothing moved */
 		goto out;
 	cs.total = ret;
@@ -415,34 +449,8 @@ static __always_inline int sock_exit(long ret)
 	/* what does the socket carry: its first bytes say */
 	st = bpf_map_lookup_elem(&sock_states, &c->sock);
 	if (!st || st->proto == PROTO_UNKNOWN) {
-		__u8 proto = PROTO_UNKNOWN;
-
-		if (!port_wanted(&addr)) {
-			proto = PROTO_IGNORED;
-		} else if (c->kind != CALL_NO_BUFFER) {
-			__u64 n = cs.seg_len < sizeof(head) ? cs.seg_len : sizeof(head);
-
-			if (n > cs.total)
-				n = cs.total;
-			if (n > sizeof(head)) /* for the verifier */
-				n = sizeof(head);
-			if (bpf_probe_read_user(&head, n, (void *)cs.seg_base))
-				n = 0;
-			proto = classify(head, n);
-		}
-		if (!st) {
-			st = ts_lookup_or_init(&sock_states, &c->sock, &init);
-			if (!st)
-				goto out;
-		}
-		st->proto = proto;
-		if (proto == PROTO_TLS) {
-			ts_count(TS_CNT_SOCK_TLS, 1);
-			tls_link(st, c->sock, (struct sock *)c->sk, c->dir);
-		}
-		if (proto == PROTO_IGNORED)
-			ts_count(TS_CNT_SOCK_IGNORED, 1);
-		if (proto == PROTO_TLS || proto == PROTO_IGNORED)
+		st = decide(st, c, &cs, &addr, bpf_get_current_pid_tgid() >> 32);
+		if (!st || st->proto == PROTO_TLS || st->proto == PROTO_IGNORED)
 			goto out;
 	}
 

@@ -86,23 +86,24 @@ static int parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
+static const struct option longopts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "comm", required_argument, NULL, 'c' },
+	{ "port", required_argument, NULL, OPT_PORT },
+	{ "no-plaintext", no_argument, NULL, OPT_NO_PLAINTEXT },
+	{ "output", required_argument, NULL, 'o' },
+	{ "record", required_argument, NULL, 'r' },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "ringbuf-mb", required_argument, NULL, 'b' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{},
+};
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "comm", required_argument, NULL, 'c' },
-		{ "port", required_argument, NULL, OPT_PORT },
-		{ "no-plaintext", no_argument, NULL, OPT_NO_PLAINTEXT },
-		{ "output", required_argument, NULL, 'o' },
-		{ "record", required_argument, NULL, 'r' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "ringbuf-mb", required_argument, NULL, 'b' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{},
-	};
 	int c;
 	long v;
 
