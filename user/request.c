@@ -97,10 +97,11 @@ void request__metrics(const struct request *r, struct request_metrics *m)
 		if (!tmp)
 			return;
 		memcpy(tmp, r->gaps_ns, ngaps * sizeof(*tmp));
-		m->itl_p50_ms = pct_ns_ms(tmp, ngaps, 50);
-		m->itl_p90_ms = pct_ns_ms(tmp, ngaps, 90);
-		m->itl_p99_ms = pct_ns_ms(tmp, ngaps, 99);
-		m->itl_max_ms = pct_ns_ms(tmp, ngaps, 100);
+		sort_ns(tmp, ngaps); /* once, for the four figures */
+		m->itl_p50_ms = pct_sorted_ns_ms(tmp, ngaps, 50);
+		m->itl_p90_ms = pct_sorted_ns_ms(tmp, ngaps, 90);
+		m->itl_p99_ms = pct_sorted_ns_ms(tmp, ngaps, 99);
+		m->itl_max_ms = pct_sorted_ns_ms(tmp, ngaps, 100);
 		free(tmp);
 	}
 }

@@ -84,10 +84,12 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-double pct_ns_ms(uint64_t *v, size_t n, double p)
+void sort_ns(uint64_t *v, size_t n)
 {
-	if (!n)
-		return NAN;
 	qsort(v, n, sizeof(*v), cmp_u64);
-	return (double)v[rank_index(n, p)] / 1e6;
+}
+
+double pct_sorted_ns_ms(const uint64_t *sorted, size_t n, double p)
+{
+	return n ? (double)sorted[rank_index(n, p)] / 1e6 : NAN;
 }

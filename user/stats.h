@@ -27,7 +27,9 @@ double sample__max(struct sample *s);
 /* Values added (not only those kept). */
 uint64_t sample__count(const struct sample *s);
 void sample__free(struct sample *s);
-/* The same over a plain array of nanosecond values (sorted in place), in milliseconds. */
-double pct_ns_ms(uint64_t *v, size_t n, double p);
+/* Sort nanosecond values in place, once; then read any number of percentiles from them. */
+void sort_ns(uint64_t *v, size_t n);
+/* The p-th percentile of sorted nanosecond values, in milliseconds (NAN when n is 0). */
+double pct_sorted_ns_ms(const uint64_t *sorted, size_t n, double p);
 
 #endif
