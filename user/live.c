@@ -107,7 +107,12 @@ struct live {
 	size_t nlinks, linkcap;
 	struct ring_buffer *rb;
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
-	uint8_t buf[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
+	/* A writable copy of one record (credentials are masked in place): the largest data
+	 * record, a socket piece with its addresses, fits. */
+	uint8_t buf[(sizeof(struct ts_sock_data) > sizeof(struct ts_tls_data)
+			     ? sizeof(struct ts_sock_data)
+			     : sizeof(struct ts_tls_data)) +
+		    TS_CHUNK_MAX];
 };
 
 static volatile sig_atomic_t exiting;
@@ -375,8 +380,10 @@ static int on_event(void *ctx, void *data, size_t size)
 	const struct ts_event_hdr *h = data;
 
 	/* The ring buffer is mapped read-only and the pipeline masks credentials in place. */
-	if (size > sizeof(lv->buf) || size < sizeof(*h))
-		return pipeline__feed(lv->pl, data, size), 0;
+	if (size < sizeof(*h))
+		return pipeline__feed(lv->pl, data, size), 0; /* counted as malformed */
+	if (size > sizeof(lv->buf)) /* no such record: counted as malformed, bytes untouched */
+		return pipeline__feed(lv->pl, data, sizeof(*h)), 0;
 	memcpy(lv->buf, data, size);
 	if (h->type == TS_EV_EXEC)
 		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
