@@ -30,7 +30,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
-	user/procmaps.c user/outfile.c
+	user/procmaps.c user/outfile.c user/attrib.c user/match.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
 LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
 	user/tracefs.c
@@ -160,6 +160,7 @@ asan:
 
 demo: deps
 	$(Q)$(MAKE) -s all fixtures
+	$(Q)$(MAKE) -s -C tests/gpu ../../.output/gpu/libcuda.so.1
 	$(Q)./demo/run.sh
 
 bench: deps

@@ -1,6 +1,8 @@
 #!/bin/sh
 # `make demo`: start the bundled local TLS "LLM API" server, trace it and a concurrent client
-# load with tokenscope, print the per-request lines and the summary, and exit.
+# load with tokenscope, print the per-request lines and the summary; then the same with the
+# vLLM-shaped service (an API server in front of a batching engine on the stand-in GPU), where
+# each server-side TTFT is split into queue, prefill and emit; and exit.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -12,6 +14,7 @@ cert=tests/fixtures/.gen/cert.pem
 key=tests/fixtures/.gen/key.pem
 cleanup() {
 	[ -n "${server:-}" ] && kill "$server" 2>/dev/null || true
+	[ -n "${api:-}" ] && kill "$api" 2>/dev/null || true
 	[ -n "${tracer:-}" ] && kill "$tracer" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -40,3 +43,33 @@ tracer=
 echo
 echo "demo: $(wc -l <"$work/requests.jsonl") JSON Lines records; the first one:"
 head -n 1 "$work/requests.jsonl"
+
+# Part 2: the vLLM-shaped service. Its API server (FastAPI, uvicorn) starts its engine as a
+# child process; tokenscope finds the engine through the process tree.
+echo
+echo "demo: the vLLM-shaped service: 64 streamed requests, 32 at a time, prompts of 32 to 8192 tokens" >&2
+./tokenscope -c python3 -q -o "$work/vllm.jsonl" 2>"$work/stderr2" &
+tracer=$!
+until grep -q "Hit Ctrl-C to end." "$work/stderr2" 2>/dev/null; do
+	if ! kill -0 "$tracer" 2>/dev/null; then cat "$work/stderr2" >&2; exit 1; fi
+	sleep 0.1
+done
+vport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+VGPU_LIB=$PWD/.output/gpu/libcuda.so.1 /usr/bin/python3 tests/fixtures/vllm/api_server.py \
+	--port "$vport" --truth "$work/truth.jsonl" --mode async --chunk 2048 >/dev/null 2>&1 &
+api=$!
+until python3 -c "import socket; socket.create_connection(('127.0.0.1', $vport), 1)" 2>/dev/null; do
+	if ! kill -0 "$api" 2>/dev/null; then echo "demo: the vLLM-shaped service did not start" >&2; exit 1; fi
+	sleep 0.1
+done
+/usr/bin/python3 tests/fixtures/vllm/load.py "http://127.0.0.1:$vport" 64 32 >/dev/null
+kill -INT "$api"
+wait "$api" || true
+api=
+kill -INT "$tracer"
+wait "$tracer"
+tracer=
+echo
+echo "demo: one server record's attribution:"
+grep '"role":"server"' "$work/vllm.jsonl" | grep '"attribution":{' | head -n 1 |
+	python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("id", "ttft_ms", "attribution")}, indent=1))'

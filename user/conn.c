@@ -214,6 +214,9 @@ static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 		request__free(r);
 		return true;
 	}
+	r->id = ++*c->sink->next_id;
+	r->on_first_token = c->sink->on_first_token;
+	r->hook_ctx = c->sink->ctx;
 	r->pid = c->key.pid;
 	memcpy(r->comm, c->comm, sizeof(r->comm));
 	r->transport = transport__name(c->key.transport);

@@ -39,7 +39,9 @@ enum conn_kind {
 /* Where finished requests and health counts go. */
 struct conn_sink {
 	void (*on_request)(void *ctx, struct request *r); /* takes ownership */
+	void (*on_first_token)(void *ctx, struct request *r); /* NULL: not wanted */
 	void *ctx;
+	uint64_t *next_id; /* request ids, counted up */
 	uint64_t *unpaired_responses; /* responses with no request to pair with */
 	uint64_t *malformed_streams;  /* HTTP framing errors */
 	uint64_t *unsupported_encodings;

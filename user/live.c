@@ -2,6 +2,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,8 @@ struct live {
 	size_t nlinks, linkcap;
 	struct ring_buffer *rb;
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
+	uint32_t *known_pids;		/* whose process tree was recorded (open addressing) */
+	size_t nknown;
 	/* A writable copy of one record (credentials are masked in place): the largest data
 	 * record, a socket piece with its addresses, fits. */
 	uint8_t buf[(sizeof(struct ts_sock_data) > sizeof(struct ts_tls_data)
@@ -374,6 +377,69 @@ static bool loaded(const struct live *lv, const char *family)
 
 /* ---- intake ---- */
 
+/* pid's parent from /proc/PID/stat ("pid (comm) state ppid ..."; comm may hold anything,
+ * so the fields are read after its last ')'). 0 when it is gone. */
+static uint32_t parent_of(uint32_t pid)
+{
+	char path[64], buf[512], *p;
+	unsigned ppid = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %u", &ppid) != 1)
+		return 0;
+	return ppid;
+}
+
+#define KNOWN_PIDS 65536 /* process trees recorded; past this many, the set starts over */
+
+/* The first record of a process is preceded by its ancestry, which attribution uses to find
+ * the GPU processes serving an HTTP server (attrib.h). Recorded, so replays find them too. */
+static void note_process(struct live *lv, uint32_t pid)
+{
+	struct ts_rec_proc_tree t = { 0 };
+	size_t i;
+
+	if (!pid)
+		return;
+	if (!lv->known_pids) {
+		lv->known_pids = calloc(KNOWN_PIDS, sizeof(*lv->known_pids));
+		if (!lv->known_pids)
+			return;
+	}
+	for (i = (pid * 2654435761u) % KNOWN_PIDS; lv->known_pids[i]; i = (i + 1) % KNOWN_PIDS) {
+		if (lv->known_pids[i] == pid)
+			return;
+	}
+	if (lv->nknown * 2 > KNOWN_PIDS) {
+		memset(lv->known_pids, 0, KNOWN_PIDS * sizeof(*lv->known_pids));
+		lv->nknown = 0;
+		i = (pid * 2654435761u) % KNOWN_PIDS;
+	}
+	lv->known_pids[i] = pid;
+	lv->nknown++;
+	for (uint32_t p = parent_of(pid); p && t.n < TS_REC_MAX_ANCESTORS; p = parent_of(p)) {
+		t.ancestors[t.n++] = p;
+		if (p == 1)
+			break;
+	}
+	t.hdr.type = TS_REC_PROC_TREE;
+	t.hdr.size = sizeof(t);
+	t.hdr.ts_ns = now_ns();
+	t.hdr.pid = pid;
+	pipeline__feed(lv->pl, &t, sizeof(t));
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct live *lv = ctx;
@@ -385,6 +451,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	if (size > sizeof(lv->buf)) /* no such record: counted as malformed, bytes untouched */
 		return pipeline__feed(lv->pl, data, sizeof(*h)), 0;
 	memcpy(lv->buf, data, size);
+	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK)
+		note_process(lv, h->pid);
 	if (h->type == TS_EV_EXEC)
 		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
 	else if (h->type == TS_EV_DLOPEN)
@@ -495,14 +563,20 @@ static int setup(struct live *lv)
 	return 0;
 }
 
-/* Read the kernel counters into the pipeline; warn about new drops. */
+/* Read the kernel counters into the pipeline, as a record (recordings replay them at the same
+ * point, and their time moves the pipeline's clock on when no traffic does); warn about new
+ * drops. */
 static void update_counters(struct live *lv, uint64_t *reported_drops)
 {
-	__u64 c[TS_CNT__MAX];
+	struct ts_rec_counters rc = { 0 };
+	__u64 *c = rc.counters;
 
 	if (read_counters(lv, c))
 		return;
-	pipeline__set_bpf_counters(lv->pl, c);
+	rc.hdr.type = TS_REC_COUNTERS;
+	rc.hdr.size = sizeof(rc);
+	rc.hdr.ts_ns = now_ns();
+	pipeline__feed(lv->pl, &rc, sizeof(rc));
 	if (c[TS_CNT_DROPS] > *reported_drops) {
 		/* What the ring lacked in this interval, at least: the bytes it could not take. */
 		uint64_t lost_mb = (c[TS_CNT_DROP_BYTES] - lv->reported_drop_bytes) >> 20;
@@ -614,6 +688,7 @@ cleanup:
 		if (lv->skel[i])
 			families[i].destroy(lv->skel[i]);
 	}
+	free(lv->known_pids);
 	free(lv);
 	return err;
 }

@@ -27,7 +27,8 @@
 #define MAX_PIDS 64
 #define MAX_PORTS 64
 
-enum { OPT_PORT = 256, OPT_NO_PLAINTEXT };
+enum { OPT_PORT = 256, OPT_NO_PLAINTEXT, OPT_ENGINE, OPT_GAPS };
+#define MAX_ENGINES 16
 #define TS_VERSION "0.1.0"
 
 struct options {
@@ -44,6 +45,9 @@ struct options {
 	long ringbuf_mb;
 	bool quiet;
 	int verbose;
+	const char *engines[MAX_ENGINES]; /* --engine HTTP_PID=GPU_PID[,GPU_PID...] */
+	int nengines;
+	bool gaps;
 };
 
 static void usage(FILE *f)
@@ -61,6 +65,10 @@ static void usage(FILE *f)
 		"      --port PORT       plaintext TCP: only sockets with this local or peer port\n"
 		"                        (repeatable)\n"
 		"      --no-plaintext    no plaintext TCP capture: TLS (and CUDA) only\n"
+		"      --engine HTTP_PID=GPU_PID[,GPU_PID...]\n"
+		"                        the GPU processes serving an HTTP server's requests (found\n"
+		"                        through the process tree when not given; repeatable)\n"
+		"      --gaps            request records list each token gap's steps\n"
 		"  -o, --output FILE     write one JSON object per request (JSON Lines, mode 0600)\n"
 		"  -r, --record FILE     record the event stream for `tokenscope report` (holds\n"
 		"                        decrypted prompts and completions; credentials masked)\n"
@@ -91,6 +99,8 @@ static const struct option longopts[] = {
 	{ "comm", required_argument, NULL, 'c' },
 	{ "port", required_argument, NULL, OPT_PORT },
 	{ "no-plaintext", no_argument, NULL, OPT_NO_PLAINTEXT },
+	{ "engine", required_argument, NULL, OPT_ENGINE },
+	{ "gaps", no_argument, NULL, OPT_GAPS },
 	{ "output", required_argument, NULL, 'o' },
 	{ "record", required_argument, NULL, 'r' },
 	{ "duration", required_argument, NULL, 'd' },
@@ -144,6 +154,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_NO_PLAINTEXT:
 			o->no_plaintext = true;
 			break;
+		case OPT_ENGINE:
+			if (o->nengines == MAX_ENGINES) {
+				fprintf(stderr, "tokenscope: at most %d --engine\n", MAX_ENGINES);
+				return -1;
+			}
+			o->engines[o->nengines++] = optarg;
+			break;
+		case OPT_GAPS:
+			o->gaps = true;
+			break;
 		case 'o':
 			o->jsonl_path = optarg;
 			break;
@@ -188,7 +208,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (o->replay_path &&
 	    (o->npids || o->comm || o->record_path || o->duration_s || o->nports || o->no_plaintext)) {
-		fprintf(stderr, "tokenscope: report takes only -o, -q and -v\n");
+		fprintf(stderr, "tokenscope: report takes only -o, -q, -v, --engine and --gaps\n");
 		return -1;
 	}
 	return 0;
@@ -273,6 +293,16 @@ int main(int argc, char **argv)
 	if (!out.pl) {
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
+	}
+	report__set_gaps(rp, o.gaps);
+	report__set_attrib(rp, pipeline__attrib(out.pl));
+	for (int i = 0; i < o.nengines; i++) {
+		if (attrib__override(pipeline__attrib(out.pl), o.engines[i])) {
+			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=GPU_PID[,GPU_PID...], "
+					"at most %d GPU processes)\n",
+				o.engines[i], ATTRIB_MAX_PIDS);
+			goto cleanup;
+		}
 	}
 
 	if (o.replay_path) {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conn.h"
+#include "match.h"
 #include "pipeline.h"
 #include "recording.h"
 #include "request.h"
@@ -22,6 +24,13 @@ struct stream {
 	struct stream *next;
 };
 
+/* A finished request waiting for its attribution (and its turn). */
+struct held {
+	struct request *r;
+	uint64_t ready_ns; /* record time after which it is attributed and reported */
+	struct held *next;
+};
+
 struct pipeline {
 	request_fn fn;
 	gpu_step_fn on_step;
@@ -32,6 +41,10 @@ struct pipeline {
 	struct conn_sink sink;
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
+	struct attrib *attr;
+	struct match *match;
+	struct held *held; /* by ready_ns, the order their responses ended */
+	uint64_t next_id;
 	struct stream *buckets[NBUCKETS];
 };
 
@@ -46,17 +59,17 @@ static size_t bucket_of(const struct stream_key *k)
 	return x % NBUCKETS;
 }
 
-/* Finished requests come here from every connection. */
-static void on_request(void *ctx, struct request *r)
+static void report_request(struct pipeline *p, struct request *r)
 {
-	struct pipeline *p = ctx;
 	struct request_metrics m;
 
-	/* LLM calls only: a known API path or payload, or a streamed (SSE/NDJSON) reply. */
-	if (r->api == API_UNKNOWN && r->stream != 1) {
-		p->h.other_http++;
-		request__free(r);
-		return;
+	match__request(p->match, r);
+	if (r->role == ROLE_SERVER) {
+		attrib__compute(p->attr, r);
+		if (r->attr && r->attr->ok)
+			p->h.attributed++;
+		else
+			p->h.not_attributed++;
 	}
 	request__metrics(r, &m);
 	p->h.requests++;
@@ -67,11 +80,68 @@ static void on_request(void *ctx, struct request *r)
 	request__free(r);
 }
 
+/* Held requests whose time has come (all of them when now is UINT64_MAX), in order. */
+static void release_held(struct pipeline *p, uint64_t now)
+{
+	while (p->held && p->held->ready_ns <= now) {
+		struct held *h = p->held;
+
+		p->held = h->next;
+		report_request(p, h->r);
+		free(h);
+	}
+}
+
+/* Finished requests come here from every connection. */
+static void on_request(void *ctx, struct request *r)
+{
+	struct pipeline *p = ctx;
+	uint64_t end = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
+	struct held *h, **link;
+
+	/* LLM calls only: a known API path or payload, or a streamed (SSE/NDJSON) reply. */
+	if (r->api == API_UNKNOWN && r->stream != 1) {
+		p->h.other_http++;
+		request__free(r);
+		return;
+	}
+	if (r->role == ROLE_SERVER && attrib__has_steps(p->attr))
+		attrib__finished(p->attr, r);
+	/* Where GPU steps are seen, a server request is attributed once later steps and other
+	 * requests' first tokens had time to come; the others wait with it, to keep the order. */
+	if (!p->held && !attrib__has_steps(p->attr)) {
+		report_request(p, r);
+		return;
+	}
+	h = malloc(sizeof(*h));
+	if (!h) {
+		report_request(p, r);
+		return;
+	}
+	*h = (struct held){ r, (end > r->start_ns ? end : r->start_ns) + ATTRIB_SETTLE_NS, NULL };
+	/* Requests are reported in the order their responses ended, which is not always the order
+	 * their ends were parsed in (records of two CPUs); a server's then comes before its
+	 * client's, which matching needs. Nearly always it goes last. */
+	link = &p->held;
+	while (*link && (*link)->ready_ns <= h->ready_ns)
+		link = &(*link)->next;
+	h->next = *link;
+	*link = h;
+}
+
+static void on_first_token(void *ctx, struct request *r)
+{
+	struct pipeline *p = ctx;
+
+	attrib__first_token(p->attr, r);
+}
+
 static void on_step(void *ctx, const struct gpu *g, const struct gpu_step *s)
 {
 	struct pipeline *p = ctx;
 
 	p->h.gpu_steps++;
+	attrib__step(p->attr, s);
 	if (p->on_step)
 		p->on_step(p->ctx, g, s);
 }
@@ -83,7 +153,12 @@ struct pipeline *pipeline__new(request_fn fn, gpu_step_fn step_fn, void *ctx)
 	if (!p)
 		return NULL;
 	p->gpu = gpu__new(on_step, p);
-	if (!p->gpu) {
+	p->attr = attrib__new();
+	p->match = match__new();
+	if (!p->gpu || !p->attr || !p->match) {
+		gpu__free(p->gpu);
+		attrib__free(p->attr);
+		match__free(p->match);
 		free(p);
 		return NULL;
 	}
@@ -91,7 +166,9 @@ struct pipeline *pipeline__new(request_fn fn, gpu_step_fn step_fn, void *ctx)
 	p->on_step = step_fn;
 	p->ctx = ctx;
 	p->sink.on_request = on_request;
+	p->sink.on_first_token = on_first_token;
 	p->sink.ctx = p;
+	p->sink.next_id = &p->next_id;
 	p->sink.unpaired_responses = &p->h.unpaired_responses;
 	p->sink.malformed_streams = &p->h.streams_malformed;
 	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
@@ -126,6 +203,15 @@ void pipeline__free(struct pipeline *p)
 	if (!p)
 		return;
 	gpu__free(p->gpu);
+	while (p->held) {
+		struct held *h = p->held;
+
+		p->held = h->next;
+		request__free(h->r);
+		free(h);
+	}
+	attrib__free(p->attr);
+	match__free(p->match);
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		while (p->buckets[b]) {
 			struct stream *s = p->buckets[b];
@@ -399,6 +485,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	if (p->last_ts >= p->next_sweep_ns) {
 		if (p->next_sweep_ns)
 			sweep_idle(p, p->last_ts);
+		attrib__prune(p->attr, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
 	switch (h->type) {
@@ -464,6 +551,16 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		pipeline__set_bpf_counters(p, counters);
 		break;
 	}
+	case TS_REC_PROC_TREE: {
+		struct ts_rec_proc_tree *t = rec;
+
+		if (size < sizeof(*t) || t->n > TS_REC_MAX_ANCESTORS) {
+			err = -1;
+			break;
+		}
+		attrib__proc_tree(p->attr, h->pid, t->ancestors, t->n);
+		break;
+	}
 	default:
 		err = -1;
 	}
@@ -474,12 +571,22 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	if (p->rec && recording__write(p->rec, rec, size) && !p->h.recording_errors++)
 		fprintf(stderr, "tokenscope: WARNING: writing the recording failed: %s\n",
 			strerror(errno));
+	release_held(p, p->last_ts);
 	return 0;
 }
 
 void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 {
+	/* Lost CUDA marks: no request whose time covers this is attributed. */
+	if (c[TS_CNT_GPU_DROPS] > p->h.bpf[TS_CNT_GPU_DROPS] ||
+	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT])
+		attrib__gpu_loss(p->attr, p->last_ts);
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
+}
+
+struct attrib *pipeline__attrib(struct pipeline *p)
+{
+	return p->attr;
 }
 
 void pipeline__finish(struct pipeline *p, uint64_t ts)
@@ -491,6 +598,7 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 			stream_drop(p, &p->buckets[b], ts, "capture_ended");
 	}
 	gpu__finish(p->gpu);
+	release_held(p, UINT64_MAX);
 }
 
 const struct health *pipeline__health(struct pipeline *p)

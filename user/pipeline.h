@@ -6,6 +6,10 @@
  *   data record -> pipeline__feed -> stream (pid, transport, SSL* or socket) -> conn -> http
  *               -> decode -> sse -> dialect -> request -> report (line, JSON Lines, summary)
  *   GPU mark    -> pipeline__feed -> gpu (segments, steps) -> report
+ *                                                          -> attrib (kept for correlation)
+ *   finished request -> (while GPU steps are seen) held ATTRIB_SETTLE_NS of record time
+ *                    -> attrib__compute (server role) -> report
+ * Requests leave in the order their responses ended, whatever their role.
  */
 #ifndef TS_PIPELINE_H
 #define TS_PIPELINE_H
@@ -16,6 +20,7 @@
 
 #include <linux/types.h>
 
+#include "attrib.h"
 #include "gpu.h"
 #include "tokenscope.h"
 
@@ -48,6 +53,8 @@ struct health {
 	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
 	uint64_t gpu_steps;	    /* steps reported */
 	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
+	uint64_t attributed;	    /* server requests whose TTFT was split */
+	uint64_t not_attributed;    /* server requests with attribution null (and why) */
 };
 
 /* Called for each finished LLM request, with its metrics; the pipeline frees it afterwards. */
@@ -69,5 +76,7 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
  * requests incomplete. */
 void pipeline__finish(struct pipeline *p, uint64_t ts);
 const struct health *pipeline__health(struct pipeline *p);
+/* The correlation state: for --engine overrides and the summary's engine figures. */
+struct attrib *pipeline__attrib(struct pipeline *p);
 
 #endif

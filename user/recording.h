@@ -19,7 +19,19 @@
 
 /* Records that only recordings carry (userspace-made, never from BPF). */
 enum ts_rec_type {
-	TS_REC_COUNTERS = 100, /* struct ts_rec_counters: the BPF counters at the end */
+	TS_REC_COUNTERS = 100, /* struct ts_rec_counters: the BPF counters (each second, and at
+				  the end) */
+	TS_REC_PROC_TREE = 101, /* struct ts_rec_proc_tree: a process's ancestors, read from /proc
+				   when it was first seen */
+};
+
+#define TS_REC_MAX_ANCESTORS 16
+
+struct ts_rec_proc_tree {
+	struct ts_event_hdr hdr; /* pid: the process */
+	__u32 n;		 /* ancestors known */
+	__u32 pad;
+	__u32 ancestors[TS_REC_MAX_ANCESTORS]; /* parent first, up to init (1) */
 };
 
 struct ts_rec_counters {
@@ -43,6 +55,7 @@ TS_FIELD(ts_rec_file_header, version, 8);
 TS_FIELD(ts_rec_file_header, start_mono_ns, 16);
 TS_FIELD(ts_rec_file_header, chunk_max, 32);
 TS_FIELD(ts_rec_counters, counters, 40);
+TS_LAYOUT(ts_rec_proc_tree, 112);
 
 struct recording;
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib.h"
+#include "buf.h"
 #include "dialect.h"
 #include "report.h"
 #include "stats.h"
@@ -16,7 +18,25 @@ struct group {
 	char model[REQ_MODEL_MAX];
 	uint64_t n, incomplete;
 	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
+	/* server role, attributed requests */
+	struct sample queue, queue_busy, queue_idle, prefill, emit, prefill_steps;
+	struct sample gap_decode, gap_host, gap_interference;
+	uint64_t not_attributed;
+	struct ttft_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
+	size_t nsplits, capsplits;
+	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
+	size_t ngsplits, capgsplits;
 	struct group *next;
+};
+
+#define TAIL_MAX 262144
+
+struct ttft_split {
+	uint64_t ttft, busy, idle, prefill, emit;
+};
+
+struct gap_split {
+	uint64_t gap, interference, decode, host;
 };
 
 /* GPU steps of one process. */
@@ -31,6 +51,8 @@ struct step_group {
 struct report {
 	FILE *lines;
 	FILE *jsonl;
+	bool gaps; /* --gaps: each gap's steps in the request record */
+	const struct attrib *attr;
 	struct group *groups;
 	struct step_group *steps;
 };
@@ -46,8 +68,29 @@ struct report *report__new(FILE *lines, FILE *jsonl)
 	return rp;
 }
 
+void report__set_gaps(struct report *rp, bool gaps)
+{
+	rp->gaps = gaps;
+}
+
+void report__set_attrib(struct report *rp, const struct attrib *a)
+{
+	rp->attr = a;
+}
+
 static void group_free(struct group *g)
 {
+	sample__free(&g->queue);
+	sample__free(&g->queue_busy);
+	sample__free(&g->queue_idle);
+	sample__free(&g->prefill);
+	sample__free(&g->emit);
+	sample__free(&g->prefill_steps);
+	sample__free(&g->gap_decode);
+	sample__free(&g->gap_host);
+	sample__free(&g->gap_interference);
+	free(g->splits);
+	free(g->gsplits);
 	struct sample *all[] = { &g->ttft, &g->ttft_hit, &g->ttft_miss, &g->ttft_cache_unknown,
 				 &g->tpot, &g->itl, &g->e2e, &g->out_tokens };
 
@@ -97,13 +140,76 @@ static json_t *str_or_null(const char *s)
 	return s && *s ? json_string(s) : json_null();
 }
 
+static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps);
+
+static json_t *ms(uint64_t ns)
+{
+	return json_real((double)ns / 1e6);
+}
+
+static json_t *attribution_json(const struct attribution *a, bool gaps)
+{
+	json_t *o = json_object(), *v;
+
+	v = json_array();
+	for (uint32_t i = 0; i < a->nengine_pids; i++)
+		json_array_append_new(v, json_integer(a->engine_pids[i]));
+	json_object_set_new(o, "engine_pids", v);
+	json_object_set_new(o, "queue_ms", ms(a->queue_ns));
+	json_object_set_new(o, "queue_busy_ms", ms(a->queue_busy_ns));
+	json_object_set_new(o, "queue_idle_ms", ms(a->queue_idle_ns));
+	json_object_set_new(o, "prefill_ms", ms(a->prefill_ns));
+	json_object_set_new(o, "prefill_steps", json_integer(a->prefill_steps));
+	json_object_set_new(o, "emit_ms", ms(a->emit_ns));
+	json_object_set_new(o, "prefill_start_ns", json_integer((json_int_t)a->prefill_start_ns));
+	json_object_set_new(o, "decode_ms", ms(a->decode_ns));
+	json_object_set_new(o, "host_ms", ms(a->host_ns));
+	json_object_set_new(o, "interference_ms", ms(a->interference_ns));
+	v = json_array();
+	for (size_t i = 0; i < a->ninterfered_by; i++)
+		json_array_append_new(v, json_integer((json_int_t)a->interfered_by[i]));
+	json_object_set_new(o, "interfered_by", v);
+	json_object_set_new(o, "steps", json_integer(a->steps));
+	v = json_array();
+	for (uint32_t bit = 1; bit <= EST_TOKEN_STEPS; bit <<= 1) {
+		if (a->estimated & bit)
+			json_array_append_new(v, json_string(attrib__estimate_name(bit)));
+	}
+	json_object_set_new(o, "estimated", v);
+	if (gaps) {
+		v = json_array();
+		for (size_t i = 0; i < a->ngaps; i++) {
+			const struct attrib_gap *g = &a->gaps[i];
+			json_t *go = json_object();
+
+			json_object_set_new(go, "gap_ms", ms(g->gap_ns));
+			json_object_set_new(go, "steps", json_integer(g->steps));
+			json_object_set_new(go, "decode_ms", ms(g->decode_ns));
+			json_object_set_new(go, "host_ms", ms(g->host_ns));
+			json_object_set_new(go, "interference_ms", ms(g->interference_ns));
+			json_object_set_new(go, "interfered", json_boolean(g->interfered));
+			json_object_set_new(go, "step_start_ns",
+					    json_integer((json_int_t)g->producer_start_ns));
+			json_array_append_new(v, go);
+		}
+		json_object_set_new(o, "gaps", v);
+	}
+	return o;
+}
+
 char *report__request_json(const struct request *r, const struct request_metrics *mp)
+{
+	return request_json(r, mp, false);
+}
+
+static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps)
 {
 	const struct request_metrics m = *mp;
 	json_t *o = json_object(), *itl = json_object();
 	char *s;
 
 	json_object_set_new(o, "type", json_string("request"));
+	json_object_set_new(o, "id", json_integer((json_int_t)r->id));
 	json_object_set_new(o, "pid", json_integer(r->pid));
 	json_object_set_new(o, "comm", json_string(r->comm));
 	json_object_set_new(o, "role", json_string(role__name(r->role)));
@@ -145,6 +251,20 @@ char *report__request_json(const struct request *r, const struct request_metrics
 	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
 	json_object_set_new(o, "complete", json_boolean(m.complete));
 	json_object_set_new(o, "error", str_or_null(r->error));
+	if (r->role == ROLE_CLIENT) {
+		json_object_set_new(o, "server_id",
+				    r->server_id ? json_integer((json_int_t)r->server_id) : json_null());
+		json_object_set_new(o, "upstream_ms",
+				    r->upstream_set ? json_real((double)r->upstream_ns / 1e6) : json_null());
+	}
+	if (r->role == ROLE_SERVER) {
+		bool ok = r->attr && r->attr->ok;
+
+		json_object_set_new(o, "attribution", ok ? attribution_json(r->attr, gaps) : json_null());
+		json_object_set_new(o, "attribution_error",
+				    ok ? json_null()
+				       : json_string(r->attr ? r->attr->error : "no GPU steps were seen"));
+	}
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
 	json_decref(o);
 	return s;
@@ -232,8 +352,50 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 		fprintf(f, " INCOMPLETE");
 	if (r->error[0])
 		fprintf(f, " error=%s", report__text_safe(error, sizeof(error), r->error));
+	if (r->attr && r->attr->ok)
+		fprintf(f, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f | gaps: decode=%.1f "
+			   "host=%.1f interference=%.1f]",
+			r->attr->queue_ns / 1e6, r->attr->queue_busy_ns / 1e6, r->attr->prefill_ns / 1e6,
+			r->attr->prefill_steps, r->attr->emit_ns / 1e6, r->attr->decode_ns / 1e6,
+			r->attr->host_ns / 1e6, r->attr->interference_ns / 1e6);
 	fputc('\n', f);
 	fflush(f);
+}
+
+static void add_attribution(struct group *g, const struct request *r)
+{
+	const struct attribution *a = r->attr;
+
+	if (!a || !a->ok) {
+		g->not_attributed++;
+		return;
+	}
+	sample__add(&g->queue, a->queue_ns / 1e6);
+	sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
+	sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
+	sample__add(&g->prefill, a->prefill_ns / 1e6);
+	sample__add(&g->emit, a->emit_ns / 1e6);
+	sample__add(&g->prefill_steps, a->prefill_steps);
+	if (g->nsplits < TAIL_MAX &&
+	    array__reserve((void **)&g->splits, &g->capsplits, g->nsplits + 1, sizeof(*g->splits)))
+		g->splits[g->nsplits++] = (struct ttft_split){
+			a->queue_ns + a->prefill_ns + a->emit_ns, a->queue_busy_ns, a->queue_idle_ns,
+			a->prefill_ns, a->emit_ns,
+		};
+	for (size_t i = 0; i < a->ngaps; i++) {
+		const struct attrib_gap *gp = &a->gaps[i];
+
+		sample__add(&g->gap_decode, gp->decode_ns / 1e6);
+		sample__add(&g->gap_host, gp->host_ns / 1e6);
+		sample__add(&g->gap_interference, gp->interference_ns / 1e6);
+		if (g->ngsplits < TAIL_MAX &&
+		    array__reserve((void **)&g->gsplits, &g->capgsplits, g->ngsplits + 1,
+				   sizeof(*g->gsplits)))
+			g->gsplits[g->ngsplits++] = (struct gap_split){
+				gp->gap_ns, gp->interference_ns, gp->decode_ns - gp->interference_ns,
+				gp->host_ns,
+			};
+	}
 }
 
 void report__request(void *ctx, const struct request *r, const struct request_metrics *mp)
@@ -245,7 +407,7 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 	if (rp->lines)
 		print_line(rp->lines, r, &m);
 	if (rp->jsonl) {
-		char *s = report__request_json(r, &m);
+		char *s = request_json(r, &m, rp->gaps);
 
 		if (s) {
 			fprintf(rp->jsonl, "%s\n", s);
@@ -274,6 +436,8 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 	}
 	if (m.output_tokens.set)
 		sample__add(&g->out_tokens, (double)m.output_tokens.v);
+	if (r->role == ROLE_SERVER)
+		add_attribution(g, r);
 }
 
 char *report__step_json(const struct gpu *g, const struct gpu_step *s)
@@ -361,6 +525,79 @@ static void print_pcts(FILE *out, const char *label, struct sample *s)
 		sample__pct(s, 50), sample__pct(s, 90), sample__pct(s, 99), sample__max(s));
 }
 
+static int by_ttft(const void *x, const void *y)
+{
+	const struct ttft_split *a = x, *b = y;
+
+	return a->ttft < b->ttft ? -1 : a->ttft > b->ttft;
+}
+
+static int by_gap(const void *x, const void *y)
+{
+	const struct gap_split *a = x, *b = y;
+
+	return a->gap < b->gap ? -1 : a->gap > b->gap;
+}
+
+static double pct_of(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* Where the time of the slowest tenth went: the requests (and gaps) above the p90. */
+static void print_tail(FILE *out, struct group *g)
+{
+	if (g->nsplits) {
+		size_t n = g->nsplits, from = (size_t)(n * 0.9);
+		struct ttft_split sum = { 0 };
+
+		qsort(g->splits, n, sizeof(*g->splits), by_ttft);
+		for (size_t i = from; i < n; i++) {
+			sum.ttft += g->splits[i].ttft;
+			sum.busy += g->splits[i].busy;
+			sum.idle += g->splits[i].idle;
+			sum.prefill += g->splits[i].prefill;
+			sum.emit += g->splits[i].emit;
+		}
+		fprintf(out, "    TTFT p99 %.2f ms: %.0f%% queued behind GPU work, %.0f%% queued idle, "
+			     "%.0f%% prefill, %.0f%% emit (the %zu requests above p90)\n",
+			g->splits[(size_t)((n - 1) * 0.99)].ttft / 1e6, pct_of(sum.busy, sum.ttft),
+			pct_of(sum.idle, sum.ttft), pct_of(sum.prefill, sum.ttft),
+			pct_of(sum.emit, sum.ttft), n - from);
+	}
+	if (g->ngsplits) {
+		size_t n = g->ngsplits, from = (size_t)(n * 0.9);
+		struct gap_split sum = { 0 };
+
+		qsort(g->gsplits, n, sizeof(*g->gsplits), by_gap);
+		for (size_t i = from; i < n; i++) {
+			sum.gap += g->gsplits[i].gap;
+			sum.interference += g->gsplits[i].interference;
+			sum.decode += g->gsplits[i].decode;
+			sum.host += g->gsplits[i].host;
+		}
+		fprintf(out, "    token gaps above p90: %.0f%% prefill interference, %.0f%% decode, "
+			     "%.0f%% host (%zu gaps)\n",
+			pct_of(sum.interference, sum.gap), pct_of(sum.decode, sum.gap),
+			pct_of(sum.host, sum.gap), n - from);
+	}
+}
+
+static void print_engine(void *ctx, const struct attrib_engine_stats *e)
+{
+	FILE *out = ctx;
+	double span = (double)(e->last_ns - e->first_ns) / 1e9;
+
+	fprintf(out, "engine pid%s", e->npids > 1 ? "s" : "");
+	for (uint32_t i = 0; i < e->npids; i++)
+		fprintf(out, "%c%u", i ? ',' : ' ', e->pids[i]);
+	fprintf(out, ": steps=%llu (prefill %llu, decode %llu) steps/s=%.1f gpu_busy=%.0f%%%s\n",
+		(unsigned long long)e->steps, (unsigned long long)e->prefill_steps,
+		(unsigned long long)e->decode_steps, span > 0 ? (double)e->steps / span : 0.0,
+		span > 0 ? 100.0 * (double)e->busy_ns / 1e9 / span : 0.0,
+		e->chunked ? " chunked_prefill" : "");
+}
+
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
@@ -381,7 +618,24 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		print_pcts(out, "itl_ms", &g->itl);
 		print_pcts(out, "e2e_ms", &g->e2e);
 		print_pcts(out, "output_tokens", &g->out_tokens);
+		if (g->role != ROLE_SERVER)
+			continue;
+		print_pcts(out, "queue_ms", &g->queue);
+		print_pcts(out, "queue_busy_ms", &g->queue_busy);
+		print_pcts(out, "queue_idle_ms", &g->queue_idle);
+		print_pcts(out, "prefill_ms", &g->prefill);
+		print_pcts(out, "prefill_steps", &g->prefill_steps);
+		print_pcts(out, "emit_ms", &g->emit);
+		print_pcts(out, "gap_decode_ms", &g->gap_decode);
+		print_pcts(out, "gap_host_ms", &g->gap_host);
+		print_pcts(out, "gap_interf_ms", &g->gap_interference);
+		print_tail(out, g);
+		if (g->not_attributed)
+			fprintf(out, "    not attributed: %llu (their records say why)\n",
+				(unsigned long long)g->not_attributed);
 	}
+	if (rp->attr)
+		attrib__engines(rp->attr, print_engine, out);
 	for (struct step_group *sg = rp->steps; sg; sg = sg->next) {
 		double span = (double)(sg->last_ns - sg->first_ns) / 1e9;
 		char comm[TS_COMM_LEN * 8];

@@ -4,8 +4,10 @@
 #ifndef TS_REPORT_H
 #define TS_REPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
+#include "attrib.h"
 #include "gpu.h"
 #include "pipeline.h"
 #include "request.h"
@@ -15,6 +17,10 @@ struct report;
 /* lines: per-request text lines (NULL: none). jsonl: JSON Lines records (NULL: none). */
 struct report *report__new(FILE *lines, FILE *jsonl);
 void report__free(struct report *rp);
+/* --gaps: request records carry each token gap's steps. */
+void report__set_gaps(struct report *rp, bool gaps);
+/* The correlation state whose engines the summary describes (NULL: none). */
+void report__set_attrib(struct report *rp, const struct attrib *a);
 /* A request_fn for pipeline__new. */
 void report__request(void *rp, const struct request *r, const struct request_metrics *m);
 /* A gpu_step_fn for pipeline__new. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib.h"
 #include "buf.h"
 #include "request.h"
 #include "stats.h"
@@ -28,6 +29,7 @@ void request__free(struct request *r)
 	if (!r)
 		return;
 	free(r->gaps_ns);
+	attribution__free(r->attr);
 	free(r);
 }
 
@@ -44,6 +46,8 @@ void request__token(struct request *r, uint64_t ts)
 		r->gaps_ns[r->token_events - 1] = ts > r->last_token_ns ? ts - r->last_token_ns : 0;
 	} else {
 		r->first_token_ns = ts;
+		if (r->on_first_token)
+			r->on_first_token(r->hook_ctx, r);
 	}
 	r->last_token_ns = ts;
 	r->token_events++;

@@ -41,7 +41,10 @@ struct opt_u64 {
 	uint64_t v;
 };
 
+struct attribution;
+
 struct request {
+	uint64_t id; /* unique in the run, in the order requests began */
 	/* who */
 	uint32_t pid;
 	char comm[TS_COMM_LEN];
@@ -81,6 +84,17 @@ struct request {
 	bool response_done; /* the response body ended where its framing said */
 	bool lossy;	    /* capture lost bytes of this request or its response */
 	char error[REQ_ERROR_MAX]; /* first error: HTTP status, API error, parse or capture */
+
+	/* client role: the server record that served it, traced on this host (match.h) */
+	uint64_t server_id; /* 0: not found */
+	bool upstream_set;
+	int64_t upstream_ns; /* client TTFT - server TTFT */
+
+	/* server role: the TTFT split and the gaps' steps (attrib.h); NULL until attributed */
+	struct attribution *attr;
+	/* called once, when the first token is written (the pipeline registers it) */
+	void (*on_first_token)(void *ctx, struct request *r);
+	void *hook_ctx;
 };
 
 struct request *request__new(void);

@@ -30,9 +30,10 @@ NGINX_CONF = """
 worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
-events {{ worker_connections 64; }}
+events {{ worker_connections 1024; }}
 http {{
     access_log off;
+    client_body_buffer_size 1m;  # prompts stay in memory: workers cannot write to {work}
     client_body_temp_path {work}/body;
     proxy_temp_path {work}/proxy;
     fastcgi_temp_path {work}/fastcgi;

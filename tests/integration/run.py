@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Integration tests with real eBPF probes (root): real clients against a local TLS fixture
 server, traced live by ./tokenscope, checked against the ground truth the fixture writes;
-then GPU steps (gpu_checks.py) and plaintext HTTP over TCP (plaintext_checks.py).
+then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
+attribution of TTFT and token gaps to GPU steps (attribution_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from attribution_checks import run_attribution_checks
 from gpu_checks import run_gpu_checks
 from plaintext_checks import run_plaintext_checks
 
@@ -191,21 +193,22 @@ def main():
         raise SystemExit("integration tests load eBPF programs: run them as root")
     work = tempfile.mkdtemp(prefix="tokenscope-it-")
     print(f"integration: with {TOKENSCOPE}", flush=True)
-    if sys.argv[1:] == ["--only", "plaintext"]:
-        # the plaintext phase alone (make test runs it again with the sanitized build)
+    phases = {"plaintext": run_plaintext_checks, "attribution": run_attribution_checks}
+    if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
+        # one phase alone (make test runs plaintext again with the sanitized build)
         try:
-            run_plaintext_checks({"check": check, "Tracer": Tracer, "run": run, "root": ROOT,
-                                  "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
-                                  "key": KEY})
+            phases[sys.argv[2]]({"check": check, "Tracer": Tracer, "run": run, "root": ROOT,
+                                 "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
+                                 "key": KEY})
         finally:
             if failed == 0:
                 shutil.rmtree(work, ignore_errors=True)
             else:
                 print(f"kept {work} for inspection")
-        print(f"\nintegration (plaintext): {passed} passed, {failed} failed")
+        print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only plaintext]")
+        raise SystemExit("usage: run.py [--only plaintext|attribution]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -532,6 +535,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: plaintext HTTP over TCP: uvicorn, nginx, noise, edge cases (tracers of their own)
     run_plaintext_checks(ctx)
+
+    # phase: attribution on the vLLM-shaped service, against its ground truth
+    run_attribution_checks(ctx)
 
 
 if __name__ == "__main__":

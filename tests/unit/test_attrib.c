@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Attribution on hand-made steps and requests whose split is known by construction: the TTFT
+ * split, a server that writes late, the engine found through the process tree, tensor-parallel
+ * ranks merged, chunked prefill, and every case that must give no attribution. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "attrib.h"
+#include "request.h"
+
+#define MS 1000000ull
+#define US 1000ull
+#define T0 (100 * MS)
+#define HTTP_PID 100
+#define ENGINE_PID 200
+
+/* One engine step: launched at start, done on the GPU at done, seen by the host just after. */
+static void step(struct attrib *a, uint32_t pid, uint64_t start, uint64_t done)
+{
+	struct gpu_step s = { .pid = pid, .launches = 8, .first_launch_ns = start,
+			      .last_launch_ns = start, .gpu_done_ns = done,
+			      .host_seen_ns = done + 10 * US };
+
+	attrib__step(a, &s);
+}
+
+/* Steps k = 0..n-1 of `len` ms each, 1 ms apart (host time between), from T0. */
+static uint64_t step_start(int k, uint64_t len)
+{
+	return T0 + (uint64_t)k * (len + 1) * MS;
+}
+
+static void steps(struct attrib *a, uint32_t pid, int n, uint64_t len)
+{
+	for (int k = 0; k < n; k++)
+		step(a, pid, step_start(k, len), step_start(k, len) + len * MS);
+}
+
+static struct request *server_request(uint64_t id, uint64_t arrival)
+{
+	struct request *r = request__new();
+
+	assert_non_null(r);
+	r->id = id;
+	r->pid = HTTP_PID;
+	r->role = ROLE_SERVER;
+	r->start_ns = arrival;
+	return r;
+}
+
+/* The engine is the HTTP server's child. */
+static struct attrib *new_attrib(void)
+{
+	struct attrib *a = attrib__new();
+	const uint32_t http_anc[] = { 50, 1 }, engine_anc[] = { HTTP_PID, 50, 1 };
+
+	assert_non_null(a);
+	attrib__proc_tree(a, HTTP_PID, http_anc, 2);
+	attrib__proc_tree(a, ENGINE_PID, engine_anc, 3);
+	return a;
+}
+
+/* Token events written `delay` after the host saw steps first..last complete. */
+static void tokens(struct attrib *a, struct request *r, int first, int last, uint64_t len,
+		   uint64_t delay)
+{
+	for (int k = first; k <= last; k++)
+		request__token(r, step_start(k, len) + len * MS + 10 * US + delay);
+	r->end_ns = r->last_token_ns + 100 * US;
+	attrib__first_token(a, r); /* as the pipeline's hook does at the first token */
+}
+
+static void test_ttft_split(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, step_start(2, 4) + 2 * MS); /* during step 2 */
+	const struct attribution *at;
+
+	steps(a, ENGINE_PID, 12, 4);
+	tokens(a, r, 4, 9, 4, 500 * US); /* prefill in step 4: steps 3 and 4 after arrival */
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_int_equal(at->nengine_pids, 1);
+	assert_int_equal(at->engine_pids[0], ENGINE_PID);
+	assert_true(at->estimated & EST_ENGINE);
+	/* queue: from arrival to step 4's launch; busy: the rest of step 2 (2 ms) and step 3 */
+	assert_int_equal(at->prefill_start_ns, step_start(4, 4));
+	assert_int_equal(at->queue_ns, step_start(4, 4) - r->start_ns);
+	assert_int_equal(at->queue_busy_ns, 2 * MS + 4 * MS);
+	assert_int_equal(at->queue_idle_ns, at->queue_ns - at->queue_busy_ns);
+	assert_int_equal(at->prefill_ns, 4 * MS);
+	assert_int_equal(at->prefill_steps, 1);
+	assert_int_equal(at->emit_ns, 10 * US + 500 * US);
+	assert_int_equal(at->queue_ns + at->prefill_ns + at->emit_ns,
+			 r->first_token_ns - r->start_ns);
+	/* each gap: one decode step of 4 ms, 1 ms of host time */
+	assert_int_equal(at->ngaps, 5);
+	for (size_t g = 0; g < at->ngaps; g++) {
+		assert_int_equal(at->gaps[g].steps, 1);
+		assert_int_equal(at->gaps[g].decode_ns, 4 * MS);
+		assert_int_equal(at->gaps[g].host_ns, 1 * MS);
+		assert_int_equal(at->gaps[g].producer_start_ns, step_start(5 + (int)g, 4));
+		assert_false(at->gaps[g].interfered);
+	}
+	request__free(r);
+	attrib__free(a);
+}
+
+/* A server that writes its events after the next step was already seen: the events are still
+ * put on consecutive steps, anchored by the one event written in time. */
+static void test_late_server(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0 + 1 * MS);
+	const struct attribution *at;
+
+	steps(a, ENGINE_PID, 14, 4);
+	for (int k = 2; k <= 8; k++) /* steps 2..8, each written 6 ms late (past the next) */
+		request__token(r, step_start(k, 4) + 4 * MS + (k == 6 ? 200 * US : 6 * MS));
+	r->end_ns = r->last_token_ns + 100 * US;
+	attrib__first_token(a, r);
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_true(at->ok);
+	assert_true(at->estimated & EST_TOKEN_STEPS);
+	assert_int_equal(at->prefill_start_ns, step_start(2, 4));
+	for (size_t g = 0; g < at->ngaps; g++)
+		assert_int_equal(at->gaps[g].producer_start_ns, step_start(3 + (int)g, 4));
+	request__free(r);
+	attrib__free(a);
+}
+
+/* Another request's first token in a step inside this one's gaps: interference, by id. */
+static void test_interference(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0), *other = server_request(2, step_start(3, 4));
+
+	steps(a, ENGINE_PID, 10, 4);
+	step(a, ENGINE_PID, step_start(10, 4), step_start(10, 4) + 12 * MS); /* prefill of 2 */
+	for (int k = 11; k < 16; k++)
+		step(a, ENGINE_PID, step_start(10, 4) + (uint64_t)(k - 10) * 13 * MS,
+		     step_start(10, 4) + (uint64_t)(k - 10) * 13 * MS + 4 * MS);
+	request__token(other, step_start(10, 4) + 12 * MS + 500 * US);
+	other->end_ns = other->last_token_ns;
+	attrib__first_token(a, other);
+	tokens(a, r, 0, 9, 4, 300 * US);
+	/* its token of step 10 (where it decoded beside the other's prefill), then 11..13 */
+	request__token(r, step_start(10, 4) + 12 * MS + 300 * US);
+	for (int k = 11; k < 14; k++)
+		request__token(r, step_start(10, 4) + (uint64_t)(k - 10) * 13 * MS + 4 * MS + 300 * US);
+	r->end_ns = r->last_token_ns;
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	/* the gap from step 9's token to step 10's: the prefill step */
+	assert_int_equal(r->attr->gaps[9].steps, 1);
+	assert_true(r->attr->gaps[9].interfered);
+	assert_int_equal(r->attr->gaps[9].interference_ns, 12 * MS - 4 * MS);
+	assert_int_equal(r->attr->ninterfered_by, 1);
+	assert_int_equal(r->attr->interfered_by[0], 2);
+	for (size_t g = 0; g < r->attr->ngaps; g++) {
+		if (g != 9)
+			assert_false(r->attr->gaps[g].interfered);
+	}
+	request__free(r);
+	request__free(other);
+	attrib__free(a);
+}
+
+/* Two tensor-parallel ranks stepping in lockstep are one engine; two that do not are not. */
+static void test_tensor_parallel(void **state)
+{
+	struct attrib *a = new_attrib();
+	const uint32_t anc[] = { HTTP_PID, 50, 1 };
+	struct request *r = server_request(1, T0);
+
+	attrib__proc_tree(a, ENGINE_PID + 1, anc, 3);
+	for (int k = 0; k < 10; k++) {
+		step(a, ENGINE_PID, step_start(k, 4), step_start(k, 4) + 4 * MS);
+		step(a, ENGINE_PID + 1, step_start(k, 4) + 50 * US, step_start(k, 4) + 4 * MS + 200 * US);
+	}
+	tokens(a, r, 1, 6, 4, 800 * US);
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	assert_int_equal(r->attr->nengine_pids, 2);
+	/* the merged step ends with its slower rank */
+	assert_int_equal(r->attr->prefill_ns, 4 * MS + 200 * US);
+	assert_int_equal(r->attr->gaps[0].steps, 1);
+	request__free(r);
+	attrib__free(a);
+
+	a = new_attrib();
+	attrib__proc_tree(a, ENGINE_PID + 1, anc, 3);
+	r = server_request(1, T0);
+	steps(a, ENGINE_PID, 10, 4);
+	for (int k = 0; k < 6; k++) /* a second engine, out of step with the first */
+		step(a, ENGINE_PID + 1, T0 + 4500 * US + (uint64_t)k * 9 * MS,
+		     T0 + 4900 * US + (uint64_t)k * 9 * MS);
+	tokens(a, r, 1, 6, 4, 800 * US);
+	attrib__compute(a, r);
+	assert_false(r->attr->ok);
+	assert_non_null(strstr(r->attr->error, "lockstep"));
+	request__free(r);
+	attrib__free(a);
+}
+
+/* Chunked prefill: a long prompt's earlier chunks (long steps without first tokens) count. */
+static void test_chunked_prefill(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0 + 30 * MS), *o[2];
+	uint64_t t = T0;
+	uint64_t chunk_start[3];
+	int c = 0;
+
+	/* decodes of 4 ms; two long prompts of 3 chunks (20 ms steps) from 40 ms on */
+	for (int k = 0; k < 30; k++) {
+		bool chunk = (k >= 10 && k < 13) || (k >= 20 && k < 23);
+		uint64_t len = chunk ? 20 * MS : 4 * MS;
+
+		if (k >= 20 && k < 23)
+			chunk_start[c++] = t;
+		step(a, ENGINE_PID, t, t + len);
+		t += len + 1 * MS;
+	}
+	/* the first long prompt belongs to request 2 (first token after step 12), the second
+	 * to request 1 (after step 22); two short requests' first tokens mark their steps */
+	o[0] = server_request(2, T0 + 20 * MS);
+	request__token(o[0], T0 + 10 * 5 * MS + 3 * 21 * MS - 1 * MS + 300 * US);
+	o[0]->end_ns = o[0]->last_token_ns;
+	attrib__first_token(a, o[0]);
+	attrib__finished(a, o[0]);
+	o[1] = server_request(3, T0);
+	request__token(o[1], T0 + 4 * MS + 300 * US);
+	o[1]->end_ns = o[1]->last_token_ns;
+	attrib__first_token(a, o[1]);
+	attrib__finished(a, o[1]);
+	request__token(r, chunk_start[2] + 20 * MS + 300 * US);
+	for (int k = 1; k <= 4; k++)
+		request__token(r, chunk_start[2] + 21 * MS + (uint64_t)k * 5 * MS - 1 * MS + 300 * US);
+	r->end_ns = r->last_token_ns;
+	attrib__first_token(a, r);
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	assert_true(r->attr->estimated & EST_PREFILL_START);
+	assert_int_equal(r->attr->prefill_steps, 3);
+	assert_int_equal(r->attr->prefill_start_ns, chunk_start[0]);
+	request__free(r);
+	request__free(o[0]);
+	request__free(o[1]);
+	attrib__free(a);
+}
+
+/* Never a guess: no steps, no process tree, a proxy, lost marks, --engine. */
+static void test_not_attributed(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = server_request(1, T0), *c;
+
+	tokens(a, r, 1, 3, 4, 100 * US);
+	attrib__compute(a, r);
+	assert_false(r->attr->ok);
+	assert_non_null(strstr(r->attr->error, "no GPU steps"));
+
+	steps(a, ENGINE_PID, 6, 4); /* steps, but nothing says whose */
+	attrib__compute(a, r);
+	assert_false(r->attr->ok);
+	assert_non_null(strstr(r->attr->error, "process tree"));
+
+	assert_int_equal(attrib__override(a, "100=200"), 0); /* --engine says */
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	assert_false(r->attr->estimated & EST_ENGINE);
+	assert_int_equal(attrib__override(a, "100="), -1);
+	assert_int_equal(attrib__override(a, "x=1"), -1);
+	assert_int_equal(attrib__override(a, "1=2,,3"), -1);
+
+	attrib__gpu_loss(a, T0 + 12 * MS); /* marks lost while it streamed */
+	attrib__compute(a, r);
+	assert_false(r->attr->ok);
+	assert_non_null(strstr(r->attr->error, "lost"));
+	request__free(r);
+	attrib__free(a);
+
+	/* a server that is also a client of an LLM API forwards: the upstream is attributed */
+	a = new_attrib();
+	steps(a, ENGINE_PID, 6, 4);
+	c = request__new();
+	c->pid = HTTP_PID;
+	c->role = ROLE_CLIENT;
+	c->first_token_ns = T0;
+	attrib__first_token(a, c);
+	r = server_request(1, T0);
+	tokens(a, r, 1, 3, 4, 100 * US);
+	attrib__compute(a, r);
+	assert_false(r->attr->ok);
+	assert_non_null(strstr(r->attr->error, "proxy"));
+	request__free(c);
+	request__free(r);
+	attrib__free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ttft_split),
+		cmocka_unit_test(test_late_server),
+		cmocka_unit_test(test_interference),
+		cmocka_unit_test(test_tensor_parallel),
+		cmocka_unit_test(test_chunked_prefill),
+		cmocka_unit_test(test_not_attributed),
+	};
+
+	return cmocka_run_group_tests_name("attrib", tests, NULL, NULL);
+}

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Client <-> server matching: directly by the connection's addresses, through a proxy's
+ * upstream call, and nothing when the connection is not the same. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "match.h"
+#include "request.h"
+
+#define MS 1000000ull
+
+static struct request *req(uint64_t id, uint32_t pid, enum role role, const char *local,
+			   const char *peer, uint64_t start, uint64_t first, uint64_t end)
+{
+	struct request *r = request__new();
+
+	assert_non_null(r);
+	r->id = id;
+	r->pid = pid;
+	r->role = role;
+	snprintf(r->local, sizeof(r->local), "%s", local);
+	snprintf(r->peer, sizeof(r->peer), "%s", peer);
+	r->start_ns = start;
+	r->first_token_ns = first;
+	r->end_ns = end;
+	return r;
+}
+
+static void test_direct(void **state)
+{
+	struct match *m = match__new();
+	struct request *s = req(2, 10, ROLE_SERVER, "127.0.0.1:8000", "127.0.0.1:5000", 101 * MS,
+				150 * MS, 300 * MS);
+	struct request *c = req(1, 20, ROLE_CLIENT, "127.0.0.1:5000", "127.0.0.1:8000", 100 * MS,
+				152 * MS, 301 * MS);
+	struct request *other = req(3, 21, ROLE_CLIENT, "127.0.0.1:5001", "127.0.0.1:8000",
+				    100 * MS, 160 * MS, 302 * MS);
+
+	match__request(m, s); /* the server ends first */
+	match__request(m, c);
+	match__request(m, other);
+	assert_int_equal(c->server_id, 2);
+	assert_true(c->upstream_set);
+	assert_int_equal(c->upstream_ns, (int64_t)(52 * MS) - (int64_t)(49 * MS));
+	assert_int_equal(other->server_id, 0); /* another connection */
+	assert_false(other->upstream_set);
+	request__free(s);
+	request__free(c);
+	request__free(other);
+	match__free(m);
+}
+
+/* client -> proxy (pid 30: a server that is also a client) -> server; two requests in flight
+ * through the proxy at once, told apart by their first tokens. */
+static void test_through_proxy(void **state)
+{
+	struct match *m = match__new();
+	struct request *r[] = {
+		/* the upstream server's two requests */
+		req(5, 10, ROLE_SERVER, "127.0.0.1:8000", "127.0.0.1:6001", 102 * MS, 150 * MS,
+		    300 * MS),
+		req(6, 10, ROLE_SERVER, "127.0.0.1:8000", "127.0.0.1:6002", 103 * MS, 170 * MS,
+		    300 * MS),
+		/* the proxy's upstream calls */
+		req(3, 30, ROLE_CLIENT, "127.0.0.1:6001", "127.0.0.1:8000", 101 * MS, 151 * MS,
+		    301 * MS),
+		req(4, 30, ROLE_CLIENT, "127.0.0.1:6002", "127.0.0.1:8000", 102 * MS, 171 * MS,
+		    301 * MS),
+		/* the proxy's server side: the second client's request first */
+		req(7, 30, ROLE_SERVER, "127.0.0.1:443", "127.0.0.1:5002", 101 * MS, 172 * MS,
+		    302 * MS),
+		req(8, 30, ROLE_SERVER, "127.0.0.1:443", "127.0.0.1:5001", 100 * MS, 152 * MS,
+		    302 * MS),
+		/* the clients */
+		req(1, 40, ROLE_CLIENT, "127.0.0.1:5001", "127.0.0.1:443", 99 * MS, 153 * MS,
+		    303 * MS),
+		req(2, 41, ROLE_CLIENT, "127.0.0.1:5002", "127.0.0.1:443", 100 * MS, 174 * MS,
+		    303 * MS),
+	};
+
+	for (size_t i = 0; i < 8; i++)
+		match__request(m, r[i]);
+	assert_int_equal(r[2]->server_id, 5); /* the proxy's own calls, directly */
+	assert_int_equal(r[3]->server_id, 6);
+	assert_int_equal(r[6]->server_id, 5); /* through the proxy */
+	assert_int_equal(r[7]->server_id, 6);
+	assert_int_equal(r[6]->upstream_ns, (int64_t)(54 * MS) - (int64_t)(48 * MS));
+	for (size_t i = 0; i < 8; i++)
+		request__free(r[i]);
+	match__free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_direct),
+		cmocka_unit_test(test_through_proxy),
+	};
+
+	return cmocka_run_group_tests_name("match", tests, NULL, NULL);
+}

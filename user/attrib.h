@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Attribution: each server-side TTFT split into queueing, prefill and emit, and each later
+ * token gap into the GPU steps completed inside it and host time, by correlating a server's
+ * HTTP stream (arrival, token writes) with the GPU steps of the engine serving it.
+ * Definitions, signals and limits: docs/attribution.md.
+ *
+ *   request (server role) -> first token registered at once -> finished request waits
+ *   ATTRIB_SETTLE_NS of record time (later steps, other requests' first tokens, drop counters)
+ *   -> attrib__compute -> request.attr -> report
+ */
+#ifndef TS_ATTRIB_H
+#define TS_ATTRIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+
+struct request;
+
+/* A finished request is attributed once the records have moved this far past its end: GPU
+ * drop counters are read once a second, and the first tokens of requests that shared its
+ * steps are written just after them. */
+#define ATTRIB_SETTLE_NS 1500000000ull
+
+#define ATTRIB_MAX_PIDS 8
+#define ATTRIB_ERROR_MAX 160
+
+/* What was inferred rather than observed (the record's "estimated" list). */
+enum attrib_estimate {
+	EST_PREFILL_START = 1u << 0, /* chunked prefill: the first chunk's step was inferred */
+	EST_GPU_DONE = 1u << 1,	     /* the first token's step completion is an upper bound */
+	EST_ENGINE = 1u << 2,	     /* the engine was found through the process tree */
+	EST_TOKEN_STEPS = 1u << 3,   /* token events were aligned to steps one token per step,
+					not to the latest step seen before them */
+};
+
+struct attrib_gap {
+	uint64_t gap_ns;       /* since the previous token event */
+	uint32_t steps;	       /* engine steps the host saw completed inside the gap */
+	uint64_t decode_ns;    /* their GPU time (capped at the gap) */
+	uint64_t host_ns;      /* gap - decode */
+	uint64_t interference_ns; /* their time above the decode baseline, where they carried
+				     another request's prefill */
+	bool interfered;       /* one of them carried another request's prefill */
+	uint64_t producer_start_ns; /* first launch of the step that produced the token event
+				       ending the gap (the latest seen complete before it) */
+};
+
+struct attribution {
+	bool ok;			 /* false: error says why nothing is attributed */
+	char error[ATTRIB_ERROR_MAX];
+	uint32_t engine_pids[ATTRIB_MAX_PIDS];
+	uint32_t nengine_pids;
+	uint64_t prefill_start_ns;
+	uint64_t queue_ns, queue_busy_ns, queue_idle_ns, prefill_ns, emit_ns;
+	uint32_t prefill_steps;
+	uint64_t decode_ns, host_ns, interference_ns; /* summed over the gaps */
+	uint32_t steps;				     /* prefill steps + steps inside the gaps */
+	uint64_t *interfered_by;		     /* request ids, ascending, no repeats */
+	size_t ninterfered_by;
+	uint32_t estimated; /* enum attrib_estimate bits */
+	struct attrib_gap *gaps; /* token_events - 1 of them */
+	size_t ngaps;
+};
+
+void attribution__free(struct attribution *a);
+/* The names of the estimate bits, in order, for outputs. */
+const char *attrib__estimate_name(uint32_t bit);
+
+struct attrib;
+
+struct attrib *attrib__new(void);
+void attrib__free(struct attrib *a);
+/* --engine HTTP_PID=GPU_PID[,GPU_PID...]: "1234=5678,5679". Returns 0, or -1 (bad text). */
+int attrib__override(struct attrib *a, const char *spec);
+/* pid's ancestors, nearest first (its parent, ...), as read from /proc when it was first seen. */
+void attrib__proc_tree(struct attrib *a, uint32_t pid, const uint32_t *ancestors, size_t n);
+void attrib__step(struct attrib *a, const struct gpu_step *s);
+/* Whether any GPU step was seen (else requests need not wait for attribution). */
+bool attrib__has_steps(const struct attrib *a);
+/* A request saw its first token (r->id, r->pid, r->start_ns, r->first_token_ns). A client's
+ * marks its process as a client: its server requests (a proxy's) are not the engine's. */
+void attrib__first_token(struct attrib *a, const struct request *r);
+/* A server request finished: its token events are aligned to the steps now, so that the
+ * requests attributed before it see its first token on the right step. */
+void attrib__finished(struct attrib *a, const struct request *r);
+/* GPU marks were lost (ring buffer full, streams over the limit), noticed at ts. */
+void attrib__gpu_loss(struct attrib *a, uint64_t ts);
+/* Fill r->attr for a finished server request. Uses only what happened before
+ * r->end_ns + ATTRIB_SETTLE_NS, so the result does not depend on when it is called. */
+void attrib__compute(struct attrib *a, struct request *r);
+/* Forget steps and first tokens older than ts minus the longest request kept for. */
+void attrib__prune(struct attrib *a, uint64_t ts);
+
+/* Per engine (GPU process set) figures for the summary. */
+struct attrib_engine_stats {
+	uint32_t pids[ATTRIB_MAX_PIDS];
+	uint32_t npids;
+	uint64_t steps, prefill_steps, decode_steps;
+	uint64_t first_ns, last_ns, busy_ns;
+	bool chunked; /* chunked prefill was recognised */
+};
+/* Calls fn for each engine requests were attributed to. */
+void attrib__engines(const struct attrib *a, void (*fn)(void *ctx, const struct attrib_engine_stats *),
+		     void *ctx);
+
+#endif
