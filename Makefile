@@ -20,7 +20,9 @@ endif
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
-LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -lstdc++ -Wl,-Bdynamic -lm
+# libmicrohttpd (--metrics) is linked dynamically: its static form needs GnuTLS and p11-kit,
+# which Debian ships without static archives.
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -lstdc++ -Wl,-Bdynamic -lmicrohttpd -lm
 LDLIBS_UNIT := -ljansson -lz -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
@@ -30,10 +32,10 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
-	user/procmaps.c user/outfile.c user/attrib.c user/match.c
+	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
 LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
-	user/tracefs.c
+	user/tracefs.c user/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 

@@ -48,6 +48,8 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
 
 static __always_inline bool ts_traced(__u32 tgid)
 {
+	if (tgid == ts_filter.self)
+		return false;
 	if (ts_filter.by_pid && !bpf_map_lookup_elem(&pids, &tgid))
 		return false;
 	if (ts_filter.by_comm) {

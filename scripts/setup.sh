@@ -6,7 +6,8 @@ set -eu
 
 need="clang llvm make gcc pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libssl-dev
 libjansson-dev libcmocka-dev openssl curl python3 util-linux time
-python3-fastapi python3-uvicorn python3-uvloop python3-zmq nginx liburing-dev"
+python3-fastapi python3-uvicorn python3-uvloop python3-zmq nginx liburing-dev
+libmicrohttpd-dev prometheus"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 

@@ -249,6 +249,7 @@ static int libbpf_warnings(enum libbpf_print_level level, const char *fmt, va_li
 /* The same filter in every family: the -p and -c options. */
 static void set_filter(struct ts_filter *f, const struct live_opts *o)
 {
+	f->self = (__u32)getpid();
 	f->by_pid = o->npids > 0;
 	f->by_port = o->nports > 0;
 	if (o->comm) {
@@ -614,6 +615,8 @@ static int consume(struct live *lv)
 		if (now >= next_stats) {
 			next_stats = now + STATS_INTERVAL_NS;
 			update_counters(lv, &reported_drops);
+			if (lv->o->tick)
+				lv->o->tick(lv->o->started_ctx);
 		}
 		if (deadline && now >= deadline)
 			break;

@@ -28,6 +28,9 @@ struct live_opts {
 	 * started (outputs may be emptied now). Nonzero ends the run with an error. */
 	int (*started)(void *ctx);
 	void *started_ctx;
+	/* Called about once a second from the capture loop, after the kernel counters were read
+	 * (NULL: none): --metrics publishes then. */
+	void (*tick)(void *ctx);
 };
 
 /* Can live tracing start on this machine (privileges, BTF, the -p processes exist)? Prints

@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exporter.h"
 #include "live.h"
+#include "metrics.h"
 #include "outfile.h"
 #include "pipeline.h"
 #include "recording.h"
@@ -27,7 +29,15 @@
 #define MAX_PIDS 64
 #define MAX_PORTS 64
 
-enum { OPT_PORT = 256, OPT_NO_PLAINTEXT, OPT_ENGINE, OPT_GAPS };
+enum {
+	OPT_PORT = 256,
+	OPT_NO_PLAINTEXT,
+	OPT_ENGINE,
+	OPT_GAPS,
+	OPT_METRICS,
+	OPT_METRICS_FILE,
+	OPT_METRICS_MAX_SERIES,
+};
 #define MAX_ENGINES 16
 #define TS_VERSION "0.1.0"
 
@@ -48,6 +58,9 @@ struct options {
 	const char *engines[MAX_ENGINES]; /* --engine HTTP_PID=GPU_PID[,GPU_PID...] */
 	int nengines;
 	bool gaps;
+	const char *metrics_addr;  /* --metrics [ADDR:]PORT */
+	const char *metrics_file;  /* --metrics-file FILE */
+	long metrics_max_series;
 };
 
 static void usage(FILE *f)
@@ -69,6 +82,11 @@ static void usage(FILE *f)
 		"                        the GPU processes serving an HTTP server's requests (found\n"
 		"                        through the process tree when not given; repeatable)\n"
 		"      --gaps            request records list each token gap's steps\n"
+		"      --metrics [ADDR:]PORT  serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+		"                        (ADDR 127.0.0.1 unless given; OpenTelemetry GenAI names)\n"
+		"      --metrics-file FILE  write the metrics exposition to FILE at the end\n"
+		"      --metrics-max-series N  label sets per metric family (default 1000); more\n"
+		"                        are folded into gen_ai_request_model=\"other\"\n"
 		"  -o, --output FILE     write one JSON object per request (JSON Lines, mode 0600)\n"
 		"  -r, --record FILE     record the event stream for `tokenscope report` (holds\n"
 		"                        decrypted prompts and completions; credentials masked)\n"
@@ -101,6 +119,9 @@ static const struct option longopts[] = {
 	{ "no-plaintext", no_argument, NULL, OPT_NO_PLAINTEXT },
 	{ "engine", required_argument, NULL, OPT_ENGINE },
 	{ "gaps", no_argument, NULL, OPT_GAPS },
+	{ "metrics", required_argument, NULL, OPT_METRICS },
+	{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
+	{ "metrics-max-series", required_argument, NULL, OPT_METRICS_MAX_SERIES },
 	{ "output", required_argument, NULL, 'o' },
 	{ "record", required_argument, NULL, 'r' },
 	{ "duration", required_argument, NULL, 'd' },
@@ -164,6 +185,28 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case OPT_GAPS:
 			o->gaps = true;
 			break;
+		case OPT_METRICS: {
+			char addr[64];
+			unsigned port;
+
+			if (exporter__parse(optarg, addr, sizeof(addr), &port)) {
+				fprintf(stderr, "tokenscope: --metrics wants [ADDR:]PORT (IPv4), not '%s'\n",
+					optarg);
+				return -1;
+			}
+			o->metrics_addr = optarg;
+			break;
+		}
+		case OPT_METRICS_FILE:
+			o->metrics_file = optarg;
+			break;
+		case OPT_METRICS_MAX_SERIES:
+			if (parse_long(optarg, 1, 1000000, &v)) {
+				fprintf(stderr, "tokenscope: invalid --metrics-max-series '%s'\n", optarg);
+				return -1;
+			}
+			o->metrics_max_series = v;
+			break;
 		case 'o':
 			o->jsonl_path = optarg;
 			break;
@@ -207,8 +250,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return -1;
 	}
 	if (o->replay_path &&
-	    (o->npids || o->comm || o->record_path || o->duration_s || o->nports || o->no_plaintext)) {
-		fprintf(stderr, "tokenscope: report takes only -o, -q, -v, --engine and --gaps\n");
+	    (o->npids || o->comm || o->record_path || o->duration_s || o->nports || o->no_plaintext ||
+	     o->metrics_addr)) {
+		fprintf(stderr, "tokenscope: report takes only -o, -q, -v, --engine, --gaps and "
+				"--metrics-file\n");
 		return -1;
 	}
 	return 0;
@@ -221,7 +266,41 @@ struct outputs {
 	struct pipeline *pl;
 	struct recording *rec;
 	bool started;
+	struct metrics *metrics;
+	struct exporter *exporter;
+	struct buf expo; /* the last exposition */
 };
+
+/* --metrics: the capture loop renders, about once a second, what scrapes then serve. */
+static void publish_metrics(void *ctx)
+{
+	struct outputs *out = ctx;
+
+	if (out->exporter && !metrics__render(out->metrics, pipeline__health(out->pl), &out->expo))
+		exporter__publish(out->exporter, out->expo.p ? out->expo.p : "", out->expo.len);
+}
+
+/* --metrics-file: one exposition at the end. */
+static int write_metrics_file(struct outputs *out)
+{
+	const char *path = out->o->metrics_file;
+	struct outfile f = { .fd = -1 };
+	FILE *fp;
+	int err;
+
+	if (metrics__render(out->metrics, pipeline__health(out->pl), &out->expo) ||
+	    outfile__open(&f, path) || outfile__start(&f) || !(fp = fdopen(f.fd, "w"))) {
+		fprintf(stderr, "tokenscope: cannot write %s\n", path);
+		if (f.fd >= 0)
+			close(f.fd);
+		return -1;
+	}
+	err = fwrite(out->expo.p ? out->expo.p : "", 1, out->expo.len, fp) != out->expo.len;
+	err |= fclose(fp) != 0;
+	if (err)
+		fprintf(stderr, "tokenscope: writing %s failed\n", path);
+	return err ? -1 : 0;
+}
 
 /* The run has started (probes attached, or the recording's header read): only now are the
  * previous outputs emptied. */
@@ -272,7 +351,8 @@ int main(int argc, char **argv)
 				 .ports = o.ports, .nports = o.nports,
 				 .no_plaintext = o.no_plaintext, .ringbuf_mb = o.ringbuf_mb,
 				 .duration_s = o.duration_s, .verbose = o.verbose,
-				 .started = start_outputs, .started_ctx = &out };
+				 .started = start_outputs, .started_ctx = &out,
+				 .tick = publish_metrics };
 	/* Everything that can refuse a live run is checked before any output file is touched;
 	 * the files are opened (and checked) now, and emptied only once the run has started. */
 	if (!o.replay_path && live__check(&lo))
@@ -295,6 +375,20 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	report__set_gaps(rp, o.gaps);
+	if (o.metrics_addr || o.metrics_file) {
+		out.metrics = metrics__new((size_t)o.metrics_max_series);
+		if (!out.metrics) {
+			fprintf(stderr, "tokenscope: out of memory\n");
+			goto cleanup;
+		}
+		report__set_metrics(rp, out.metrics);
+	}
+	if (o.metrics_addr) {
+		out.exporter = exporter__start(o.metrics_addr);
+		if (!out.exporter)
+			goto cleanup;
+		publish_metrics(&out);
+	}
 	report__set_attrib(rp, pipeline__attrib(out.pl));
 	for (int i = 0; i < o.nengines; i++) {
 		if (attrib__override(pipeline__attrib(out.pl), o.engines[i])) {
@@ -313,13 +407,16 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	report__summary(rp, stdout, pipeline__health(out.pl));
-	err = 0;
+	err = o.metrics_file && write_metrics_file(&out) ? 1 : 0;
 
 cleanup:
 	if (recording__close(out.rec)) {
 		fprintf(stderr, "tokenscope: writing %s failed\n", o.record_path);
 		err = 1;
 	}
+	exporter__stop(out.exporter);
+	metrics__free(out.metrics);
+	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	report__free(rp);
 	if (jsonl) {

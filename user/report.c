@@ -7,6 +7,7 @@
 #include "attrib.h"
 #include "buf.h"
 #include "dialect.h"
+#include "metrics.h"
 #include "report.h"
 #include "stats.h"
 
@@ -53,6 +54,7 @@ struct report {
 	FILE *jsonl;
 	bool gaps; /* --gaps: each gap's steps in the request record */
 	const struct attrib *attr;
+	struct metrics *metrics;
 	struct group *groups;
 	struct step_group *steps;
 };
@@ -71,6 +73,11 @@ struct report *report__new(FILE *lines, FILE *jsonl)
 void report__set_gaps(struct report *rp, bool gaps)
 {
 	rp->gaps = gaps;
+}
+
+void report__set_metrics(struct report *rp, struct metrics *m)
+{
+	rp->metrics = m;
 }
 
 void report__set_attrib(struct report *rp, const struct attrib *a)
@@ -406,6 +413,8 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 
 	if (rp->lines)
 		print_line(rp->lines, r, &m);
+	if (rp->metrics)
+		metrics__request(rp->metrics, r, &m);
 	if (rp->jsonl) {
 		char *s = request_json(r, &m, rp->gaps);
 
@@ -484,6 +493,8 @@ void report__step(void *ctx, const struct gpu *g, const struct gpu_step *s)
 	struct report *rp = ctx;
 	struct step_group *sg, **link;
 
+	if (rp->metrics)
+		metrics__step(rp->metrics, s);
 	if (rp->jsonl) {
 		char *j = report__step_json(g, s);
 

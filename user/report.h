@@ -19,6 +19,9 @@ struct report *report__new(FILE *lines, FILE *jsonl);
 void report__free(struct report *rp);
 /* --gaps: request records carry each token gap's steps. */
 void report__set_gaps(struct report *rp, bool gaps);
+struct metrics;
+/* Also feed every request and step to these metrics (NULL: none). */
+void report__set_metrics(struct report *rp, struct metrics *m);
 /* The correlation state whose engines the summary describes (NULL: none). */
 void report__set_attrib(struct report *rp, const struct attrib *a);
 /* A request_fn for pipeline__new. */

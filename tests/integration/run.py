@@ -2,7 +2,8 @@
 """Integration tests with real eBPF probes (root): real clients against a local TLS fixture
 server, traced live by ./tokenscope, checked against the ground truth the fixture writes;
 then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
-attribution of TTFT and token gaps to GPU steps (attribution_checks.py).
+attribution of TTFT and token gaps to GPU steps (attribution_checks.py), and the Prometheus
+endpoint (metrics_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -19,6 +20,7 @@ import time
 
 from attribution_checks import run_attribution_checks
 from gpu_checks import run_gpu_checks
+from metrics_checks import run_metrics_checks
 from plaintext_checks import run_plaintext_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -193,7 +195,8 @@ def main():
         raise SystemExit("integration tests load eBPF programs: run them as root")
     work = tempfile.mkdtemp(prefix="tokenscope-it-")
     print(f"integration: with {TOKENSCOPE}", flush=True)
-    phases = {"plaintext": run_plaintext_checks, "attribution": run_attribution_checks}
+    phases = {"plaintext": run_plaintext_checks, "attribution": run_attribution_checks,
+              "metrics": run_metrics_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -208,7 +211,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only plaintext|attribution]")
+        raise SystemExit("usage: run.py [--only plaintext|attribution|metrics]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -538,6 +541,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: attribution on the vLLM-shaped service, against its ground truth
     run_attribution_checks(ctx)
+
+    # phase: --metrics scraped under load, and abused
+    run_metrics_checks(ctx)
 
 
 if __name__ == "__main__":
