@@ -133,6 +133,45 @@ static const struct option longopts[] = {
 	{},
 };
 
+/* The options of attribution and metrics outputs. */
+static int parse_output_option(int c, const char *arg, struct options *o)
+{
+	char addr[64];
+	unsigned port;
+	long v;
+
+	switch (c) {
+	case OPT_ENGINE:
+		if (o->nengines == MAX_ENGINES) {
+			fprintf(stderr, "tokenscope: at most %d --engine\n", MAX_ENGINES);
+			return -1;
+		}
+		o->engines[o->nengines++] = arg;
+		return 0;
+	case OPT_GAPS:
+		o->gaps = true;
+		return 0;
+	case OPT_METRICS:
+		if (exporter__parse(arg, addr, sizeof(addr), &port)) {
+			fprintf(stderr, "tokenscope: --metrics wants [ADDR:]PORT (IPv4), not '%s'\n", arg);
+			return -1;
+		}
+		o->metrics_addr = arg;
+		return 0;
+	case OPT_METRICS_FILE:
+		o->metrics_file = arg;
+		return 0;
+	case OPT_METRICS_MAX_SERIES:
+		if (parse_long(arg, 1, 1000000, &v)) {
+			fprintf(stderr, "tokenscope: invalid --metrics-max-series '%s'\n", arg);
+			return -1;
+		}
+		o->metrics_max_series = v;
+		return 0;
+	}
+	return -1;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	int c;
@@ -176,36 +215,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->no_plaintext = true;
 			break;
 		case OPT_ENGINE:
-			if (o->nengines == MAX_ENGINES) {
-				fprintf(stderr, "tokenscope: at most %d --engine\n", MAX_ENGINES);
-				return -1;
-			}
-			o->engines[o->nengines++] = optarg;
-			break;
 		case OPT_GAPS:
-			o->gaps = true;
-			break;
-		case OPT_METRICS: {
-			char addr[64];
-			unsigned port;
-
-			if (exporter__parse(optarg, addr, sizeof(addr), &port)) {
-				fprintf(stderr, "tokenscope: --metrics wants [ADDR:]PORT (IPv4), not '%s'\n",
-					optarg);
-				return -1;
-			}
-			o->metrics_addr = optarg;
-			break;
-		}
+		case OPT_METRICS:
 		case OPT_METRICS_FILE:
-			o->metrics_file = optarg;
-			break;
 		case OPT_METRICS_MAX_SERIES:
-			if (parse_long(optarg, 1, 1000000, &v)) {
-				fprintf(stderr, "tokenscope: invalid --metrics-max-series '%s'\n", optarg);
+			if (parse_output_option(c, optarg, o))
 				return -1;
-			}
-			o->metrics_max_series = v;
 			break;
 		case 'o':
 			o->jsonl_path = optarg;

@@ -471,6 +471,29 @@ static void sweep_idle(struct pipeline *p, uint64_t now)
 	}
 }
 
+/* Records userspace made (recordings carry them too): counters, process trees. */
+static int on_userspace_record(struct pipeline *p, void *rec, size_t size)
+{
+	const struct ts_event_hdr *h = rec;
+
+	if (h->type == TS_REC_COUNTERS) {
+		/* A writer with fewer counters (an older version) wrote a shorter record. */
+		struct ts_rec_counters *c = rec;
+		__u64 counters[TS_CNT__MAX] = { 0 };
+		size_t n = (size - sizeof(c->hdr)) / sizeof(__u64);
+
+		memcpy(counters, c->counters, (n < TS_CNT__MAX ? n : TS_CNT__MAX) * sizeof(__u64));
+		pipeline__set_bpf_counters(p, counters);
+		return 0;
+	}
+	struct ts_rec_proc_tree *t = rec;
+
+	if (size < sizeof(*t) || t->n > TS_REC_MAX_ANCESTORS)
+		return -1;
+	attrib__proc_tree(p->attr, h->pid, t->ancestors, t->n);
+	return 0;
+}
+
 int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 {
 	struct ts_event_hdr *h = rec;
@@ -541,26 +564,10 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 	case TS_EV_EXEC:
 	case TS_EV_DLOPEN:
 		break; /* attach work, done by the live loop */
-	case TS_REC_COUNTERS: {
-		/* A writer with fewer counters (an older version) wrote a shorter record. */
-		struct ts_rec_counters *c = rec;
-		__u64 counters[TS_CNT__MAX] = { 0 };
-		size_t n = (size - sizeof(c->hdr)) / sizeof(__u64);
-
-		memcpy(counters, c->counters, (n < TS_CNT__MAX ? n : TS_CNT__MAX) * sizeof(__u64));
-		pipeline__set_bpf_counters(p, counters);
+	case TS_REC_COUNTERS:
+	case TS_REC_PROC_TREE:
+		err = on_userspace_record(p, rec, size);
 		break;
-	}
-	case TS_REC_PROC_TREE: {
-		struct ts_rec_proc_tree *t = rec;
-
-		if (size < sizeof(*t) || t->n > TS_REC_MAX_ANCESTORS) {
-			err = -1;
-			break;
-		}
-		attrib__proc_tree(p->attr, h->pid, t->ancestors, t->n);
-		break;
-	}
 	default:
 		err = -1;
 	}

@@ -594,6 +594,24 @@ static void print_tail(FILE *out, struct group *g)
 	}
 }
 
+/* A server group's TTFT and gap components, and the tail in words. */
+static void print_attribution(FILE *out, struct group *g)
+{
+	print_pcts(out, "queue_ms", &g->queue);
+	print_pcts(out, "queue_busy_ms", &g->queue_busy);
+	print_pcts(out, "queue_idle_ms", &g->queue_idle);
+	print_pcts(out, "prefill_ms", &g->prefill);
+	print_pcts(out, "prefill_steps", &g->prefill_steps);
+	print_pcts(out, "emit_ms", &g->emit);
+	print_pcts(out, "gap_decode_ms", &g->gap_decode);
+	print_pcts(out, "gap_host_ms", &g->gap_host);
+	print_pcts(out, "gap_interf_ms", &g->gap_interference);
+	print_tail(out, g);
+	if (g->not_attributed)
+		fprintf(out, "    not attributed: %llu (their records say why)\n",
+			(unsigned long long)g->not_attributed);
+}
+
 static void print_engine(void *ctx, const struct attrib_engine_stats *e)
 {
 	FILE *out = ctx;
@@ -629,21 +647,8 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		print_pcts(out, "itl_ms", &g->itl);
 		print_pcts(out, "e2e_ms", &g->e2e);
 		print_pcts(out, "output_tokens", &g->out_tokens);
-		if (g->role != ROLE_SERVER)
-			continue;
-		print_pcts(out, "queue_ms", &g->queue);
-		print_pcts(out, "queue_busy_ms", &g->queue_busy);
-		print_pcts(out, "queue_idle_ms", &g->queue_idle);
-		print_pcts(out, "prefill_ms", &g->prefill);
-		print_pcts(out, "prefill_steps", &g->prefill_steps);
-		print_pcts(out, "emit_ms", &g->emit);
-		print_pcts(out, "gap_decode_ms", &g->gap_decode);
-		print_pcts(out, "gap_host_ms", &g->gap_host);
-		print_pcts(out, "gap_interf_ms", &g->gap_interference);
-		print_tail(out, g);
-		if (g->not_attributed)
-			fprintf(out, "    not attributed: %llu (their records say why)\n",
-				(unsigned long long)g->not_attributed);
+		if (g->role == ROLE_SERVER)
+			print_attribution(out, g);
 	}
 	if (rp->attr)
 		attrib__engines(rp->attr, print_engine, out);
