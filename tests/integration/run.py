@@ -9,6 +9,7 @@ Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
 packages from npm. The fixture itself is traced too (role "server").
 """
+import atexit
 import json
 import os
 import shutil
@@ -57,6 +58,8 @@ class Tracer:
         self.stderr = open(os.path.join(work, "tokenscope.stderr"), "w+")
         self.p = subprocess.Popen([TOKENSCOPE, "-o", self.out, "-r", self.rec, *args],
                                   stdout=self.stdout, stderr=self.stderr)
+        # a test that dies half way must not leave a tracer tracing the next runs
+        atexit.register(lambda p=self.p: p.poll() is None and p.send_signal(signal.SIGINT))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             self.stderr.seek(0)
