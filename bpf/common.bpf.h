@@ -91,7 +91,7 @@ static __always_inline void ts_fill_hdr(struct ts_event_hdr *h, __u32 type, __u3
 
 /*
  * A fixed-size record of the current task, stamped now, its header filled: the caller fills
- * the body and calls bpf_ringbuf_submit(rec, 0). NULL when the ring buffer is full, counted
+ * the body and calls bpf_ringbuf_submit(rec, ts_quiet()). NULL when the ring buffer is full, counted
  * under drop_counter: nothing is lost silently. size must be a constant.
  */
 static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_counter)
@@ -106,13 +106,29 @@ static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_count
 	return h;
 }
 
+/*
+ * The flags to submit a record with. A record that wakes the reader costs an irq_work and a
+ * self-interrupt, as much as the probe's trap, and a context switch in the reader: records
+ * go without, and the reader drains the ring every few milliseconds (user/live.c); a ring past
+ * an eighth full wakes it at once. Timestamps are taken here, so delivery delay changes no
+ * figure. Records the reader acts on (exec, dlopen, exit: probes to attach) wake it always
+ * (flags 0 would not: they notify only a reader that has caught up).
+ */
+static __always_inline __u64 ts_quiet(void)
+{
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	return avail > size / 8 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 /* A record that is only its header (process exec, exit, dlopen). */
 static __always_inline void ts_send_proc(__u32 type)
 {
 	struct ts_proc *e = ts_reserve(type, sizeof(*e), TS_CNT_OTHER_DROPS);
 
 	if (e)
-		bpf_ringbuf_submit(e, 0);
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 #endif /* TS_COMMON_BPF_H */

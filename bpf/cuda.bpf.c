@@ -254,7 +254,7 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 	} else {
 		__builtin_memset(&m->work, 0, sizeof(m->work));
 	}
-	bpf_ringbuf_submit(m, 0);
+	bpf_ringbuf_submit(m, ts_quiet());
 }
 
 /* Device-wide sync: every stream of the process hands over its work first. */
@@ -648,7 +648,7 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 			if (c->name &&
 			    bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
 				e->name[0] = 0;
-			bpf_ringbuf_submit(e, 0);
+			bpf_ringbuf_submit(e, ts_quiet());
 		}
 	}
 	bpf_map_delete_elem(&cuda_name_calls, &tid);

@@ -238,7 +238,7 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 	e->exact = exact;
 	e->_pad = 0;
 	sock_addr(sk, &e->addr);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ts_quiet());
 }
 
 /* phase: entry: is this a socket we capture, and where are its bytes */
@@ -292,7 +292,7 @@ static __always_inline void send_missing(struct ts_sock_data *ev, __u64 seq, __u
 	ev->total_len = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
 	ev->offset = offset;
 	ev->len = 0;
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), 0))
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), ts_quiet()))
 		ts_count(TS_CNT_DROPS, 1);
 }
 
@@ -320,7 +320,7 @@ static __always_inline void send_piece(struct copy_state *s, struct ts_sock_data
 	ev->len = n;
 	s->pieces++;
 	s->fill = 0;
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, 0)) {
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_quiet())) {
 		ts_count(TS_CNT_DROPS, 1);
 		ts_count(TS_CNT_DROP_BYTES, n);
 		return;
@@ -638,7 +638,7 @@ int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 	e->sock = ino;
 	e->owner = owner;
 	e->_pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ts_quiet());
 	return 0;
 }
 
@@ -686,6 +686,6 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	ev->len = 0;
 	ev->owner = st->owner;
 	sock_addr(sk, &ev->addr);
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, ts_quiet());
 	return 0;
 }

@@ -147,7 +147,7 @@ static __always_inline int tls_call_return(long ret, bool ex)
 			ev->flags |= TS_F_READ_FAULT;
 			ts_count(TS_CNT_READ_FAULTS, 1);
 		}
-		if (bpf_ringbuf_output(&events, d, sizeof(*ev) + n, 0)) {
+		if (bpf_ringbuf_output(&events, d, sizeof(*ev) + n, ts_quiet())) {
 			ts_count(TS_CNT_DROPS, 1);
 			ts_count(TS_CNT_DROP_BYTES, n);
 			continue;
@@ -236,7 +236,7 @@ int BPF_KPROBE(ssl_free_enter, void *ssl)
 	if (!e)
 		return 0;
 	e->ssl = (__u64)ssl;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, ts_quiet());
 	return 0;
 }
 

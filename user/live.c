@@ -21,7 +21,10 @@
 #include "sock.skel.h"
 #include "tls.skel.h"
 
-#define POLL_MAX_MS 100			 /* longest wait for records: how soon a stop is seen */
+/* Longest wait for records. Data records do not wake the reader (ts_quiet in
+ * bpf/common.bpf.h): the ring is drained at least this often, and whenever it passes an
+ * eighth full or a lifecycle record comes. */
+#define POLL_MAX_MS 20
 #define STATS_INTERVAL_NS 1000000000ull /* kernel counters read, drops warned about */
 
 /* Capability bits (linux/capability.h): CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON. */
@@ -606,6 +609,8 @@ static int consume(struct live *lv)
 		int n = ring_buffer__poll(lv->rb, attacher__next_due_ms(lv->att, now_ns(),
 									 POLL_MAX_MS));
 
+		if (n >= 0) /* what came without a wake-up */
+			n = ring_buffer__consume(lv->rb);
 		if (n < 0 && n != -EINTR) {
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
 			return -1;
