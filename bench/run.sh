@@ -24,10 +24,14 @@ start_tracer() {
 	tracer=$!
 	until grep -q "Hit Ctrl-C to end." "$work/stderr"; do sleep 0.1; done
 }
+# tokenscope leaves the removal of its probes to a child, tokenscope-det, that ends on its
+# own: the next measurement waits for it, or its probes would still trap there.
+detaching() { ps -eo stat=,comm= | awk '$1 !~ /^Z/ && $2 == "tokenscope-det" { f = 1 } END { exit !f }'; }
 stop_tracer() {
 	kill -INT "$tracer"
 	wait "$tracer" || true
 	tracer=
+	while detaching; do sleep 0.05; done
 }
 
 libssl=/lib/x86_64-linux-gnu/libssl.so.3
@@ -63,6 +67,32 @@ awk -v s="$ssl" -v sb="$ssl_bare" -v st="$ssl_t" -v r="$rt" -v rb="$rt_bare" -v 
 	printf "  bare: an empty uprobe on the same entry point; traced: added per call with tokenscope\n"
 	printf "  (a traced SSL call takes an entry and a return probe; a launch only an entry probe)\n"
 }'
+
+# Start and stop: from exec to "Hit Ctrl-C to end." (every probe attached), from SIGINT to
+# the process's end, and from SIGINT until its probes are gone (the detaching child's end).
+: >"$work/start"
+: >"$work/stop"
+: >"$work/gone"
+for r in $(seq "$ROUNDS"); do
+	t0=$(date +%s%N)
+	./tokenscope -q 2>"$work/stderr" >"$work/stdout" &
+	tracer=$!
+	until grep -q "Hit Ctrl-C to end." "$work/stderr"; do sleep 0.005; done
+	t1=$(date +%s%N)
+	sleep 1
+	t2=$(date +%s%N)
+	kill -INT "$tracer"
+	wait "$tracer" || true
+	t3=$(date +%s%N)
+	tracer=
+	while detaching; do sleep 0.01; done
+	t4=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000)) >>"$work/start"
+	echo $(((t3 - t2) / 1000000)) >>"$work/stop"
+	echo $(((t4 - t2) / 1000000)) >>"$work/gone"
+done
+printf "  start (exec to every probe attached): %d ms; Ctrl-C to exit: %d ms; to every probe removed: %d ms\n" \
+	"$(median <"$work/start")" "$(median <"$work/stop")" "$(median <"$work/gone")"
 
 # Plaintext TCP: the syscall tracepoints every process pays, against an empty tracepoint
 # program on the same four tracepoints (enter and exit of read and write), no filter.

@@ -2,11 +2,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -499,6 +502,111 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 
 /* ---- the run ---- */
 
+#define DETACHER_COMM "tokenscope-det"
+#define DETACHER_WAIT_MAX_S 30
+
+/* Is a detacher (below) of an earlier run still removing its probes? Zombies are done. */
+static bool detacher_running(void)
+{
+	struct dirent *de;
+	bool found = false;
+	DIR *d = opendir("/proc");
+
+	while (d && !found && (de = readdir(d))) {
+		char fn[300], stat[128], *close_paren;
+		FILE *f;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(fn, sizeof(fn), "/proc/%s/stat", de->d_name);
+		f = fopen(fn, "re");
+		if (!f)
+			continue;
+		/* "PID (COMM) STATE ...": the comm may hold spaces and parentheses */
+		if (fgets(stat, sizeof(stat), f) && (close_paren = strrchr(stat, ')')) &&
+		    close_paren[1] == ' ' && close_paren[2] != 'Z') {
+			*close_paren = 0;
+			found = strchr(stat, '(') && !strcmp(strchr(stat, '(') + 1, DETACHER_COMM);
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/*
+ * Probes go on and come off one at a time under the kernel's event_mutex: attaching while an
+ * earlier run still detaches would take as long as its detach, and libraries loaded meanwhile
+ * would be probed late. A run started right after another waits for it, as it used to when
+ * the other did not end before its probes were off.
+ */
+static void wait_for_detacher(void)
+{
+	uint64_t start = now_ns();
+
+	if (!detacher_running())
+		return;
+	fprintf(stderr, "tokenscope: waiting for an earlier run to remove its probes\n");
+	while (detacher_running()) {
+		if (now_ns() - start > DETACHER_WAIT_MAX_S * 1000000000ull) {
+			fprintf(stderr, "tokenscope: still removing after %d s; attaching now\n",
+				DETACHER_WAIT_MAX_S);
+			return;
+		}
+		usleep(20000);
+	}
+}
+
+/*
+ * Removing a uprobe or a syscall tracepoint's program makes the kernel wait for RCU grace
+ * periods under its global event_mutex: 70-130 ms per probe on this VM, ~7 s for the ~70 a
+ * CUDA host gets, serialized, whatever the thread. Nothing the user waits for needs it done:
+ * a child keeps the links (and the perf events under them) and drops them after this process
+ * has ended; this process's own closes only drop references. The child closes every other
+ * file first (outputs, the metrics socket), leaves the terminal's session, and calls nothing
+ * that may lock after a fork. Returns false when there is no child: the caller detaches.
+ */
+static bool detach_in_background(void)
+{
+	char dents[4096], path[64], target[32];
+	pid_t pid = fork();
+	long n;
+	int dir;
+
+	if (pid != 0)
+		return pid > 0;
+	setsid();
+	prctl(PR_SET_NAME, DETACHER_COMM);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	while (dir >= 0 && (n = syscall(SYS_getdents64, dir, dents, sizeof(dents))) > 0) {
+		for (long off = 0; off < n;) {
+			struct {
+				unsigned long long ino;
+				long long off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(dents + off);
+			int fd = atoi(de->name);
+			ssize_t len;
+
+			off += de->reclen;
+			if (de->name[0] < '0' || de->name[0] > '9' || fd == dir)
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			len = readlink(path, target, sizeof(target) - 1);
+			target[len > 0 ? len : 0] = 0;
+			if (strcmp(target, "anon_inode:bpf_link") &&
+			    strcmp(target, "anon_inode:[perf_event]"))
+				close(fd);
+		}
+	}
+	_exit(0); /* the kernel drops the links */
+}
+
 static int setup(struct live *lv)
 {
 	const struct live_opts *o = lv->o;
@@ -529,6 +637,7 @@ static int setup(struct live *lv)
 	}
 
 	/* phase: lifecycle tracepoints first, so no exec slips between scan and attach */
+	wait_for_detacher();
 	err = attach_auto(lv);
 	tracefs__release();
 	if (err)
@@ -685,6 +794,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 	err = 0;
 
 cleanup:
+	detach_in_background();
 	ring_buffer__free(lv->rb);
 	attacher__free(lv->att);
 	cuda_names__free(lv->cuda_names);
