@@ -30,7 +30,7 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 
 # The pipeline: everything above the probes, testable without root or BPF.
-CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c \
+CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c user/json.c \
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
 	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
@@ -124,7 +124,7 @@ test: deps
 
 # libFuzzer targets (tests/fuzz) over the parsers, the decoder, the whole pipeline and the
 # recording reader, with ASan and UBSan. `make fuzz` runs each FUZZ_SECONDS; `make test` a few.
-FUZZ_TARGETS := http sse decode pipeline recording
+FUZZ_TARGETS := http sse decode pipeline recording json
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 

@@ -4,22 +4,26 @@
  * dialect says how its requests are recognized (the path, else the shape of the first JSON
  * object of the reply) and what each streamed event or whole body means for the request.
  */
-#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dialect.h"
+#include "json.h"
 
-/* ---- helpers over jansson ---- */
+/* Every JSON value read here comes from this document, reused from one event to the next. */
+static struct jdoc doc;
 
-static json_t *get(json_t *o, const char *k)
+/* ---- helpers over json.h ---- */
+
+static const struct jval *get(const struct jval *o, const char *k)
 {
-	return json_is_object(o) ? json_object_get(o, k) : NULL;
+	return jv_get(o, k);
 }
 
-/* o.a.b... for a NULL-terminated path */
-static json_t *dig(json_t *o, const char *k1, const char *k2, const char *k3)
+/* o.k1.k2.k3, the later keys optional */
+static const struct jval *dig(const struct jval *o, const char *k1, const char *k2,
+			      const char *k3)
 {
 	o = get(o, k1);
 	if (k2)
@@ -29,37 +33,41 @@ static json_t *dig(json_t *o, const char *k1, const char *k2, const char *k3)
 	return o;
 }
 
-static bool nonempty_str(json_t *v)
+static bool is_true(const struct jval *v)
 {
-	return json_is_string(v) && json_string_length(v) > 0;
+	return jv_is(v, J_TRUE);
 }
 
-static void set_count(struct opt_u64 *dst, json_t *v)
+static bool nonempty_str(const struct jval *v)
 {
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+	return jv_is(v, J_STRING) && v->n > 0;
+}
+
+static void set_count(struct opt_u64 *dst, const struct jval *v)
+{
+	if (jv_is(v, J_INT) && v->i >= 0) {
 		dst->set = true;
-		dst->v = (uint64_t)json_integer_value(v);
+		dst->v = (uint64_t)v->i;
 	}
 }
 
-static void set_str(char *dst, size_t cap, json_t *v)
+static void set_str(char *dst, size_t cap, const struct jval *v)
 {
-	if (json_is_string(v) && json_string_length(v)) {
-		snprintf(dst, cap, "%s", json_string_value(v));
-	}
+	if (nonempty_str(v))
+		snprintf(dst, cap, "%s", v->s);
 }
 
 /* Error objects carry a type or code we may show; never their message (it can echo input). */
-static void set_api_error(struct request *r, json_t *err)
+static void set_api_error(struct request *r, const struct jval *err)
 {
-	json_t *t = json_is_object(err) ? get(err, "type") : NULL;
+	const struct jval *t = get(err, "type");
 
-	if (!nonempty_str(t) && json_is_object(err))
+	if (!nonempty_str(t))
 		t = get(err, "code");
-	if (!nonempty_str(t) && json_is_object(err))
+	if (!nonempty_str(t))
 		t = get(err, "status");
 	if (nonempty_str(t))
-		request__error(r, "api_error:%.40s", json_string_value(t));
+		request__error(r, "api_error:%.40s", t->s);
 	else
 		request__error(r, "api_error");
 }
@@ -71,30 +79,30 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static bool str_is(json_t *v, const char *want)
+static bool str_is(const struct jval *v, const char *want)
 {
-	return json_is_string(v) && !strcmp(json_string_value(v), want);
+	return jv_is(v, J_STRING) && !strcmp(v->s, want);
 }
 
-static bool str_starts(json_t *v, const char *prefix)
+static bool str_starts(const struct jval *v, const char *prefix)
 {
-	return json_is_string(v) && !strncmp(json_string_value(v), prefix, strlen(prefix));
+	return jv_is(v, J_STRING) && !strncmp(v->s, prefix, strlen(prefix));
 }
 
 /* ---- OpenAI Chat Completions and Completions ---- */
 
-static void openai_usage(struct request *r, json_t *u)
+static void openai_usage(struct request *r, const struct jval *u)
 {
-	if (!json_is_object(u))
+	if (!jv_is(u, J_OBJECT))
 		return;
 	set_count(&r->input_tokens, get(u, "prompt_tokens"));
 	set_count(&r->output_tokens, get(u, "completion_tokens"));
 	set_count(&r->cached_tokens, dig(u, "prompt_tokens_details", "cached_tokens", NULL));
 }
 
-static bool openai_choice_has_text(json_t *c, bool completions, bool whole)
+static bool openai_choice_has_text(const struct jval *c, bool completions, bool whole)
 {
-	json_t *d = get(c, whole ? "message" : "delta"), *tc;
+	const struct jval *d = get(c, whole ? "message" : "delta"), *tc, *call;
 	size_t i;
 
 	if (completions)
@@ -103,22 +111,18 @@ static bool openai_choice_has_text(json_t *c, bool completions, bool whole)
 	    nonempty_str(get(d, "reasoning")) || nonempty_str(get(d, "refusal")))
 		return true;
 	tc = get(d, "tool_calls");
-	if (json_is_array(tc)) {
-		json_t *call;
-
-		json_array_foreach(tc, i, call) {
-			if (nonempty_str(dig(call, "function", "arguments", NULL)) ||
-			    nonempty_str(dig(call, "function", "name", NULL)))
-				return true;
-		}
+	jv_array_foreach(tc, i, call) {
+		if (nonempty_str(dig(call, "function", "arguments", NULL)) ||
+		    nonempty_str(dig(call, "function", "name", NULL)))
+			return true;
 	}
 	return false;
 }
 
-static void openai_chunk(struct request *r, json_t *o, uint64_t ts, bool whole)
+static void openai_chunk(struct request *r, const struct jval *o, uint64_t ts, bool whole)
 {
 	bool completions = r->api == API_OPENAI_COMPLETIONS, text = false;
-	json_t *choices = get(o, "choices"), *c;
+	const struct jval *choices = get(o, "choices"), *c;
 	size_t i;
 
 	if (get(o, "error")) {
@@ -126,7 +130,7 @@ static void openai_chunk(struct request *r, json_t *o, uint64_t ts, bool whole)
 		return;
 	}
 	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
-	json_array_foreach(choices, i, c) {
+	jv_array_foreach(choices, i, c) {
 		text |= openai_choice_has_text(c, completions, whole);
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finish_reason"));
 	}
@@ -140,7 +144,7 @@ static bool chat_path(const char *path)
 	return ends_with(path, "/chat/completions");
 }
 
-static bool chat_sniff(json_t *o)
+static bool chat_sniff(const struct jval *o)
 {
 	return str_is(get(o, "object"), "chat.completion.chunk") ||
 	       str_is(get(o, "object"), "chat.completion");
@@ -151,17 +155,17 @@ static bool completions_path(const char *path)
 	return ends_with(path, "/v1/completions") || !strcmp(path, "/completions");
 }
 
-static bool completions_sniff(json_t *o)
+static bool completions_sniff(const struct jval *o)
 {
 	return str_is(get(o, "object"), "text_completion");
 }
 
-static void openai_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void openai_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
 	openai_chunk(r, o, ts, false);
 }
 
-static void openai_body(struct request *r, json_t *o, uint64_t ts)
+static void openai_body(struct request *r, const struct jval *o, uint64_t ts)
 {
 	openai_chunk(r, o, ts, true);
 }
@@ -173,7 +177,7 @@ static bool responses_path(const char *path)
 	return ends_with(path, "/v1/responses") || !strcmp(path, "/responses");
 }
 
-static bool responses_sniff(json_t *o)
+static bool responses_sniff(const struct jval *o)
 {
 	return str_starts(get(o, "type"), "response.");
 }
@@ -184,12 +188,12 @@ static const char *const responses_token_types[] = {
 	"response.refusal.delta",
 };
 
-static void responses_final(struct request *r, json_t *resp)
+static void responses_final(struct request *r, const struct jval *resp)
 {
-	json_t *u = get(resp, "usage"), *st = get(resp, "status");
+	const struct jval *u = get(resp, "usage"), *st = get(resp, "status");
 
 	set_str(r->response_model, sizeof(r->response_model), get(resp, "model"));
-	if (json_is_object(u)) {
+	if (jv_is(u, J_OBJECT)) {
 		set_count(&r->input_tokens, get(u, "input_tokens"));
 		set_count(&r->output_tokens, get(u, "output_tokens"));
 		set_count(&r->cached_tokens, dig(u, "input_tokens_details", "cached_tokens", NULL));
@@ -199,20 +203,20 @@ static void responses_final(struct request *r, json_t *resp)
 			dig(resp, "incomplete_details", "reason", NULL));
 	else
 		set_str(r->finish_reason, sizeof(r->finish_reason), st);
-	if (json_is_string(st) && !strcmp(json_string_value(st), "failed"))
+	if (str_is(st, "failed"))
 		set_api_error(r, get(resp, "error"));
 }
 
-static void responses_body(struct request *r, json_t *o, uint64_t ts)
+static void responses_body(struct request *r, const struct jval *o, uint64_t ts)
 {
 	responses_final(r, o);
-	if (json_array_size(get(o, "output")))
+	if (jv_array_size(get(o, "output")))
 		request__token(r, ts);
 }
 
-static void responses_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void responses_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	const char *t = json_is_string(get(o, "type")) ? json_string_value(get(o, "type")) : event;
+	const char *t = jv_str(get(o, "type")) ? jv_str(get(o, "type")) : event;
 
 	for (size_t i = 0; i < sizeof(responses_token_types) / sizeof(*responses_token_types); i++) {
 		if (!strcmp(t, responses_token_types[i])) {
@@ -240,18 +244,18 @@ static bool anthropic_path(const char *path)
 	return ends_with(path, "/v1/messages");
 }
 
-static bool anthropic_sniff(json_t *o)
+static bool anthropic_sniff(const struct jval *o)
 {
-	json_t *t = get(o, "type");
+	const struct jval *t = get(o, "type");
 
 	return str_starts(t, "message_") || str_starts(t, "content_block_") || str_is(t, "ping");
 }
 
-static void anthropic_usage(struct request *r, json_t *u)
+static void anthropic_usage(struct request *r, const struct jval *u)
 {
 	struct opt_u64 in = { 0 }, read = { 0 }, create = { 0 };
 
-	if (!json_is_object(u))
+	if (!jv_is(u, J_OBJECT))
 		return;
 	set_count(&in, get(u, "input_tokens"));
 	set_count(&read, get(u, "cache_read_input_tokens"));
@@ -268,17 +272,17 @@ static void anthropic_usage(struct request *r, json_t *u)
 	set_count(&r->output_tokens, get(u, "output_tokens"));
 }
 
-static void anthropic_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void anthropic_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	const char *t = json_is_string(get(o, "type")) ? json_string_value(get(o, "type")) : event;
-	json_t *d = get(o, "delta");
+	const char *t = jv_str(get(o, "type")) ? jv_str(get(o, "type")) : event;
+	const struct jval *d = get(o, "delta");
 
 	if (!strcmp(t, "content_block_delta")) {
 		if (nonempty_str(get(d, "text")) || nonempty_str(get(d, "thinking")) ||
 		    nonempty_str(get(d, "partial_json")))
 			request__token(r, ts);
 	} else if (!strcmp(t, "message_start")) {
-		json_t *m = get(o, "message");
+		const struct jval *m = get(o, "message");
 
 		set_str(r->response_model, sizeof(r->response_model), get(m, "model"));
 		anthropic_usage(r, get(m, "usage"));
@@ -295,21 +299,21 @@ static void anthropic_event(struct request *r, const char *event, json_t *o, uin
 	}
 }
 
-static void anthropic_body(struct request *r, json_t *o, uint64_t ts)
+static void anthropic_body(struct request *r, const struct jval *o, uint64_t ts)
 {
-	json_t *content = get(o, "content"), *b;
+	const struct jval *content = get(o, "content"), *b;
 	bool text = false;
 	size_t i;
 
 	if (get(o, "error") ||
-	    (json_is_string(get(o, "type")) && !strcmp(json_string_value(get(o, "type")), "error"))) {
+	    str_is(get(o, "type"), "error")) {
 		set_api_error(r, get(o, "error"));
 		return;
 	}
 	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
 	anthropic_usage(r, get(o, "usage"));
 	set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_reason"));
-	json_array_foreach(content, i, b) {
+	jv_array_foreach(content, i, b) {
 		text |= nonempty_str(get(b, "text")) || nonempty_str(get(b, "thinking")) ||
 			get(b, "input") != NULL;
 	}
@@ -324,14 +328,14 @@ static bool gemini_path(const char *path)
 	return strstr(path, ":streamGenerateContent") || strstr(path, ":generateContent");
 }
 
-static bool gemini_sniff(json_t *o)
+static bool gemini_sniff(const struct jval *o)
 {
 	return get(o, "candidates") || get(o, "usageMetadata");
 }
 
-static void gemini_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void gemini_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	json_t *cands = get(o, "candidates"), *c, *u = get(o, "usageMetadata");
+	const struct jval *cands = get(o, "candidates"), *c, *u = get(o, "usageMetadata");
 	bool text = false;
 	size_t i, k;
 
@@ -340,16 +344,16 @@ static void gemini_event(struct request *r, const char *event, json_t *o, uint64
 		return;
 	}
 	set_str(r->response_model, sizeof(r->response_model), get(o, "modelVersion"));
-	json_array_foreach(cands, i, c) {
-		json_t *parts = dig(c, "content", "parts", NULL), *part;
+	jv_array_foreach(cands, i, c) {
+		const struct jval *parts = dig(c, "content", "parts", NULL), *part;
 
-		json_array_foreach(parts, k, part) {
+		jv_array_foreach(parts, k, part) {
 			if (nonempty_str(get(part, "text")) || get(part, "functionCall"))
 				text = true;
 		}
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finishReason"));
 	}
-	if (json_is_object(u)) {
+	if (jv_is(u, J_OBJECT)) {
 		/* usageMetadata is cumulative: the last one holds the totals. */
 		set_count(&r->input_tokens, get(u, "promptTokenCount"));
 		set_count(&r->output_tokens, get(u, "candidatesTokenCount"));
@@ -369,23 +373,23 @@ static bool ollama_path(const char *path)
 	return !strcmp(path, "/api/generate") || !strcmp(path, "/api/chat");
 }
 
-static bool ollama_sniff(json_t *o)
+static bool ollama_sniff(const struct jval *o)
 {
 	return get(o, "done") && get(o, "model") && (get(o, "response") || get(o, "message"));
 }
 
-static void ollama_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void ollama_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	if (json_is_string(get(o, "error"))) {
+	if (jv_is(get(o, "error"), J_STRING)) {
 		request__error(r, "api_error");
 		return;
 	}
 	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
 	if (nonempty_str(get(o, "response")) || nonempty_str(dig(o, "message", "content", NULL)) ||
 	    nonempty_str(dig(o, "message", "thinking", NULL)) ||
-	    json_array_size(dig(o, "message", "tool_calls", NULL)))
+	    jv_array_size(dig(o, "message", "tool_calls", NULL)))
 		request__token(r, ts);
-	if (json_is_true(get(o, "done"))) {
+	if (is_true(get(o, "done"))) {
 		set_count(&r->input_tokens, get(o, "prompt_eval_count"));
 		set_count(&r->output_tokens, get(o, "eval_count"));
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "done_reason"));
@@ -400,14 +404,14 @@ static bool llamacpp_path(const char *path)
 	return !strcmp(path, "/completion");
 }
 
-static bool llamacpp_sniff(json_t *o)
+static bool llamacpp_sniff(const struct jval *o)
 {
 	return get(o, "content") && get(o, "stop");
 }
 
-static void llamacpp_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void llamacpp_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	json_t *tm = get(o, "timings");
+	const struct jval *tm = get(o, "timings");
 
 	if (get(o, "error")) {
 		set_api_error(r, get(o, "error"));
@@ -416,10 +420,10 @@ static void llamacpp_event(struct request *r, const char *event, json_t *o, uint
 	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
 	if (nonempty_str(get(o, "content")))
 		request__token(r, ts);
-	if (!json_is_true(get(o, "stop")))
+	if (!is_true(get(o, "stop")))
 		return;
 	r->stream_end_seen = true;
-	if (json_is_object(tm)) {
+	if (jv_is(tm, J_OBJECT)) {
 		struct opt_u64 prompt_n = { 0 }, cache_n = { 0 };
 
 		set_count(&prompt_n, get(tm, "prompt_n"));
@@ -436,11 +440,11 @@ static void llamacpp_event(struct request *r, const char *event, json_t *o, uint
 		set_count(&r->output_tokens, get(o, "tokens_predicted"));
 	if (nonempty_str(get(o, "stop_type")))
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_type"));
-	else if (json_is_true(get(o, "stopped_eos")))
+	else if (is_true(get(o, "stopped_eos")))
 		snprintf(r->finish_reason, sizeof(r->finish_reason), "eos");
-	else if (json_is_true(get(o, "stopped_limit")))
+	else if (is_true(get(o, "stopped_limit")))
 		snprintf(r->finish_reason, sizeof(r->finish_reason), "limit");
-	else if (json_is_true(get(o, "stopped_word")))
+	else if (is_true(get(o, "stopped_word")))
 		snprintf(r->finish_reason, sizeof(r->finish_reason), "word");
 }
 
@@ -451,32 +455,32 @@ static bool tgi_path(const char *path)
 	return !strcmp(path, "/generate_stream") || !strcmp(path, "/generate");
 }
 
-static bool tgi_sniff(json_t *o)
+static bool tgi_sniff(const struct jval *o)
 {
-	return json_is_object(get(o, "token"));
+	return jv_is(get(o, "token"), J_OBJECT);
 }
 
-static void tgi_event(struct request *r, const char *event, json_t *o, uint64_t ts)
+static void tgi_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	json_t *tok = get(o, "token"), *details = get(o, "details");
+	const struct jval *tok = get(o, "token"), *details = get(o, "details");
 
 	if (get(o, "error")) {
-		json_t *t = get(o, "error_type");
+		const struct jval *t = get(o, "error_type");
 
 		if (nonempty_str(t))
-			request__error(r, "api_error:%.40s", json_string_value(t));
+			request__error(r, "api_error:%.40s", t->s);
 		else
 			request__error(r, "api_error");
 		return;
 	}
 	/* One token per event; special tokens (end of sequence) carry no generated text. */
-	if (nonempty_str(get(tok, "text")) && !json_is_true(get(tok, "special")))
+	if (nonempty_str(get(tok, "text")) && !is_true(get(tok, "special")))
 		request__token(r, ts);
-	if (json_is_object(details)) {
+	if (jv_is(details, J_OBJECT)) {
 		set_count(&r->output_tokens, get(details, "generated_tokens"));
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(details, "finish_reason"));
 	}
-	if (get(o, "generated_text") && !json_is_null(get(o, "generated_text")))
+	if (get(o, "generated_text") && !jv_is(get(o, "generated_text"), J_NULL))
 		r->stream_end_seen = true;
 }
 
@@ -485,9 +489,9 @@ static void tgi_event(struct request *r, const char *event, json_t *o, uint64_t 
 struct dialect {
 	const char *name;			/* in outputs: "openai.chat" */
 	bool (*path)(const char *path);		/* the request path names this API */
-	bool (*sniff)(json_t *o);		/* a reply object of this shape is this API */
-	void (*event)(struct request *r, const char *event, json_t *o, uint64_t ts);
-	void (*body)(struct request *r, json_t *o, uint64_t ts); /* NULL: read as one event */
+	bool (*sniff)(const struct jval *o);		/* a reply object of this shape is this API */
+	void (*event)(struct request *r, const char *event, const struct jval *o, uint64_t ts);
+	void (*body)(struct request *r, const struct jval *o, uint64_t ts); /* NULL: read as one event */
 	bool event_arrays; /* a reply may be a JSON array of events (Gemini without alt=sse) */
 };
 
@@ -532,7 +536,7 @@ enum api dialect__from_path(const char *path)
 }
 
 /* A reply whose request path told nothing: its first object's shape names the API. */
-static enum api from_payload(json_t *o)
+static enum api from_payload(const struct jval *o)
 {
 	for (size_t i = 0; i < sizeof(sniff_order) / sizeof(sniff_order[0]); i++) {
 		if (dialects[sniff_order[i]].sniff(o))
@@ -556,34 +560,33 @@ void dialect__request_head(struct request *r)
 
 void dialect__request_body(struct request *r, const char *body, size_t len)
 {
-	json_t *o = json_loadb(body, len, 0, NULL), *stream;
+	const struct jval *o = jdoc__parse(&doc, body, len), *stream;
 
 	if (!o)
 		return; /* not JSON (or cut short): model stays unknown */
 	set_str(r->model, sizeof(r->model), get(o, "model"));
 	stream = get(o, "stream");
-	if (json_is_boolean(stream))
-		r->stream = json_is_true(stream);
+	if (jv_is(stream, J_TRUE) || jv_is(stream, J_FALSE))
+		r->stream = is_true(stream);
 	else if (r->api == API_OLLAMA)
 		r->stream = 1; /* Ollama streams unless told not to */
-	json_decref(o);
 }
 
 /* One JSON value of the reply: an object, or (where the dialect streams so) an array of them. */
-static void dispatch(struct request *r, const char *event, json_t *o, uint64_t ts, bool whole)
+static void dispatch(struct request *r, const char *event, const struct jval *o, uint64_t ts, bool whole)
 {
 	const struct dialect *d;
-	json_t *e;
+	const struct jval *e;
 	size_t i;
 
-	if (json_is_array(o)) {
+	if (jv_is(o, J_ARRAY)) {
 		if (!dialects[r->api].event_arrays)
 			return;
-		json_array_foreach(o, i, e)
+		jv_array_foreach(o, i, e)
 			dialects[r->api].event(r, event, e, ts);
 		return;
 	}
-	if (!json_is_object(o))
+	if (!jv_is(o, J_OBJECT))
 		return;
 	if (r->api == API_UNKNOWN)
 		r->api = from_payload(o);
@@ -599,24 +602,23 @@ static void dispatch(struct request *r, const char *event, json_t *o, uint64_t t
 void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
 			   uint64_t ts)
 {
-	json_t *o;
+	const struct jval *o;
 
 	if (len == 6 && !memcmp(data, "[DONE]", 6)) {
 		r->stream_end_seen = true;
 		return;
 	}
-	o = json_loadb(data, len, 0, NULL);
+	o = jdoc__parse(&doc, data, len);
 	if (!o) {
 		request__error(r, "malformed_json");
 		return;
 	}
 	dispatch(r, event, o, ts, false);
-	json_decref(o);
 }
 
 void dialect__response_body(struct request *r, const char *body, size_t len, uint64_t ts)
 {
-	json_t *o = json_loadb(body, len, 0, NULL);
+	const struct jval *o = jdoc__parse(&doc, body, len);
 
 	if (!o) {
 		if (r->status >= 200 && r->status < 300)
@@ -624,12 +626,11 @@ void dialect__response_body(struct request *r, const char *body, size_t len, uin
 		return;
 	}
 	if (r->status >= 400) {
-		json_t *err = get(o, "error");
+		const struct jval *err = get(o, "error");
 
-		if (err && !json_is_string(err))
+		if (err && !jv_is(err, J_STRING))
 			set_api_error(r, err);
 	} else {
 		dispatch(r, "", o, ts, true);
 	}
-	json_decref(o);
 }

@@ -57,6 +57,9 @@ def main():
                      pieces([b"\x02" + REQ, b"\x0a" + RESP, b"\x0a" + chunked(SSE),
                              b"\x0e", b"\xfa"])],
         "recording": [],
+        "json": [b'{"choices":[{"delta":{"content":"Hi \\u00e9\\ud83d\\ude00"},"index":0}],'
+                 b'"usage":{"prompt_tokens":12,"x":-1.5e-3,"ok":true,"n":null}}',
+                 b'[{"candidates":[]}, [], {}, "a\\n\\"", 0, -0, 1E+2]'],
     }
     for rec in ("tcp/capture.tsrec.gz", "vgpu/capture.tsrec.gz", "tls-clients/capture.tsrec.gz"):
         data = gzip.decompress(open(os.path.join(ROOT, "tests", "fixtures", rec), "rb").read())
