@@ -118,7 +118,7 @@ static void response_reset(struct conn *c)
 	c->dec = NULL;
 	sse_parser__free(c->sse);
 	c->sse = NULL;
-	buf__reset(&c->resp_body);
+	buf__free(&c->resp_body);
 	c->resp_buffered = false;
 	c->resp_req = NULL;
 }
@@ -248,7 +248,8 @@ static void req_on_end(void *ctx, uint64_t ts)
 	if (r && !c->req_body_encoded && !c->req_body.overflow && c->req_body.len)
 		dialect__request_body(r, c->req_body.p, c->req_body.len);
 	c->parsing_req = NULL;
-	buf__reset(&c->req_body);
+	/* freed, not kept: a prompt can be megabytes, and a connection may idle for hours */
+	buf__free(&c->req_body);
 }
 
 static const struct http_callbacks req_callbacks = {

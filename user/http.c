@@ -8,6 +8,10 @@
 #include "http.h"
 
 #define LINE_MAX_BYTES 8192
+/* Start lines, most header lines and every chunk-size line fit here; a longer line grows the
+ * buffer on the heap (to LINE_MAX_BYTES) and gives it back once it ends, so an open stream
+ * keeps a few hundred bytes per direction, not 8 KiB. */
+#define LINE_INLINE_BYTES 128
 #define HEAD_MAX_BYTES (64 * 1024)
 
 enum state {
@@ -30,8 +34,9 @@ struct http_parser {
 	enum state st;
 	enum http_error err;
 
-	char line[LINE_MAX_BYTES];
-	size_t line_len;
+	char *line; /* line_inline, or a longer line's heap buffer */
+	size_t line_len, line_cap;
+	char line_inline[LINE_INLINE_BYTES];
 	size_t head_bytes;
 	/* masking of secrets in the buffer being parsed */
 	bool in_value;	     /* past the ':' of the current header line */
@@ -61,12 +66,40 @@ struct http_parser *http_parser__new(bool requests, const struct http_callbacks 
 	p->requests = requests;
 	p->cb = cb;
 	p->ctx = ctx;
+	p->line = p->line_inline;
+	p->line_cap = sizeof(p->line_inline);
 	reset_message(p);
 	return p;
 }
 
+/* Back to the inline line buffer (the line in it is done). */
+static void release_line(struct http_parser *p)
+{
+	if (p->line != p->line_inline)
+		free(p->line);
+	p->line = p->line_inline;
+	p->line_cap = sizeof(p->line_inline);
+}
+
+/* Room for one more byte and the NUL; false without memory. */
+static bool grow_line(struct http_parser *p)
+{
+	size_t cap = p->line_cap * 2 < LINE_MAX_BYTES ? p->line_cap * 2 : LINE_MAX_BYTES;
+	char *n = p->line == p->line_inline ? malloc(cap) : realloc(p->line, cap);
+
+	if (!n)
+		return false;
+	if (p->line == p->line_inline)
+		memcpy(n, p->line_inline, p->line_len);
+	p->line = n;
+	p->line_cap = cap;
+	return true;
+}
+
 void http_parser__free(struct http_parser *p)
 {
+	if (p)
+		release_line(p);
 	free(p);
 }
 
@@ -78,6 +111,7 @@ const char *http_error__str(enum http_error e)
 	case HTTP_ERR_TOO_LARGE: return "http_header_too_large";
 	case HTTP_ERR_LOST_SYNC: return "capture_loss";
 	case HTTP_ERR_UPGRADE: return "protocol_upgrade";
+	case HTTP_ERR_NO_MEMORY: return "no_memory";
 	}
 	return "unknown";
 }
@@ -268,7 +302,7 @@ static enum http_error begin_body(struct http_parser *p, uint64_t ts)
 	return HTTP_OK;
 }
 
-static enum http_error end_line(struct http_parser *p, uint64_t ts)
+static enum http_error parse_line(struct http_parser *p, uint64_t ts)
 {
 	char *l = p->line;
 
@@ -337,6 +371,15 @@ static bool is_sensitive(const char *name, size_t n)
 	return false;
 }
 
+/* A line ended: parsed, then its buffer, if it grew, given back. */
+static enum http_error end_line(struct http_parser *p, uint64_t ts)
+{
+	enum http_error e = parse_line(p, ts);
+
+	release_line(p);
+	return e;
+}
+
 /* One byte of a line-oriented state; masks credentials in place. */
 static enum http_error line_byte(struct http_parser *p, uint8_t *c, uint64_t ts)
 {
@@ -369,6 +412,8 @@ static enum http_error line_byte(struct http_parser *p, uint8_t *c, uint64_t ts)
 	}
 	if (p->line_len >= LINE_MAX_BYTES - 1)
 		return fail(p, HTTP_ERR_TOO_LARGE);
+	if (p->line_len + 1 >= p->line_cap && !grow_line(p))
+		return fail(p, HTTP_ERR_NO_MEMORY);
 	p->line[p->line_len++] = (char)*c;
 	return HTTP_OK;
 }
@@ -461,6 +506,7 @@ enum http_error http_parser__gap(struct http_parser *p, uint64_t n, uint64_t ts)
 		p->st = S_RESYNC;
 		p->in_message = false;
 		p->line_len = 0;
+		release_line(p);
 		return HTTP_ERR_LOST_SYNC;
 	}
 }

@@ -45,6 +45,7 @@ enum http_error {
 	HTTP_ERR_TOO_LARGE,  /* a header line or block over the limits */
 	HTTP_ERR_LOST_SYNC,  /* bytes were lost where the framing cannot skip them */
 	HTTP_ERR_UPGRADE,    /* 101 Switching Protocols: what follows is not HTTP/1.1 */
+	HTTP_ERR_NO_MEMORY,  /* a long header line found no memory */
 };
 
 struct http_parser;

@@ -119,6 +119,41 @@ static void test_request_line_and_headers(void **state)
 	http_parser__free(p);
 }
 
+/* Lines longer than the parser's inline buffer (it grows, then shrinks back at each line's
+ * end): long request lines, a long credential masked whole, a long header before a short
+ * one, in pieces of every size that crosses the growth points. */
+static void test_long_lines(void **state)
+{
+	static char req[16000], masked[16000], want_path[300];
+	size_t n = 0;
+
+	n += sprintf(req + n, "POST /v1/");
+	memset(req + n, 'p', 200);
+	memcpy(want_path, req + 5, 4 + 200);
+	n += 200;
+	n += sprintf(req + n, "?key=%0300d HTTP/1.1\r\nAuthorization: Bearer ", 7);
+	memset(req + n, 'S', 5000);
+	n += 5000;
+	n += sprintf(req + n, "\r\nX-Long: ");
+	memset(req + n, 'v', 8000);
+	n += 8000;
+	n += sprintf(req + n, "\r\nContent-Length: 2\r\n\r\n{}");
+	for (size_t step = 0; step <= 300; step += 61) {
+		struct seen s = { 0 };
+		struct http_parser *p = http_parser__new(true, &cbs, &s);
+
+		assert_int_equal(feed(p, req, step, 1, masked), HTTP_OK);
+		assert_int_equal(s.heads, 1);
+		assert_int_equal(s.ends, 1);
+		assert_string_equal(s.last.path, want_path);
+		assert_int_equal(s.last.content_length, 2);
+		assert_null(strstr(masked, "SSSS"));
+		assert_null(strstr(masked, "0007"));
+		assert_non_null(strstr(masked, "vvvvvvvv"));
+		http_parser__free(p);
+	}
+}
+
 static void test_until_close_and_eof(void **state)
 {
 	struct seen s = { 0 };
@@ -224,6 +259,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keepalive_responses),
 		cmocka_unit_test(test_request_line_and_headers),
+		cmocka_unit_test(test_long_lines),
 		cmocka_unit_test(test_until_close_and_eof),
 		cmocka_unit_test(test_interim_and_head),
 		cmocka_unit_test(test_malformed),
