@@ -166,6 +166,7 @@ demo: deps
 	$(Q)./demo/run.sh
 
 bench: deps
+	$(Q)./scripts/setup.sh bench
 	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
 		$(OUTPUT)/sockbench
 	$(Q)./bench/run.sh

@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs what tokenscope needs to build and test, from Debian 12 packages (and, for the
 # integration tests' SDK clients, the npm registry). Used by `make demo`, `make test` and
-# `make bench`; installs only what is missing.
+# `make bench` (`setup.sh bench`: bpftrace too); installs only what is missing.
 set -eu
 
 need="clang llvm make gcc pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libssl-dev
 libjansson-dev libcmocka-dev openssl curl python3 util-linux time
 python3-fastapi python3-uvicorn python3-uvloop python3-zmq nginx liburing-dev
 libmicrohttpd-dev prometheus"
+# make bench measures a peer, bpftrace, in the same run
+[ "${1:-}" = bench ] && need="$need bpftrace"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 
