@@ -370,9 +370,16 @@ static bool parse_value(struct parser *ps)
 	return ok;
 }
 
+/* What a document keeps between parses: the usual event fits; a 1 MiB prompt read once is
+ * given back at the next small parse. */
+#define JDOC_KEEP 65536
+
 const struct jval *jdoc__parse(struct jdoc *d, const char *buf, size_t len)
 {
 	struct parser ps = { .d = d };
+
+	if (len < JDOC_KEEP && (d->textcap > JDOC_KEEP || d->vcap > JDOC_KEEP))
+		jdoc__free(d);
 
 	if (len + 1 > d->textcap) {
 		char *t = realloc(d->text, len + 1);

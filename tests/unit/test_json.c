@@ -318,12 +318,33 @@ static void test_reading_values(void **state)
 		fail(); /* not an array: no elements */
 }
 
+/* A large document's memory is given back at the next small one. */
+static void test_large_then_small(void **state)
+{
+	size_t n = 0;
+	char *big = malloc(200016);
+
+	big[n++] = '[';
+	while (n < 200000) {
+		big[n++] = '0';
+		big[n++] = ',';
+	}
+	big[n++] = '0';
+	big[n++] = ']';
+	assert_non_null(jdoc__parse(&doc, big, n));
+	assert_true(doc.textcap > n && doc.vcap > n / 2);
+	assert_non_null(jdoc__parse(&doc, "{\"a\":1}", 7));
+	assert_true(doc.textcap <= 65536 && doc.vcap <= 65536);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_edge_cases),
 		cmocka_unit_test(test_depth_limit),
 		cmocka_unit_test(test_reading_values),
+		cmocka_unit_test(test_large_then_small),
 		cmocka_unit_test(test_random_documents_and_mutations),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
