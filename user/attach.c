@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "attach.h"
@@ -179,19 +181,102 @@ struct attacher {
 	int verbose;
 	struct seen_file *seen; /* every file already examined, probed or not */
 	size_t nseen, seencap;
-	struct bpf_link **links;
+	struct bpf_link **links; /* perf-event uprobes (libbpf's) */
 	size_t nlinks, linkcap;
+	bool uprobe_multi;	 /* else perf-event uprobes */
+	int *multi_fds;		 /* uprobe_multi links */
+	size_t nmulti, multicap;
 	struct rescan *rescans;
 	size_t nrescans, rescancap;
 	size_t probes_off; /* probes that stayed unattached after their retries */
 };
 
-struct attacher *attacher__new(int verbose)
+/* Not in Debian 12's UAPI headers (linux/bpf.h of 6.1): from the kernel's. */
+#define TS_BPF_TRACE_UPROBE_MULTI 48
+#define TS_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* BPF_LINK_CREATE's attributes for a uprobe_multi link (union bpf_attr, link_create). */
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 _pad;
+};
+
+/* A uprobe_multi link of prog on one function of path (pid 0: every process). */
+static int link_uprobe_multi(int prog_fd, bool ret, const char *path, uint64_t off)
+{
+	struct uprobe_multi_attr attr = {
+		.prog_fd = (__u32)prog_fd,
+		.attach_type = TS_BPF_TRACE_UPROBE_MULTI,
+		.path = (__u64)(uintptr_t)path,
+		.offsets = (__u64)(uintptr_t)&off,
+		.cnt = 1,
+		.multi_flags = ret ? TS_BPF_F_UPROBE_MULTI_RETURN : 0,
+	};
+
+	return (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+}
+
+bool attacher__uprobe_multi_works(void)
+{
+	static const struct bpf_insn ret0[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = TS_BPF_TRACE_UPROBE_MULTI);
+	static const char *const here[] = { "attacher__uprobe_multi_works" };
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	uint64_t off = 0;
+	int prog, link;
+
+	/* A kernel that loads such a program but cannot link it would fail every probe: link it
+	 * too, on this very function (an empty program; closed before this returns). */
+	if (n <= 0)
+		return false;
+	self[n] = 0;
+	if (elfsym__offsets(self, here, 1, &off) != 1)
+		return false;
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ts_multi_probe", "Dual BSD/GPL", ret0, 2, &opts);
+	if (prog < 0)
+		return false;
+	link = link_uprobe_multi(prog, false, self, off);
+	close(prog);
+	if (link < 0)
+		return false;
+	close(link);
+	return true;
+}
+
+void attacher__prepare_uprobe_multi(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		const char *sec = bpf_program__section_name(prog);
+
+		if (!strcmp(sec, "uprobe") || !strcmp(sec, "uretprobe"))
+			bpf_program__set_expected_attach_type(prog, TS_BPF_TRACE_UPROBE_MULTI);
+	}
+}
+
+struct attacher *attacher__new(int verbose, bool uprobe_multi)
 {
 	struct attacher *a = calloc(1, sizeof(*a));
 
-	if (a)
+	if (a) {
 		a->verbose = verbose;
+		a->uprobe_multi = uprobe_multi;
+	}
 	return a;
 }
 
@@ -210,6 +295,9 @@ void attacher__free(struct attacher *a)
 	for (size_t i = 0; i < a->nlinks; i++)
 		bpf_link__destroy(a->links[i]);
 	free(a->links);
+	for (size_t i = 0; i < a->nmulti; i++)
+		close(a->multi_fds[i]);
+	free(a->multi_fds);
 	free(a->seen);
 	free(a->rescans);
 	free(a);
@@ -256,42 +344,62 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-static struct bpf_link *attach_retrying(struct attacher *a, struct bpf_program *prog, bool ret,
-					const char *path, uint64_t off)
+/* One try: stored in a's links on success; -errno on failure. */
+static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, const char *path,
+		       uint64_t off)
+{
+	struct bpf_link *l;
+	int fd;
+
+	if (a->uprobe_multi) {
+		if (!array__reserve((void **)&a->multi_fds, &a->multicap, a->nmulti + 1,
+				    sizeof(*a->multi_fds)))
+			return -ENOMEM;
+		fd = link_uprobe_multi(bpf_program__fd(prog), ret, path, off);
+		if (fd < 0)
+			return -errno;
+		a->multi_fds[a->nmulti++] = fd;
+		return 0;
+	}
+	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
+		return -ENOMEM;
+	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+	if (!l)
+		return -errno;
+	a->links[a->nlinks++] = l;
+	return 0;
+}
+
+static int attach_retrying(struct attacher *a, struct bpf_program *prog, bool ret,
+			   const char *path, uint64_t off)
 {
 	/* libbpf's own line per failed try is left out: attach_one says it once, better */
 	libbpf_print_fn_t print = a->verbose > 1 ? NULL : libbpf_set_print(libbpf_quiet);
-	struct bpf_link *l = NULL;
 	int err = 0;
 
 	for (int i = 0; i < ATTACH_TRIES; i++) {
-		l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
-		err = errno;
-		if (l || err == ENOENT || err == ENOMEM)
+		err = attach_once(a, prog, ret, path, off);
+		if (!err || err == -ENOENT || err == -ENOMEM)
 			break;
 		usleep(ATTACH_RETRY_US << i);
 	}
 	if (a->verbose <= 1)
 		libbpf_set_print(print);
-	errno = err;
-	return l;
+	return err;
 }
 
 static int attach_one(struct attacher *a, struct bpf_object *obj, const char *prog_name, bool ret,
 		      const char *path, uint64_t off, const char *sym)
 {
 	struct bpf_program *prog = bpf_object__find_program_by_name(obj, prog_name);
-	struct bpf_link *l;
+	int err;
 
 	if (!prog) {
 		fprintf(stderr, "tokenscope: no BPF program %s for %s\n", prog_name, sym);
 		return -ENOENT;
 	}
-	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
-		return -ENOMEM;
-	l = attach_retrying(a, prog, ret, path, off);
-	if (!l) {
-		int err = -errno;
+	err = attach_retrying(a, prog, ret, path, off);
+	if (err) {
 		char safe[REPORT_SAFE_MAX(PATH_MAX)];
 
 		/* The kernel refuses a second uprobe on an address another one holds with a
@@ -306,7 +414,6 @@ static int attach_one(struct attacher *a, struct bpf_object *obj, const char *pr
 				       : "");
 		return err;
 	}
-	a->links[a->nlinks++] = l;
 	return 0;
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,7 @@ struct live {
 	struct attacher *att;
 	struct cuda_names *cuda_names;
 	void *skel[NFAMILIES];		/* NULL: the family is not loaded */
+	bool uprobe_multi;		/* uprobes as uprobe_multi links (attach.h) */
 	struct bpf_link **links;	/* auto-attached programs of every family */
 	size_t nlinks, linkcap;
 	struct ring_buffer *rb;
@@ -266,7 +268,7 @@ static void set_filter(struct ts_filter *f, const struct live_opts *o)
 
 /* Open, filter, size or share the maps, load. Returns NULL with the failed step in *step. */
 static void *open_family(const struct probe_family *f, const struct live_opts *o,
-			 struct bpf_object *owner, const char **step)
+			 struct bpf_object *owner, bool uprobe_multi, const char **step)
 {
 	struct bpf_object *obj;
 	struct bpf_map *map;
@@ -291,6 +293,8 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 		if (bpf_map__reuse_fd(map, bpf_map__fd(shared)))
 			goto fail;
 	}
+	if (uprobe_multi)
+		attacher__prepare_uprobe_multi(obj);
 	*step = "load (run with -vv for the verifier log)";
 	if (f->load(skel))
 		goto fail;
@@ -309,7 +313,7 @@ static int open_families(struct live *lv)
 		if (f->wanted && !f->wanted(lv->o))
 			continue;
 		errno = 0;
-		lv->skel[i] = open_family(f, lv->o, obj_of(lv, 0), &step);
+		lv->skel[i] = open_family(f, lv->o, obj_of(lv, 0), lv->uprobe_multi, &step);
 		if (lv->skel[i])
 			continue;
 		if (!f->optional) {
@@ -558,24 +562,46 @@ static void wait_for_detacher(void)
 	}
 }
 
-/*
- * Removing a uprobe or a syscall tracepoint's program makes the kernel wait for RCU grace
- * periods under its global event_mutex: 70-130 ms per probe on this VM, ~7 s for the ~70 a
- * CUDA host gets, serialized, whatever the thread. Nothing the user waits for needs it done:
- * a child keeps the links (and the perf events under them) and drops them after this process
- * has ended; this process's own closes only drop references. The child closes every other
- * file first (outputs, the metrics socket), leaves the terminal's session, and calls nothing
- * that may lock after a fork. Returns false when there is no child: the caller detaches.
- */
-static bool detach_in_background(void)
+/* One link's release, in a thread of its own: grace periods wait side by side. */
+static void *close_fd(void *fd)
 {
-	char dents[4096], path[64], target[32];
-	pid_t pid = fork();
-	long n;
-	int dir;
+	close((int)(intptr_t)fd);
+	return NULL;
+}
 
-	if (pid != 0)
-		return pid > 0;
+#define DETACH_THREADS 256
+
+/*
+ * Removing a probe makes the kernel wait for RCU grace periods: one after the other under its
+ * global event_mutex for perf-event probes (syscall tracepoints: 73 ms each on this VM; perf
+ * uprobes, where uprobe_multi links are missing: 111 ms each), side by side for uprobe_multi
+ * links when they are dropped from threads of their own (48 in ~75 ms). Nothing the user waits
+ * for needs it done: a child keeps the links (and the perf events under them) and drops them
+ * after this process has ended; this process's own closes only drop references. The child
+ * closes every other file first (outputs, the metrics socket), leaves the terminal's session,
+ * and calls nothing that may lock after a fork. It starts once the parent has closed the
+ * pipe whose write end this returns (-1: there is no child; the caller detaches).
+ */
+static int detach_in_background(void)
+{
+	char dents[4096], path[64], target[32], byte;
+	int keep[DETACH_THREADS], nkeep = 0, dir, go[2];
+	pthread_t threads[DETACH_THREADS];
+	pthread_attr_t attr;
+	pid_t pid;
+	long n;
+
+	if (pipe(go))
+		return -1;
+	pid = fork();
+	if (pid != 0) {
+		close(go[0]);
+		if (pid > 0)
+			return go[1];
+		close(go[1]);
+		return -1;
+	}
+	close(go[1]);
 	setsid();
 	prctl(PR_SET_NAME, DETACHER_COMM);
 	signal(SIGINT, SIG_DFL);
@@ -594,7 +620,7 @@ static bool detach_in_background(void)
 			ssize_t len;
 
 			off += de->reclen;
-			if (de->name[0] < '0' || de->name[0] > '9' || fd == dir)
+			if (de->name[0] < '0' || de->name[0] > '9' || fd == dir || fd == go[0])
 				continue;
 			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 			len = readlink(path, target, sizeof(target) - 1);
@@ -602,17 +628,45 @@ static bool detach_in_background(void)
 			if (strcmp(target, "anon_inode:bpf_link") &&
 			    strcmp(target, "anon_inode:[perf_event]"))
 				close(fd);
+			else if (nkeep < DETACH_THREADS)
+				keep[nkeep++] = fd;
+			/* past that many, the rest go as the child exits, one by one */
 		}
 	}
-	_exit(0); /* the kernel drops the links */
+	/* The parent's references go first: a link released while the parent still held it
+	 * would be released by the parent's close, where the user waits. */
+	while (read(go[0], &byte, 1) < 0 && errno == EINTR)
+		;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	for (int i = 0; i < nkeep; i++) {
+		if (pthread_create(&threads[i], &attr, close_fd, (void *)(intptr_t)keep[i]))
+			threads[i] = 0, close(keep[i]);
+	}
+	for (int i = 0; i < nkeep; i++) {
+		if (threads[i])
+			pthread_join(threads[i], NULL);
+	}
+	_exit(0);
 }
 
 static int setup(struct live *lv)
 {
 	const struct live_opts *o = lv->o;
+	bool forced_off;
 	int pids_fd, err;
 
 	/* phase: open, set filters, load */
+	/* TOKENSCOPE_UPROBE_MULTI=0: perf-event uprobes, as on kernels before 6.6 (the tests
+	 * run one tracer so) */
+	forced_off = getenv("TOKENSCOPE_UPROBE_MULTI") &&
+		     !strcmp(getenv("TOKENSCOPE_UPROBE_MULTI"), "0");
+	lv->uprobe_multi = !forced_off && attacher__uprobe_multi_works();
+	if (o->verbose)
+		fprintf(stderr, "tokenscope: uprobes as %s\n",
+			lv->uprobe_multi ? "uprobe_multi links"
+			: forced_off	 ? "perf events (TOKENSCOPE_UPROBE_MULTI=0)"
+					 : "perf events (this kernel has no uprobe_multi links)");
 	if (open_families(lv))
 		return -1;
 	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "pids"));
@@ -642,7 +696,7 @@ static int setup(struct live *lv)
 	tracefs__release();
 	if (err)
 		return -1;
-	lv->att = attacher__new(o->verbose);
+	lv->att = attacher__new(o->verbose, lv->uprobe_multi);
 	lv->cuda_names = cuda_names__new();
 	if (!lv->att || !lv->cuda_names) {
 		fprintf(stderr, "tokenscope: out of memory\n");
@@ -755,7 +809,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 {
 	struct live *lv = calloc(1, sizeof(*lv));
 	uint64_t end_ns;
-	int err = 1;
+	int err = 1, detacher;
 
 	if (!lv) {
 		fprintf(stderr, "tokenscope: out of memory\n");
@@ -794,7 +848,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 	err = 0;
 
 cleanup:
-	detach_in_background();
+	detacher = detach_in_background();
 	ring_buffer__free(lv->rb);
 	attacher__free(lv->att);
 	cuda_names__free(lv->cuda_names);
@@ -806,6 +860,8 @@ cleanup:
 		if (lv->skel[i])
 			families[i].destroy(lv->skel[i]);
 	}
+	if (detacher >= 0)
+		close(detacher); /* this process holds no probe now: the child may drop them */
 	free(lv->known_pids);
 	free(lv);
 	return err;

@@ -50,14 +50,15 @@ def check(cond, what):
 
 
 class Tracer:
-    def __init__(self, work, *args):
+    def __init__(self, work, *args, env=None):
         os.makedirs(work, exist_ok=True)
         self.out = os.path.join(work, "requests.jsonl")
         self.rec = os.path.join(work, "capture.tsrec")
         self.stdout = open(os.path.join(work, "tokenscope.stdout"), "w+")
         self.stderr = open(os.path.join(work, "tokenscope.stderr"), "w+")
         self.p = subprocess.Popen([TOKENSCOPE, "-o", self.out, "-r", self.rec, *args],
-                                  stdout=self.stdout, stderr=self.stderr)
+                                  stdout=self.stdout, stderr=self.stderr,
+                                  env=dict(os.environ, **(env or {})))
         # a test that dies half way must not leave a tracer tracing the next runs
         atexit.register(lambda p=self.p: p.poll() is None and p.send_signal(signal.SIGINT))
         deadline = time.monotonic() + 60
@@ -326,8 +327,10 @@ def body(work, port, truth_path, server_pid):
 
     tracer = Tracer(work)
     # A second tracer at the same time, filtered to the fixture server's pid: it must see
-    # the server side only.
-    only_server = Tracer(os.path.join(work, "pidfilter"), "-p", str(server_pid))
+    # the server side only. It puts its uprobes on as perf events (kernels before 6.6 have
+    # no uprobe_multi links), beside the first one's uprobe_multi links on the same functions.
+    only_server = Tracer(os.path.join(work, "pidfilter"), "-v", "-p", str(server_pid),
+                         env={"TOKENSCOPE_UPROBE_MULTI": "0"})
     expect = []  # (label, model, api, comm or None, timing)
 
     # phase: curl, one request per dialect
@@ -436,6 +439,7 @@ def body(work, port, truth_path, server_pid):
     rc, out, err = tracer.stop()
     rc2, _, err2 = only_server.stop()
     check(rc2 == 0, f"-p tracer exited 0 ({err2[-300:]})")
+    check("uprobes as perf events" in err2, "-p tracer: uprobes as perf events, as asked")
     filtered = [json.loads(line) for line in open(only_server.out)]
     check(len(filtered) > 0 and all(r["pid"] == server_pid and r["role"] == "server"
                                     for r in filtered),
