@@ -540,10 +540,11 @@ static bool detacher_running(void)
 }
 
 /*
- * Probes go on and come off one at a time under the kernel's event_mutex: attaching while an
- * earlier run still detaches would take as long as its detach, and libraries loaded meanwhile
- * would be probed late. A run started right after another waits for it, as it used to when
- * the other did not end before its probes were off.
+ * Perf-event probes (the syscall tracepoints; uprobes where uprobe_multi links are missing) go
+ * on and come off one at a time under the kernel's event_mutex: attaching while an earlier run
+ * still detaches would wait behind its detach, and libraries loaded meanwhile would be probed
+ * late. A run started right after another waits for it, as it did when runs detached before
+ * they ended.
  */
 static void wait_for_detacher(void)
 {
@@ -848,7 +849,8 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 	err = 0;
 
 cleanup:
-	detacher = detach_in_background();
+	/* nothing attached (setup failed early): nothing to leave to a child */
+	detacher = lv->nlinks || lv->att ? detach_in_background() : -1;
 	ring_buffer__free(lv->rb);
 	attacher__free(lv->att);
 	cuda_names__free(lv->cuda_names);
