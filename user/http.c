@@ -45,8 +45,8 @@ struct http_parser {
 	int sp_count;	     /* spaces seen in a request line */
 	bool in_query;
 
-	struct http_head head;
-	uint64_t remaining; /* body or chunk bytes left */
+	struct http_head *head; /* while a message's start line and headers are read, else NULL */
+	uint64_t remaining;	 /* body or chunk bytes left */
 	bool in_message;
 };
 
@@ -98,8 +98,10 @@ static bool grow_line(struct http_parser *p)
 
 void http_parser__free(struct http_parser *p)
 {
-	if (p)
+	if (p) {
 		release_line(p);
+		free(p->head);
+	}
 	free(p);
 }
 
@@ -157,8 +159,8 @@ static enum http_error fail(struct http_parser *p, enum http_error e)
 
 static void reset_message(struct http_parser *p)
 {
-	memset(&p->head, 0, sizeof(p->head));
-	p->head.content_length = -1;
+	free(p->head);
+	p->head = NULL;
 	p->head_bytes = 0;
 	p->in_message = false;
 	p->st = S_START;
@@ -174,14 +176,14 @@ static bool parse_request_line(struct http_parser *p, char *l)
 	sp2 = strchr(sp1 + 1, ' ');
 	if (!sp2 || strncmp(sp2 + 1, "HTTP/1.", 7))
 		return false;
-	memcpy(p->head.method, l, sp1 - l);
-	p->head.method[sp1 - l] = 0;
+	memcpy(p->head->method, l, sp1 - l);
+	p->head->method[sp1 - l] = 0;
 	q = memchr(sp1 + 1, '?', sp2 - sp1 - 1);
 	n = (q ? q : sp2) - (sp1 + 1);
 	if (n >= HTTP_PATH_MAX)
 		n = HTTP_PATH_MAX - 1;
-	memcpy(p->head.path, sp1 + 1, n);
-	p->head.path[n] = 0;
+	memcpy(p->head->path, sp1 + 1, n);
+	p->head->path[n] = 0;
 	return true;
 }
 
@@ -192,7 +194,7 @@ static bool parse_status_line(struct http_parser *p, const char *l)
 	if (!isdigit((unsigned char)l[9]) || !isdigit((unsigned char)l[10]) ||
 	    !isdigit((unsigned char)l[11]) || (l[12] && l[12] != ' '))
 		return false;
-	p->head.status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+	p->head->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
 	return true;
 }
 
@@ -246,29 +248,29 @@ static bool parse_header(struct http_parser *p, char *l)
 		n = strtoll(v, &end, 10);
 		if (errno || end == v || *end || n < 0)
 			return false;
-		if (p->head.content_length >= 0 && p->head.content_length != n)
+		if (p->head->content_length >= 0 && p->head->content_length != n)
 			return false; /* conflicting lengths: request smuggling territory */
-		p->head.content_length = n;
+		p->head->content_length = n;
 	} else if (!strcasecmp(l, "transfer-encoding")) {
-		p->head.chunked = has_token(v, "chunked");
+		p->head->chunked = has_token(v, "chunked");
 	} else if (!strcasecmp(l, "content-encoding")) {
 		if (!*v || !strcasecmp(v, "identity"))
-			p->head.encoding = HTTP_ENC_IDENTITY;
+			p->head->encoding = HTTP_ENC_IDENTITY;
 		else if (!strcasecmp(v, "gzip") || !strcasecmp(v, "x-gzip"))
-			p->head.encoding = HTTP_ENC_GZIP;
+			p->head->encoding = HTTP_ENC_GZIP;
 		else if (!strcasecmp(v, "deflate"))
-			p->head.encoding = HTTP_ENC_DEFLATE;
+			p->head->encoding = HTTP_ENC_DEFLATE;
 		else
-			p->head.encoding = HTTP_ENC_UNSUPPORTED;
+			p->head->encoding = HTTP_ENC_UNSUPPORTED;
 	} else if (!strcasecmp(l, "content-type")) {
 		if (!strncasecmp(v, "text/event-stream", 17))
-			p->head.ctype = HTTP_CT_SSE;
+			p->head->ctype = HTTP_CT_SSE;
 		else if (!strncasecmp(v, "application/x-ndjson", 20) ||
 			 !strncasecmp(v, "application/ndjson", 18) ||
 			 !strncasecmp(v, "application/jsonl", 17))
-			p->head.ctype = HTTP_CT_NDJSON;
+			p->head->ctype = HTTP_CT_NDJSON;
 		else if (!strncasecmp(v, "application/json", 16))
-			p->head.ctype = HTTP_CT_JSON;
+			p->head->ctype = HTTP_CT_JSON;
 	}
 	return true;
 }
@@ -278,27 +280,29 @@ static enum http_error begin_body(struct http_parser *p, uint64_t ts)
 {
 	bool has_body;
 
-	if (!p->requests && p->head.status >= 100 && p->head.status < 200) {
-		if (p->head.status == 101)
+	if (!p->requests && p->head->status >= 100 && p->head->status < 200) {
+		if (p->head->status == 101)
 			return fail(p, HTTP_ERR_UPGRADE);
 		reset_message(p); /* interim response: not a message of its own */
 		return HTTP_OK;
 	}
-	has_body = p->cb->on_head ? p->cb->on_head(p->ctx, &p->head, ts) : true;
-	if (!p->requests && (p->head.status == 204 || p->head.status == 304))
+	has_body = p->cb->on_head ? p->cb->on_head(p->ctx, p->head, ts) : true;
+	if (!p->requests && (p->head->status == 204 || p->head->status == 304))
 		has_body = false;
-	if (has_body && p->head.chunked) {
+	if (has_body && p->head->chunked) {
 		p->st = S_CHUNK_SIZE;
-	} else if (has_body && p->head.content_length > 0) {
+	} else if (has_body && p->head->content_length > 0) {
 		p->st = S_BODY_LEN;
-		p->remaining = p->head.content_length;
-	} else if (has_body && !p->requests && p->head.content_length < 0) {
+		p->remaining = p->head->content_length;
+	} else if (has_body && !p->requests && p->head->content_length < 0) {
 		p->st = S_BODY_CLOSE;
 	} else {
 		if (p->cb->on_end)
 			p->cb->on_end(p->ctx, ts);
 		reset_message(p);
 	}
+	free(p->head); /* the body needs only the framing chosen above */
+	p->head = NULL;
 	return HTTP_OK;
 }
 
@@ -439,8 +443,13 @@ enum http_error http_parser__feed(struct http_parser *p, uint8_t *data, size_t l
 			return p->err;
 		case S_START:
 			if (!p->in_message && data[i] != '\r' && data[i] != '\n') {
+				/* the head lives until the headers end: an open stream keeps none */
+				p->head = calloc(1, sizeof(*p->head));
+				if (!p->head)
+					return fail(p, HTTP_ERR_NO_MEMORY);
+				p->head->content_length = -1;
+				p->head->start_ns = ts;
 				p->in_message = true;
-				p->head.start_ns = ts;
 			}
 			/* fallthrough */
 		case S_HEADERS:
@@ -507,6 +516,8 @@ enum http_error http_parser__gap(struct http_parser *p, uint64_t n, uint64_t ts)
 		p->in_message = false;
 		p->line_len = 0;
 		release_line(p);
+		free(p->head);
+		p->head = NULL;
 		return HTTP_ERR_LOST_SYNC;
 	}
 }

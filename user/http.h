@@ -45,7 +45,7 @@ enum http_error {
 	HTTP_ERR_TOO_LARGE,  /* a header line or block over the limits */
 	HTTP_ERR_LOST_SYNC,  /* bytes were lost where the framing cannot skip them */
 	HTTP_ERR_UPGRADE,    /* 101 Switching Protocols: what follows is not HTTP/1.1 */
-	HTTP_ERR_NO_MEMORY,  /* a long header line found no memory */
+	HTTP_ERR_NO_MEMORY,  /* no memory for a message's head or a long header line */
 };
 
 struct http_parser;
