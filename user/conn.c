@@ -224,7 +224,8 @@ static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 	memcpy(r->peer, c->peer, sizeof(r->peer));
 	r->role = c->role;
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
-	snprintf(r->path, sizeof(r->path), "%s", h->path);
+	if (!request__set_path(r, h->path))
+		(*c->sink->no_memory)++; /* reported without its path */
 	dialect__request_head(r);
 	r->start_ns = h->start_ns;
 	c->parsing_req = r;

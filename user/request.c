@@ -19,9 +19,23 @@ struct request *request__new(void)
 {
 	struct request *r = calloc(1, sizeof(*r));
 
-	if (r)
+	if (r) {
 		r->stream = -1;
+		r->path = "";
+	}
 	return r;
+}
+
+bool request__set_path(struct request *r, const char *path)
+{
+	char *copy = *path ? strdup(path) : NULL;
+
+	if (*path && !copy)
+		return false;
+	if (*r->path)
+		free((char *)r->path);
+	r->path = copy ? copy : "";
+	return true;
 }
 
 void request__free(struct request *r)
@@ -29,6 +43,8 @@ void request__free(struct request *r)
 	if (!r)
 		return;
 	free(r->gaps_ns);
+	if (*r->path)
+		free((char *)r->path);
 	attribution__free(r->attr);
 	free(r);
 }

@@ -57,7 +57,8 @@ struct request {
 	char model[REQ_MODEL_MAX];	   /* as requested */
 	char response_model[REQ_MODEL_MAX]; /* as the response named it */
 	char method[HTTP_METHOD_MAX];
-	char path[HTTP_PATH_MAX];
+	const char *path; /* without the query string: a heap copy of its size (request__set_path),
+			     or "" (not freed) */
 	int status; /* 0 until the response head is seen */
 	int stream; /* -1 unknown, 0 no, 1 yes (from the request body, else the response type) */
 
@@ -99,6 +100,8 @@ struct request {
 
 struct request *request__new(void);
 void request__free(struct request *r);
+/* Set the path (a copy); false without memory, the path then unchanged. */
+bool request__set_path(struct request *r, const char *path);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);
 /* Record the first error only: later ones are consequences. */
