@@ -193,5 +193,5 @@ python3 bench/open_streams.py 10000 "$work/open10k.rec"
 /usr/bin/time -f "%M" ./tokenscope report "$work/open10k.rec" -q 2>"$work/rss10k" >/dev/null
 awk -v a="$(tail -n 1 "$work/rss1")" -v b="$(tail -n 1 "$work/rss10k")" 'BEGIN {
 	printf "  open streams, both ends: peak RSS %d KiB with 1, %d KiB with 10 000: %.1f KiB per stream\n", a, b, (b - a) / 9999
-	printf "  (live capture adds its ring buffer, -b: 64 MiB here by default, resident once traffic filled it)\n"
+	printf "  (live capture adds its ring buffer, which RSS counts twice from the start: 2 x -b MiB)\n"
 }'
