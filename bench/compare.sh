@@ -23,6 +23,10 @@ traced() { # binary, figures file, cpu file
 	echo $((c1 - c0)) >>"$3"
 	kill -INT $t
 	wait $t
+	# its probes come off in a child, tokenscope-det: the next measurement waits for it
+	while ps -eo stat=,comm= | awk '$1 !~ /^Z/ && $2 == "tokenscope-det" { f = 1 } END { exit !f }'; do
+		sleep 0.05
+	done
 }
 for r in $(seq "$rounds"); do
 	$b ssl "$n" $cert $key >>"$work/u"
