@@ -18,63 +18,7 @@
 
 #include "buf.h"
 #include "json.h"
-
-/* Are jansson's value j and ours v the same? */
-static bool same(json_t *j, const struct jval *v)
-{
-	const char *key;
-	json_t *jv;
-	size_t i;
-
-	switch (json_typeof(j)) {
-	case JSON_NULL:
-		return v->kind == J_NULL;
-	case JSON_TRUE:
-		return v->kind == J_TRUE;
-	case JSON_FALSE:
-		return v->kind == J_FALSE;
-	case JSON_INTEGER:
-		return v->kind == J_INT && v->i == json_integer_value(j);
-	case JSON_REAL:
-		return v->kind == J_REAL &&
-		       (v->d == json_real_value(j) || (isnan(v->d) && isnan(json_real_value(j))));
-	case JSON_STRING:
-		return v->kind == J_STRING && v->n == json_string_length(j) &&
-		       !memcmp(v->s, json_string_value(j), v->n) && !v->s[v->n];
-	case JSON_ARRAY: {
-		const struct jval *e;
-		size_t k;
-
-		if (v->kind != J_ARRAY || v->n != json_array_size(j))
-			return false;
-		jv_array_foreach(v, k, e) {
-			if (!same(json_array_get(j, k), e))
-				return false;
-		}
-		return true;
-	}
-	case JSON_OBJECT: {
-		const struct jval *m = v + 1;
-
-		if (v->kind != J_OBJECT)
-			return false;
-		json_object_foreach(j, key, jv) {
-			const struct jval *mine = jv_get(v, key);
-
-			if (!mine || !same(jv, mine))
-				return false;
-		}
-		/* and no key of ours that jansson lacks */
-		for (i = 0; i < v->n; i++) {
-			if (!json_object_get(j, m->s))
-				return false;
-			m = m + 1 + m[1].skip;
-		}
-		return true;
-	}
-	}
-	return false;
-}
+#include "json_oracle.h"
 
 static struct jdoc doc;
 static size_t accepted, refused;
@@ -84,7 +28,7 @@ static void check_one(const char *buf, size_t len)
 	json_t *j = json_loadb(buf, len, 0, NULL);
 	const struct jval *v = jdoc__parse(&doc, buf, len);
 
-	if (!!j != !!v || (j && !same(j, v))) {
+	if (!!j != !!v || (j && !json_same(j, v))) {
 		fprintf(stderr, "differs (jansson %s, json.c %s) on %zu bytes:", j ? "accepts" : "refuses",
 			v ? "accepts" : "refuses", len);
 		for (size_t i = 0; i < len; i++)
