@@ -93,6 +93,10 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -lcmocka $(LDLIBS_UNIT) -o $@
 
+# CUDA kernel names are live-side code, but need no BPF: their test links them and libelf.
+$(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/cuda_names.o $(OUTPUT)/user/elfsym.o
+$(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
+
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
 

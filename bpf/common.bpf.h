@@ -122,7 +122,7 @@ static __always_inline __u64 ts_quiet(void)
 	return avail > size / 8 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-/* A record that is only its header (process exec, exit, dlopen). */
+/* A record that is only its header (process exit, dlopen). */
 static __always_inline void ts_send_proc(__u32 type)
 {
 	struct ts_proc *e = ts_reserve(type, sizeof(*e), TS_CNT_OTHER_DROPS);

@@ -271,12 +271,159 @@ int BPF_KRETPROBE(dlopen_exit, void *handle)
 	return 0;
 }
 
-/* tp_btf (raw tracepoints with BTF) need no tracefs mount. */
+struct text_vma {
+	__u64 start, end, offset, ino;
+	__u64 file; /* struct file *, walked for its path after the lookup */
+	__u32 dev;
+};
+
+static long find_text_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
+{
+	struct text_vma *t = ctx;
+	struct file *f = vma->vm_file;
+
+	if (!f)
+		return 0;
+	t->start = vma->vm_start;
+	t->end = vma->vm_end;
+	t->offset = vma->vm_pgoff << 12; /* PAGE_SHIFT on x86-64 and arm64 (4 KiB pages) */
+	t->ino = BPF_CORE_READ(f, f_inode, i_ino);
+	t->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
+	t->file = (__u64)f;
+	return 0;
+}
+
+#define PATH_DEPTH 32 /* directories (a power of two, for masks); a deeper file gets no path */
+#define PATH_HOPS (PATH_DEPTH + 8) /* and mount points crossed on the way up */
+
+/* The bytes are twice the path's size, so that a name copied at any offset below
+ * TS_EXEC_PATH_LEN stays in bounds the verifier can see. */
+struct path_buf {
+	char bytes[2 * TS_EXEC_PATH_LEN];
+	__u64 names[PATH_DEPTH]; /* const unsigned char *: the file's name first */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct path_buf);
+} path_scratch SEC(".maps");
+
+/* bpf_loop callbacks are verified once, not per iteration: the walk's branches would
+ * otherwise multiply the verifier's states past its limit. */
+struct path_walk {
+	struct path_buf *b;
+	struct dentry *d;
+	struct mount *mnt;
+	__u32 n;   /* names found */
+	__u32 off; /* bytes written */
+	int err;
+};
+
+/* One step up: to the parent directory, or from a mount's root to where it is mounted. */
+static long path_up(__u64 i, void *ctx)
+{
+	struct path_walk *w = ctx;
+	struct dentry *d = w->d, *parent; /* locals: CO-RE reads relocate their base's type */
+	struct mount *mnt = w->mnt;
+
+	if (d == BPF_CORE_READ(mnt, mnt.mnt_root)) {
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+
+		if (up == mnt)
+			return 1; /* the namespace's root */
+		w->d = BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mnt = up;
+		return 0;
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (parent == d)
+		return 1;
+	if (w->n >= PATH_DEPTH) {
+		w->err = 1;
+		return 1;
+	}
+	w->b->names[w->n & (PATH_DEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
+	w->n++;
+	w->d = parent;
+	return 0;
+}
+
+/* One name, outermost first: "/name". */
+static long path_put(__u64 i, void *ctx)
+{
+	struct path_walk *w = ctx;
+	__u32 k, at;
+	long r;
+
+	if (i >= w->n || w->n > PATH_DEPTH)
+		return 1;
+	k = (w->n - 1 - i) & (PATH_DEPTH - 1);
+	if (w->off >= TS_EXEC_PATH_LEN - 1) {
+		w->err = 1;
+		return 1;
+	}
+	w->b->bytes[w->off & (TS_EXEC_PATH_LEN - 1)] = '/';
+	at = w->off + 1;
+	barrier_var(at); /* keep the mask: the verifier bounds the copy by it */
+	at &= TS_EXEC_PATH_LEN - 1;
+	r = bpf_probe_read_kernel_str(&w->b->bytes[at], TS_EXEC_PATH_LEN,
+				      (const void *)w->b->names[k]);
+	if (r <= 1) {
+		w->err = 1;
+		return 1;
+	}
+	w->off = at + r - 1;
+	return 0;
+}
+
+/* The file's path from the root of its mount namespace, as d_path would give it (no helper
+ * does that here). Returns 0 and a NUL-terminated path in out, or -1 (deeper than
+ * PATH_DEPTH, longer than TS_EXEC_PATH_LEN - 1, unreadable). */
+static __always_inline int file_path(struct file *f, char out[TS_EXEC_PATH_LEN])
+{
+	struct path_walk w = {};
+	__u32 zero = 0;
+
+	w.b = bpf_map_lookup_elem(&path_scratch, &zero);
+	if (!w.b)
+		return -1;
+	w.d = BPF_CORE_READ(f, f_path.dentry);
+	w.mnt = (void *)BPF_CORE_READ(f, f_path.mnt) -
+		bpf_core_field_offset(struct mount, mnt); /* container_of */
+	if (bpf_loop(PATH_HOPS, path_up, &w, 0) == PATH_HOPS || w.err || !w.n)
+		return -1;
+	bpf_loop(PATH_DEPTH, path_put, &w, 0);
+	if (w.err || w.off >= TS_EXEC_PATH_LEN)
+		return -1;
+	w.b->bytes[w.off & (TS_EXEC_PATH_LEN - 1)] = 0;
+	return bpf_probe_read_kernel(out, TS_EXEC_PATH_LEN, w.b->bytes) ? -1 : 0;
+}
+
+/* tp_btf (raw tracepoints with BTF) need no tracefs mount. It fires once the new program is
+ * mapped, before it runs. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (ts_traced(bpf_get_current_pid_tgid() >> 32))
-		ts_send_proc(TS_EV_EXEC);
+	struct text_vma t = {};
+	struct ts_exec *e;
+
+	if (!ts_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	bpf_find_vma(p, BPF_CORE_READ(p, mm, start_code), find_text_vma, &t, 0);
+	e = ts_reserve(TS_EV_EXEC, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return 0;
+	e->text_start = t.start;
+	e->text_end = t.end;
+	e->text_offset = t.offset;
+	e->ino = t.ino;
+	e->dev = t.dev;
+	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	if (!t.file || file_path((struct file *)t.file, e->path))
+		e->path[0] = 0;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

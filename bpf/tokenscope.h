@@ -114,10 +114,28 @@ struct ts_tls_sock {
 	struct ts_sock_addr addr;
 };
 
-/* exec, exit, dlopen: the header says all (which process, when). Recordings made before
- * 2026-12 carry 264 more bytes here (ppid, exit code, exec path) that nothing reads. */
+/* exit, dlopen: the header says all (which process, when). Recordings made before 2026-12
+ * carry 264 more bytes here (ppid, exit code, exec path) that nothing reads. */
 struct ts_proc {
 	struct ts_event_hdr hdr;
+};
+
+/* exec: the header, and which file holds the new program's text and where it is mapped. The
+ * live reader names CUDA kernel stubs from the process's maps; a short program can be gone
+ * (and its /proc entry with it) before the reader sees this record, and then this mapping,
+ * checked against the file's device and inode, stands in for the maps. Replays read none of
+ * it (kernel names travel as their own records). */
+#define TS_EXEC_PATH_LEN 256
+struct ts_exec {
+	struct ts_event_hdr hdr;
+	__u64 text_start;  /* the mapping that holds mm->start_code; 0: none found */
+	__u64 text_end;
+	__u64 text_offset; /* its offset in the file */
+	__u64 ino;	   /* the file's inode number */
+	__u32 dev;	   /* and device, in the kernel's encoding (major << 20 | minor) */
+	__u32 ppid;	   /* the parent, in whose root (a container's) path is looked up first */
+	char path[TS_EXEC_PATH_LEN]; /* the file's path in the process's mount namespace; "" if
+				      * deeper than 32 directories or longer than 255 bytes */
 };
 
 /* What every probe family filters on, set by userspace before load (const volatile .rodata). */
@@ -252,6 +270,8 @@ TS_LAYOUT(ts_sock_close, 56);
 TS_LAYOUT(ts_tls_sock, 104);
 TS_FIELD(ts_tls_sock, addr, 64);
 TS_LAYOUT(ts_proc, 40);
+TS_LAYOUT(ts_exec, 336);
+TS_FIELD(ts_exec, path, 80);
 TS_LAYOUT(ts_filter, 24);
 TS_LAYOUT(ts_kernel_sample, 40);
 TS_LAYOUT(ts_gpu_work, 360);

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#define _GNU_SOURCE /* asprintf */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "elfsym.h"
 #include "cuda_names.h"
@@ -64,17 +67,40 @@ void cuda_names__free(struct cuda_names *k)
 	free(k);
 }
 
-void cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
+/* Keep text as pid's snapshot (newest first; the oldest goes past MAX_SNAPSHOTS). Takes text. */
+static void keep_snapshot(struct cuda_names *k, uint32_t pid, char *text)
+{
+	struct snapshot *s;
+
+	drop_snapshot(k, pid);
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		free(text);
+		return;
+	}
+	s->pid = pid;
+	s->maps = text;
+	s->next = k->snaps;
+	k->snaps = s;
+	if (++k->nsnaps > MAX_SNAPSHOTS) {
+		struct snapshot **l = &k->snaps;
+
+		while ((*l)->next)
+			l = &(*l)->next;
+		drop_snapshot(k, (*l)->pid);
+	}
+}
+
+int cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
 {
 	char fn[64], line[PATH_MAX + 256];
 	struct buf text = { 0 };
-	struct snapshot *s;
 	FILE *f;
 
 	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
 	f = fopen(fn, "re");
 	if (!f)
-		return;
+		return -1;
 	while (fgets(line, sizeof(line), f)) {
 		struct maps_entry e;
 		size_t n = strlen(line);
@@ -90,25 +116,50 @@ void cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
 	fclose(f);
 	if (!text.p || text.overflow) {
 		buf__free(&text);
-		return;
+		return 0; /* read, but nothing worth keeping */
 	}
-	drop_snapshot(k, pid);
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		buf__free(&text);
-		return;
-	}
-	s->pid = pid;
-	s->maps = text.p;
-	s->next = k->snaps;
-	k->snaps = s;
-	if (++k->nsnaps > MAX_SNAPSHOTS) {
-		struct snapshot **l = &k->snaps;
+	keep_snapshot(k, pid, text.p);
+	return 0;
+}
 
-		while ((*l)->next)
-			l = &(*l)->next;
-		drop_snapshot(k, (*l)->pid);
+/* Is the file at path the one the kernel mapped (device in the kernel's encoding)? */
+static bool same_file(const char *path, uint32_t kdev, uint64_t ino)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_ino == ino &&
+	       major(st.st_dev) == kdev >> 20 && minor(st.st_dev) == (kdev & 0xfffff);
+}
+
+int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e)
+{
+	char given[TS_EXEC_PATH_LEN + 1], cand[2][PATH_MAX], real[PATH_MAX], *text;
+	int ncand = 0;
+
+	if (!e->text_start || e->text_end <= e->text_start)
+		return -1;
+	memcpy(given, e->path, TS_EXEC_PATH_LEN);
+	given[TS_EXEC_PATH_LEN] = 0;
+	if (!given[0])
+		return -1;
+	/* The path is in the process's mount namespace: its parent's root (a container's) first,
+	 * then ours. The inode decides, never the name alone. */
+	if (given[0] != '/')
+		return -1;
+	snprintf(cand[ncand++], PATH_MAX, "/proc/%u/root%s", e->ppid, given);
+	snprintf(cand[ncand++], PATH_MAX, "%s", given);
+	for (int i = 0; i < ncand; i++) {
+		if (!realpath(cand[i], real) || !same_file(real, e->dev, e->ino))
+			continue;
+		if (asprintf(&text, "%llx-%llx r-xp %llx 00:00 %llu %s\n",
+			     (unsigned long long)e->text_start, (unsigned long long)e->text_end,
+			     (unsigned long long)e->text_offset, (unsigned long long)e->ino,
+			     real) < 0)
+			return -1;
+		keep_snapshot(k, e->hdr.pid, text);
+		return 0;
 	}
+	return -1;
 }
 
 bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr)
@@ -244,8 +295,10 @@ void cuda_names__before(struct cuda_names *k, void *rec, size_t size, cuda_names
 		raw[TS_KNAME_LEN] = 0;
 		cuda_names__demangle(raw, kn->name, sizeof(kn->name));
 	} else if (h->type == TS_EV_EXEC) {
-		/* the executable's mapping, where nvcc-built programs keep their kernel stubs */
-		cuda_names__snapshot(k, h->pid);
+		/* the executable's mapping, where nvcc-built programs keep their kernel stubs; from
+		 * the record when the process is already gone */
+		if (cuda_names__snapshot(k, h->pid) && size >= sizeof(struct ts_exec))
+			cuda_names__snapshot_exec(k, rec);
 	} else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark)) {
 		name_stubs(k, rec, feed, ctx);
 	}

@@ -25,8 +25,11 @@ bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr);
 /* Name addr in pid's address space; "" when no symbol covers it. Remembered. */
 void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *out, size_t n);
 /* Keep pid's executable mappings, to name its stubs even after it exits (the newest
- * MAX_SNAPSHOTS processes). */
-void cuda_names__snapshot(struct cuda_names *k, uint32_t pid);
+ * MAX_SNAPSHOTS processes). -1: no such process any more. */
+int cuda_names__snapshot(struct cuda_names *k, uint32_t pid);
+/* The same from an exec record, for a process that was gone before the record was read: its
+ * text mapping, if the file at its exec path is still the one it mapped. -1: nothing kept. */
+int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e);
 /* The process is gone: its addresses mean nothing any more. */
 void cuda_names__forget(struct cuda_names *k, uint32_t pid);
 /* Demangle an Itanium C++ name; copies it unchanged when it is not one. */

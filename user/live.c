@@ -464,14 +464,16 @@ static int on_event(void *ctx, void *data, size_t size)
 	memcpy(lv->buf, data, size);
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK)
 		note_process(lv, h->pid);
-	if (h->type == TS_EV_EXEC)
-		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
-	else if (h->type == TS_EV_DLOPEN)
-		attacher__scan_pid(lv->att, (pid_t)h->pid);
+	/* what needs the process's /proc first: a short program may be gone by the end of a
+	 * probe attach */
 	for (size_t i = 0; i < NFAMILIES; i++) {
 		if (lv->skel[i] && families[i].before)
 			families[i].before(lv, lv->buf, size);
 	}
+	if (h->type == TS_EV_EXEC)
+		attacher__on_exec(lv->att, (pid_t)h->pid, now_ns());
+	else if (h->type == TS_EV_DLOPEN)
+		attacher__scan_pid(lv->att, (pid_t)h->pid);
 	pipeline__feed(lv->pl, lv->buf, size);
 	for (size_t i = 0; i < NFAMILIES; i++) {
 		if (lv->skel[i] && families[i].after)

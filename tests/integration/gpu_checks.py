@@ -9,6 +9,7 @@
 """
 import json
 import os
+import signal
 import subprocess
 
 STEP_TOLERANCE_NS = 500_000
@@ -24,7 +25,22 @@ def run_gpu_checks(ctx):
     r = subprocess.run([os.path.join(gpu, "cudaprog")], capture_output=True, text=True)
     check(r.returncode == 0, f"cudaprog ran ({r.stderr[-300:]})")
     prog_truth = json.loads(r.stdout)
-    prog_pid = None
+
+    # phase: cudaprog run and reaped while the tracer is stopped, so its /proc is gone before
+    # the tracer reads its exec record: the stub names must come from that record, by absolute
+    # and by relative path (short programs on a busy host)
+    gone = []
+    for argv, cwd in ([os.path.join(gpu, "cudaprog")], None), (["./cudaprog"], gpu):
+        tracer.p.send_signal(signal.SIGSTOP)
+        try:
+            g = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+            g_out, g_err = g.communicate(timeout=60)
+        finally:
+            tracer.p.send_signal(signal.SIGCONT)
+        check(g.returncode == 0 and json.loads(g_out) == prog_truth,
+              f"cudaprog {argv[0]} ran while the tracer was stopped ({g_err[-300:]})")
+        gone.append((argv[0], g.pid))
 
     # phase: the engine in four configurations
     configs = [("sync-eager", []), ("sync-graphs", ["--graphs"]),
@@ -51,7 +67,8 @@ def run_gpu_checks(ctx):
     steps = [s for s in records if s["type"] == "gpu_step"]
 
     # cudaprog: three steps, exactly the launches it made
-    prog = [s for s in steps if s["comm"] == "cudaprog"]
+    gone_pids = {pid for _, pid in gone}
+    prog = [s for s in steps if s["comm"] == "cudaprog" and s["pid"] not in gone_pids]
     check(len(prog) == 3, f"cudaprog: 3 steps (got {len(prog)})")
     prog.sort(key=lambda s: s["first_launch_ns"])
     for i, (want, got) in enumerate(zip(prog_truth["steps"], prog)):
@@ -61,6 +78,12 @@ def run_gpu_checks(ctx):
               f"cudaprog step {i}: launches {got['launches']}")
         # the calls failed (no driver): completion is only bounded
         check(got["done_bound"] is True, f"cudaprog step {i}: failed syncs only bound completion")
+    for argv0, pid in gone:
+        got = sorted([s for s in steps if s["pid"] == pid], key=lambda s: s["first_launch_ns"])
+        check([{k["name"]: [k["count"], k["grid"], k["block"]] for k in s["kernels"]}
+               for s in got] == prog_truth["steps"],
+              f"cudaprog {argv0}, gone before its exec was read: named steps "
+              f"{[[k['name'] for k in s['kernels']] for s in got]}")
 
     # engine: the steps against the engine's own ground truth
     for name, pid, truth_path in engines:
