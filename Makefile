@@ -35,7 +35,7 @@ CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c us
 	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
 LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
-	user/tracefs.c user/exporter.c
+	user/ring.c user/tracefs.c user/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 
@@ -93,9 +93,10 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -lcmocka $(LDLIBS_UNIT) -o $@
 
-# CUDA kernel names are live-side code, but need no BPF: their test links them and libelf.
+# Live-side code that needs no BPF to test: CUDA kernel names (with libelf), the ring reader.
 $(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/cuda_names.o $(OUTPUT)/user/elfsym.o
 $(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
+$(OUTPUT)/tests/test_ring: $(OUTPUT)/user/ring.o
 
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures

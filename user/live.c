@@ -20,6 +20,7 @@
 #include "live.h"
 #include "pipeline.h"
 #include "recording.h"
+#include "ring.h"
 #include "tracefs.h"
 #include "cuda.skel.h"
 #include "sock.skel.h"
@@ -114,7 +115,7 @@ struct live {
 	bool uprobe_multi;		/* uprobes as uprobe_multi links (attach.h) */
 	struct bpf_link **links;	/* auto-attached programs of every family */
 	size_t nlinks, linkcap;
-	struct ring_buffer *rb;
+	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	uint32_t *known_pids;		/* whose process tree was recorded (open addressing) */
 	size_t nknown;
@@ -451,16 +452,22 @@ static void note_process(struct live *lv, uint32_t pid)
 	pipeline__feed(lv->pl, &t, sizeof(t));
 }
 
-static int on_event(void *ctx, void *data, size_t size)
+static void on_event(void *ctx, const void *data, size_t size)
 {
 	struct live *lv = ctx;
-	const struct ts_event_hdr *h = data;
+	const struct ts_event_hdr *h = (const void *)lv->buf;
 
 	/* The ring buffer is mapped read-only and the pipeline masks credentials in place. */
-	if (size < sizeof(*h))
-		return pipeline__feed(lv->pl, data, size), 0; /* counted as malformed */
-	if (size > sizeof(lv->buf)) /* no such record: counted as malformed, bytes untouched */
-		return pipeline__feed(lv->pl, data, sizeof(*h)), 0;
+	if (size < sizeof(*h)) {
+		memcpy(lv->buf, data, size);
+		pipeline__feed(lv->pl, lv->buf, size); /* counted as malformed */
+		return;
+	}
+	if (size > sizeof(lv->buf)) { /* no such record: counted as malformed */
+		memcpy(lv->buf, data, sizeof(*h));
+		pipeline__feed(lv->pl, lv->buf, sizeof(*h));
+		return;
+	}
 	memcpy(lv->buf, data, size);
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK)
 		note_process(lv, h->pid);
@@ -479,7 +486,6 @@ static int on_event(void *ctx, void *data, size_t size)
 		if (lv->skel[i] && families[i].after)
 			families[i].after(lv, lv->buf);
 	}
-	return 0;
 }
 
 /* The per-CPU counters of all families (they share the first one's map), summed. */
@@ -656,6 +662,7 @@ static int detach_in_background(void)
 static int setup(struct live *lv)
 {
 	const struct live_opts *o = lv->o;
+	struct bpf_map *events;
 	bool forced_off;
 	int pids_fd, err;
 
@@ -710,10 +717,11 @@ static int setup(struct live *lv)
 			attacher__add_family(lv->att, families[i].name, obj_of(lv, i));
 	}
 	attacher__on_cuda(lv->att, snapshot_maps, lv->cuda_names);
-	lv->rb = ring_buffer__new(bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "events")),
-				  on_event, lv, NULL);
-	if (!lv->rb) {
-		fprintf(stderr, "tokenscope: cannot create ring buffer: %s\n", strerror(errno));
+	events = bpf_object__find_map_by_name(obj_of(lv, 0), "events");
+	err = ring__open(&lv->ring, bpf_map__fd(events), bpf_map__max_entries(events),
+			 sizeof(lv->buf), on_event, lv);
+	if (err) {
+		fprintf(stderr, "tokenscope: cannot map the ring buffer: %s\n", strerror(-err));
 		return -1;
 	}
 
@@ -772,11 +780,11 @@ static int consume(struct live *lv)
 		deadline = now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
 	while (!exiting) {
 		uint64_t now;
-		int n = ring_buffer__poll(lv->rb, attacher__next_due_ms(lv->att, now_ns(),
+		long n = ring__poll(&lv->ring, attacher__next_due_ms(lv->att, now_ns(),
 									 POLL_MAX_MS));
 
 		if (n >= 0) /* what came without a wake-up */
-			n = ring_buffer__consume(lv->rb);
+			n = ring__consume(&lv->ring);
 		if (n < 0 && n != -EINTR) {
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
 			return -1;
@@ -844,7 +852,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 		goto cleanup;
 
 	/* phase: drain, then close what is still open */
-	ring_buffer__consume(lv->rb);
+	ring__consume(&lv->ring);
 	end_ns = now_ns();
 	feed_final_counters(lv, end_ns);
 	pipeline__finish(pl, end_ns);
@@ -853,7 +861,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 cleanup:
 	/* nothing attached (setup failed early): nothing to leave to a child */
 	detacher = lv->nlinks || lv->att ? detach_in_background() : -1;
-	ring_buffer__free(lv->rb);
+	ring__close(&lv->ring);
 	attacher__free(lv->att);
 	cuda_names__free(lv->cuda_names);
 	for (size_t i = 0; i < lv->nlinks; i++)

@@ -208,7 +208,7 @@ def main():
                                  "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
                                  "key": KEY})
         finally:
-            if failed == 0:
+            if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
                 shutil.rmtree(work, ignore_errors=True)
             else:
                 print(f"kept {work} for inspection")
@@ -231,7 +231,7 @@ def main():
         body(work, port, truth_path, server.pid)
     finally:
         server.kill()
-        if failed == 0:
+        if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"kept {work} for inspection")
