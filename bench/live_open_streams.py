@@ -6,7 +6,7 @@ then holds the connection open; this process opens N such streams and holds them
 traces both (--port), and its RSS is read from /proc once every stream is open and its events
 were read, then again at the peak (VmHWM).
 
-usage: live_open_streams.py TOKENSCOPE N RINGBUF_MB
+usage: live_open_streams.py TOKENSCOPE N RINGBUF_MB (0: the default)
 prints one line: "N ringbuf_mb vmrss_kib vmhwm_kib rss_file_kib rss_anon_kib clients servers",
 the last two the streams tokenscope saw with all their events from each end
 """
@@ -25,8 +25,12 @@ EVENTS = 3
 
 
 def raise_fd_limit(n):
-    want = n * 2 + 1000
-    resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+    """Each process holds one end of every stream."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 1000
+    if hard != resource.RLIM_INFINITY and hard < want:
+        raise SystemExit(f"{n} streams need {want} open files; the limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def event(i):
@@ -95,8 +99,9 @@ def main():
     port = sock.getsockname()[1]
     work = tempfile.mkdtemp(prefix="ts-open-")
     err = open(os.path.join(work, "stderr"), "w+")
-    tracer = subprocess.Popen([tokenscope, "-q", "--port", str(port),
-                               "-b", str(ring_mb), "-o", os.path.join(work, "out.jsonl")],
+    ring = ["-b", str(ring_mb)] if ring_mb else []  # 0: the default
+    tracer = subprocess.Popen([tokenscope, "-q", "--port", str(port), *ring,
+                               "-o", os.path.join(work, "out.jsonl")],
                               stdout=subprocess.DEVNULL, stderr=err)
     while True:
         err.seek(0)

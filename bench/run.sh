@@ -192,6 +192,13 @@ python3 bench/open_streams.py 10000 "$work/open10k.rec"
 /usr/bin/time -f "%M" ./tokenscope report "$work/open1.rec" -q 2>"$work/rss1" >/dev/null
 /usr/bin/time -f "%M" ./tokenscope report "$work/open10k.rec" -q 2>"$work/rss10k" >/dev/null
 awk -v a="$(tail -n 1 "$work/rss1")" -v b="$(tail -n 1 "$work/rss10k")" 'BEGIN {
-	printf "  open streams, both ends: peak RSS %d KiB with 1, %d KiB with 10 000: %.1f KiB per stream\n", a, b, (b - a) / 9999
-	printf "  (live capture adds its ring buffer, which RSS counts twice from the start: 2 x -b MiB)\n"
+	printf "  open streams, both ends, replayed: peak RSS %d KiB with 1, %d KiB with 10 000: %.1f KiB per stream\n", a, b, (b - a) / 9999
+}'
+# The same live: 10 000 plaintext streams held open, both ends traced (--port), with the
+# smallest ring (-b 8) and the default one; the ring counts once in RSS, from the start.
+for mb in 8 0; do
+	while detaching; do sleep 0.05; done
+	python3 bench/live_open_streams.py ./tokenscope 10000 "$mb"
+done | awk '{
+	printf "  open streams, both ends, live (-b %s): VmRSS %d KiB (ring and binary %d KiB, heap %d KiB), streams seen %d client / %d server\n", $2 ? $2 : "default", $3, $5, $6, $7, $8
 }'

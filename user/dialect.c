@@ -57,6 +57,14 @@ static void set_str(char *dst, size_t cap, const struct jval *v)
 		snprintf(dst, cap, "%s", v->s);
 }
 
+/* A model name, cut at REQ_MODEL_MAX - 1 bytes as a fixed array would (out of memory: the
+ * name stays as it was, and nothing else depends on it). */
+static void set_model(const char **dst, const struct jval *v)
+{
+	if (nonempty_str(v))
+		request__set_str(dst, v->s, REQ_MODEL_MAX - 1);
+}
+
 /* Error objects carry a type or code we may show; never their message (it can echo input). */
 static void set_api_error(struct request *r, const struct jval *err)
 {
@@ -129,7 +137,7 @@ static void openai_chunk(struct request *r, const struct jval *o, uint64_t ts, b
 		set_api_error(r, get(o, "error"));
 		return;
 	}
-	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	set_model(&r->response_model, get(o, "model"));
 	jv_array_foreach(choices, i, c) {
 		text |= openai_choice_has_text(c, completions, whole);
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finish_reason"));
@@ -192,7 +200,7 @@ static void responses_final(struct request *r, const struct jval *resp)
 {
 	const struct jval *u = get(resp, "usage"), *st = get(resp, "status");
 
-	set_str(r->response_model, sizeof(r->response_model), get(resp, "model"));
+	set_model(&r->response_model, get(resp, "model"));
 	if (jv_is(u, J_OBJECT)) {
 		set_count(&r->input_tokens, get(u, "input_tokens"));
 		set_count(&r->output_tokens, get(u, "output_tokens"));
@@ -226,7 +234,7 @@ static void responses_event(struct request *r, const char *event, const struct j
 		}
 	}
 	if (!strcmp(t, "response.created") || !strcmp(t, "response.in_progress")) {
-		set_str(r->response_model, sizeof(r->response_model), dig(o, "response", "model", NULL));
+		set_model(&r->response_model, dig(o, "response", "model", NULL));
 	} else if (!strcmp(t, "response.completed") || !strcmp(t, "response.failed") ||
 		   !strcmp(t, "response.incomplete")) {
 		responses_final(r, get(o, "response"));
@@ -284,7 +292,7 @@ static void anthropic_event(struct request *r, const char *event, const struct j
 	} else if (!strcmp(t, "message_start")) {
 		const struct jval *m = get(o, "message");
 
-		set_str(r->response_model, sizeof(r->response_model), get(m, "model"));
+		set_model(&r->response_model, get(m, "model"));
 		anthropic_usage(r, get(m, "usage"));
 		/* message_start's output_tokens is provisional: only message_delta's counts. */
 		r->output_tokens.set = false;
@@ -310,7 +318,7 @@ static void anthropic_body(struct request *r, const struct jval *o, uint64_t ts)
 		set_api_error(r, get(o, "error"));
 		return;
 	}
-	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	set_model(&r->response_model, get(o, "model"));
 	anthropic_usage(r, get(o, "usage"));
 	set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "stop_reason"));
 	jv_array_foreach(content, i, b) {
@@ -343,7 +351,7 @@ static void gemini_event(struct request *r, const char *event, const struct jval
 		set_api_error(r, get(o, "error"));
 		return;
 	}
-	set_str(r->response_model, sizeof(r->response_model), get(o, "modelVersion"));
+	set_model(&r->response_model, get(o, "modelVersion"));
 	jv_array_foreach(cands, i, c) {
 		const struct jval *parts = dig(c, "content", "parts", NULL), *part;
 
@@ -384,7 +392,7 @@ static void ollama_event(struct request *r, const char *event, const struct jval
 		request__error(r, "api_error");
 		return;
 	}
-	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	set_model(&r->response_model, get(o, "model"));
 	if (nonempty_str(get(o, "response")) || nonempty_str(dig(o, "message", "content", NULL)) ||
 	    nonempty_str(dig(o, "message", "thinking", NULL)) ||
 	    jv_array_size(dig(o, "message", "tool_calls", NULL)))
@@ -417,7 +425,7 @@ static void llamacpp_event(struct request *r, const char *event, const struct jv
 		set_api_error(r, get(o, "error"));
 		return;
 	}
-	set_str(r->response_model, sizeof(r->response_model), get(o, "model"));
+	set_model(&r->response_model, get(o, "model"));
 	if (nonempty_str(get(o, "content")))
 		request__token(r, ts);
 	if (!is_true(get(o, "stop")))
@@ -554,8 +562,8 @@ void dialect__request_head(struct request *r)
 		return;
 	m += strlen("/models/");
 	end = strchr(m, ':');
-	if (end && end > m && (size_t)(end - m) < sizeof(r->model))
-		snprintf(r->model, sizeof(r->model), "%.*s", (int)(end - m), m);
+	if (end && end > m && (size_t)(end - m) < REQ_MODEL_MAX)
+		request__set_str(&r->model, m, (size_t)(end - m));
 }
 
 void dialect__request_body(struct request *r, const char *body, size_t len)
@@ -564,7 +572,7 @@ void dialect__request_body(struct request *r, const char *body, size_t len)
 
 	if (!o)
 		return; /* not JSON (or cut short): model stays unknown */
-	set_str(r->model, sizeof(r->model), get(o, "model"));
+	set_model(&r->model, get(o, "model"));
 	stream = get(o, "stream");
 	if (jv_is(stream, J_TRUE) || jv_is(stream, J_FALSE))
 		r->stream = is_true(stream);

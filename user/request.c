@@ -22,20 +22,30 @@ struct request *request__new(void)
 	if (r) {
 		r->stream = -1;
 		r->path = "";
+		r->model = "";
+		r->response_model = "";
 	}
 	return r;
 }
 
+bool request__set_str(const char **field, const char *s, size_t n)
+{
+	char *copy = NULL;
+
+	n = strnlen(s, n);
+	if (!strncmp(*field, s, n) && !(*field)[n])
+		return true; /* the same again: each SSE event names the model */
+	if (n && !(copy = strndup(s, n)))
+		return false;
+	if (**field)
+		free((char *)*field);
+	*field = copy ? copy : "";
+	return true;
+}
+
 bool request__set_path(struct request *r, const char *path)
 {
-	char *copy = *path ? strdup(path) : NULL;
-
-	if (*path && !copy)
-		return false;
-	if (*r->path)
-		free((char *)r->path);
-	r->path = copy ? copy : "";
-	return true;
+	return request__set_str(&r->path, path, strlen(path));
 }
 
 void request__free(struct request *r)
@@ -45,6 +55,10 @@ void request__free(struct request *r)
 	free(r->gaps_ns);
 	if (*r->path)
 		free((char *)r->path);
+	if (*r->model)
+		free((char *)r->model);
+	if (*r->response_model)
+		free((char *)r->response_model);
 	attribution__free(r->attr);
 	free(r);
 }

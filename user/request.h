@@ -54,8 +54,10 @@ struct request {
 	char peer[REQ_ADDR_MAX];   /* of the other end */
 	/* what */
 	enum api api;
-	char model[REQ_MODEL_MAX];	   /* as requested */
-	char response_model[REQ_MODEL_MAX]; /* as the response named it */
+	/* Strings of their own size, "" (not freed) until set (request__set_str): most requests
+	 * of an open stream never need the room of a fixed array. */
+	const char *model;	    /* as requested; at most REQ_MODEL_MAX - 1 bytes */
+	const char *response_model; /* as the response named it; the same */
 	char method[HTTP_METHOD_MAX];
 	const char *path; /* without the query string: a heap copy of its size (request__set_path),
 			     or "" (not freed) */
@@ -100,7 +102,10 @@ struct request {
 
 struct request *request__new(void);
 void request__free(struct request *r);
-/* Set the path (a copy); false without memory, the path then unchanged. */
+/* Set one of the request's heap strings (path, model, response_model) to a copy of the
+ * first n bytes of s (cut at REQ_MODEL_MAX - 1 for the models, as before); false without
+ * memory, the string then unchanged. Setting the same value again allocates nothing. */
+bool request__set_str(const char **field, const char *s, size_t n);
 bool request__set_path(struct request *r, const char *path);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);

@@ -21,7 +21,7 @@ static struct request *server_request(const char *model, uint64_t ttft_ms)
 	r->role = ROLE_SERVER;
 	r->api = API_OPENAI_CHAT;
 	snprintf(r->comm, sizeof(r->comm), "vllm");
-	snprintf(r->model, sizeof(r->model), "%s", model);
+	assert_true(request__set_str(&r->model, model, strlen(model)));
 	snprintf(r->local, sizeof(r->local), "127.0.0.1:8000");
 	r->status = 200;
 	r->stream = 1;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The small shared pieces: the growable buffer's limit, the /proc/PID/maps line parser. */
+/* The small shared pieces: the growable buffer's limit, the /proc/PID/maps line parser, a
+ * request's strings. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 
 #include "buf.h"
 #include "procmaps.h"
+#include "request.h"
 
 static void test_buf_limit_is_sticky(void **state)
 {
@@ -71,12 +73,42 @@ static void test_maps_lines(void **state)
 	assert_int_equal(procmaps__parse((char[]){ "not a mapping\n" }, &e), -1);
 }
 
+/* A request's strings are copies of their own size; the same value again keeps the copy. */
+static void test_request_strings(void **state)
+{
+	struct request *r = request__new();
+	const char *first;
+	char long_name[300];
+
+	assert_non_null(r);
+	assert_string_equal(r->model, "");
+	assert_true(request__set_str(&r->model, "llama-3.1-8b", 12));
+	assert_string_equal(r->model, "llama-3.1-8b");
+	first = r->model;
+	assert_true(request__set_str(&r->model, "llama-3.1-8b", 12));
+	assert_ptr_equal(r->model, first); /* each SSE event names it again: no new copy */
+	assert_true(request__set_str(&r->model, "llama-3.1-8b-instruct", 5));
+	assert_string_equal(r->model, "llama"); /* the first n bytes */
+	assert_true(request__set_str(&r->model, "a\0b", 3));
+	assert_string_equal(r->model, "a"); /* stops at a NUL */
+	memset(long_name, 'm', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = 0;
+	assert_true(request__set_str(&r->response_model, long_name, REQ_MODEL_MAX - 1));
+	assert_int_equal(strlen(r->response_model), REQ_MODEL_MAX - 1);
+	assert_true(request__set_str(&r->model, "", 0));
+	assert_string_equal(r->model, ""); /* back to the shared empty string */
+	assert_true(request__set_path(r, "/v1/chat/completions"));
+	assert_string_equal(r->path, "/v1/chat/completions");
+	request__free(r); /* frees what is left: the sanitized run checks for leaks */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buf_limit_is_sticky),
 		cmocka_unit_test(test_array_reserve_doubles),
 		cmocka_unit_test(test_maps_lines),
+		cmocka_unit_test(test_request_strings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
