@@ -52,8 +52,9 @@ CUresult cuEventQuery(CUevent event);
 CUresult cuEventSynchronize(CUevent event);
 
 /* Ground truth (not CUDA API): when the virtual GPU finished the event's latest record, and
- * the stream's last work. */
+ * the stream's last work; when the calling thread's latest launch call began. */
 unsigned long long vgpu_event_done_ns(CUevent event);
 unsigned long long vgpu_stream_idle_ns(CUstream stream);
+unsigned long long vgpu_thread_launch_ns(void);
 
 #endif

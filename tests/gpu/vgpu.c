@@ -18,7 +18,9 @@
  * Kernels do nothing but take their time; device memory is host memory.
  *
  * Ground truth for tests: vgpu_event_done_ns(event) and vgpu_stream_idle_ns(stream) report
- * when the virtual GPU finished an event's record and a stream's last work (not CUDA API).
+ * when the virtual GPU finished an event's record and a stream's last work, and
+ * vgpu_thread_launch_ns() when the calling thread's latest kernel or graph launch call began
+ * (not CUDA API).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -407,6 +409,16 @@ API CUresult cuStreamQuery(CUstream hs)
 
 /* ---- launches and graphs ---- */
 
+/* The calling thread's latest launch call, read at its entry: a caller in Python reads its
+ * own clock tens of microseconds before the call (argument marshalling), this one as the
+ * call begins (after any probe's trap on its first instruction). */
+static __thread unsigned long long thread_launch_ns;
+
+API unsigned long long vgpu_thread_launch_ns(void)
+{
+	return thread_launch_ns;
+}
+
 API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 			    unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
 			    CUstream hs, void **params, void **extra)
@@ -414,6 +426,7 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsi
 	struct vstream *s = resolve(hs);
 	struct op *o;
 
+	thread_launch_ns = now_ns();
 	if (!f || !gx || !gy || !gz || !bx || !by || !bz)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (s->capture) {
@@ -481,7 +494,10 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned 
 
 API CUresult cuGraphLaunch(CUgraphExec exec, CUstream hs)
 {
-	struct op *o = calloc(1, sizeof(*o));
+	struct op *o;
+
+	thread_launch_ns = now_ns();
+	o = calloc(1, sizeof(*o));
 
 	if (!o)
 		return CUDA_ERROR_OUT_OF_MEMORY;

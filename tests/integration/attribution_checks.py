@@ -156,8 +156,9 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
                 within(a["queue_idle_ms"], want["queue"] - want_busy, abs_ms, rel))
         f["busy_idle"] += b_ok
         # What the step timestamps could not give: a step's end is observed when its sync
-        # returns (a host thread descheduled then returns late), its start at the launch
-        # call's entry (the truth reads its clock before the call). Each step's own error
+        # returns (a host thread descheduled then returns late; with async scheduling the
+        # host waits for a step after launching the next), its start at the launch call's
+        # probe (the truth reads its clock inside the call, just after). Each step's own error
         # (tokenscope's step against the truth's) is allowed, summed over the queue: what is
         # left to check is which steps and intervals the split used.
         late = sum(step_error.get(s["step"], 0) for s in steps.values()
