@@ -272,24 +272,18 @@ int BPF_KRETPROBE(dlopen_exit, void *handle)
 }
 
 struct text_vma {
-	__u64 start, end, offset, ino;
-	__u64 file; /* struct file *, walked for its path after the lookup */
-	__u32 dev;
+	__u64 start, end, offset;
 };
 
 static long find_text_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
 {
 	struct text_vma *t = ctx;
-	struct file *f = vma->vm_file;
 
-	if (!f)
+	if (!vma->vm_file)
 		return 0;
 	t->start = vma->vm_start;
 	t->end = vma->vm_end;
 	t->offset = vma->vm_pgoff << 12; /* PAGE_SHIFT on x86-64 and arm64 (4 KiB pages) */
-	t->ino = BPF_CORE_READ(f, f_inode, i_ino);
-	t->dev = BPF_CORE_READ(f, f_inode, i_sb, s_dev);
-	t->file = (__u64)f;
 	return 0;
 }
 
@@ -408,6 +402,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 {
 	struct text_vma t = {};
 	struct ts_exec *e;
+	struct file *exe;
 
 	if (!ts_traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
@@ -418,10 +413,14 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	e->text_start = t.start;
 	e->text_end = t.end;
 	e->text_offset = t.offset;
-	e->ino = t.ino;
-	e->dev = t.dev;
+	/* The file as exec opened it (/proc/PID/exe), not the mapping's: on overlayfs (most
+	 * containers) the mapping holds the layer's file, whose path and inode the process's
+	 * namespace does not show. The bytes are the same. */
+	exe = BPF_CORE_READ(p, mm, exe_file);
+	e->ino = BPF_CORE_READ(exe, f_inode, i_ino);
+	e->dev = BPF_CORE_READ(exe, f_inode, i_sb, s_dev);
 	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
-	if (!t.file || file_path((struct file *)t.file, e->path))
+	if (!exe || file_path(exe, e->path))
 		e->path[0] = 0;
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;

@@ -131,7 +131,7 @@ struct ts_exec {
 	__u64 text_start;  /* the mapping that holds mm->start_code; 0: none found */
 	__u64 text_end;
 	__u64 text_offset; /* its offset in the file */
-	__u64 ino;	   /* the file's inode number */
+	__u64 ino;	   /* the executable's inode number (as exec opened it: /proc/PID/exe) */
 	__u32 dev;	   /* and device, in the kernel's encoding (major << 20 | minor) */
 	__u32 ppid;	   /* the parent, in whose root (a container's) path is looked up first */
 	char path[TS_EXEC_PATH_LEN]; /* the file's path in the process's mount namespace; "" if
