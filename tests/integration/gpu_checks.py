@@ -7,8 +7,10 @@
    rebuilds match the engine's ground truth - same count, times within 0.5 ms.
 3. nested: runtime entry points that call the driver: each launch counted once.
 """
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 
@@ -28,9 +30,21 @@ def run_gpu_checks(ctx):
 
     # phase: cudaprog run and reaped while the tracer is stopped, so its /proc is gone before
     # the tracer reads its exec record: the stub names must come from that record, by absolute
-    # and by relative path (short programs on a busy host)
+    # and by relative path, and from overlayfs as containers run it (short programs on a busy
+    # host)
+    ovl = os.path.join(work, "overlay")
+    for d in ("lower", "upper", "work", "merged"):
+        os.makedirs(os.path.join(ovl, d), exist_ok=True)
+    shutil.copy2(os.path.join(gpu, "cudaprog"), os.path.join(ovl, "lower"))
+    m = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={ovl}/lower,upperdir={ovl}/upper,workdir={ovl}/work",
+                        f"{ovl}/merged"], capture_output=True, text=True)
+    check(m.returncode == 0, f"overlayfs mounted ({m.stderr.strip()})")
+    # mounted until the tracer has read the exec records (it ends before the checks below)
+    atexit.register(subprocess.run, ["umount", f"{ovl}/merged"], capture_output=True)
     gone = []
-    for argv, cwd in ([os.path.join(gpu, "cudaprog")], None), (["./cudaprog"], gpu):
+    for argv, cwd in (([os.path.join(gpu, "cudaprog")], None), (["./cudaprog"], gpu),
+                      ([f"{ovl}/merged/cudaprog"], None)):
         tracer.p.send_signal(signal.SIGSTOP)
         try:
             g = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -63,6 +77,7 @@ def run_gpu_checks(ctx):
 
     rc, out, err = tracer.stop()
     check(rc == 0, f"GPU tracer exited 0 ({err[-300:]})")
+    subprocess.run(["umount", f"{ovl}/merged"], capture_output=True)
     records = [json.loads(line) for line in open(tracer.out)]
     steps = [s for s in records if s["type"] == "gpu_step"]
 
