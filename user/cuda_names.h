@@ -2,8 +2,9 @@
 /*
  * Names of kernels launched through the CUDA runtime: the launch passes the host stub's
  * address, which the process's own ELF symbols name (e.g. _Z12prefill_attnPf, demangled to
- * prefill_attn(float*)). Live only: it reads /proc/PID/maps while the process runs; the names
- * then travel in the event stream as TS_EV_GPU_KNAME records.
+ * prefill_attn(float*)). Live only: it reads /proc/PID/maps while the process runs, or, for a
+ * process gone before its exec record was read, the text mapping that record carries; the
+ * names then travel in the event stream as TS_EV_GPU_KNAME records.
  */
 #ifndef TS_CUDA_NAMES_H
 #define TS_CUDA_NAMES_H
