@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "vcuda.h"
@@ -126,10 +127,25 @@ static void run_kernel(struct vfunc *f, void *param0)
 	run_for(param0 ? *(volatile uint32_t *)param0 : 1);
 }
 
+/* A GPU runs beside the host's CPUs, not on them: the device threads run at a real-time
+ * priority where allowed (root), so a loaded machine does not hold the virtual GPU's next
+ * operation (a copy waiting on another stream's event, a kernel's end) behind the host's
+ * threads. They only ever sleep or do a few microseconds of work. (At normal priority, the
+ * copy stream woke after the main stream's event up to 3.9 ms late on the 2-core test VM;
+ * now within 0.15 ms.) Without the priority, at least the timer slack goes (50 us). */
+static void device_priority(void)
+{
+	struct sched_param sp = { .sched_priority = 1 };
+
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp))
+		prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
 static void *device_thread(void *arg)
 {
 	struct vstream *s = arg;
 
+	device_priority();
 	for (;;) {
 		struct op *o;
 
