@@ -298,17 +298,27 @@ static int cmp_sample(const void *a, const void *b)
 /* Mark seg done (and, in stream order and through its dependencies, what it implies). */
 static void observe(struct proc *p, struct seg *s, bool exact)
 {
+	bool relay;
+
 	if (!s || s->done)
 		return;
 	s->done = true;
 	s->exact = exact;
+	/* Work that launched nothing, waited for one other segment and was first on its stream
+	 * (vLLM's asynchronous scheduling: the copy stream waits for the step's event, copies
+	 * the sampled tokens, records its own event) ended a copy's length after that segment:
+	 * seen done, the step is seen done, its output on the host as a sync on its own stream
+	 * would have shown it. Behind other work on its stream, or after several, it is a bound. */
+	relay = !s->work.launches && !s->work.graph_launches && s->ndeps == 1;
 	/* earlier work on the same stream finished before it */
 	for (size_t i = 0; i < p->nsegs && &p->segs[i] != s; i++) {
-		if (p->segs[i].stream == s->stream)
+		if (p->segs[i].stream == s->stream && !p->segs[i].done) {
+			relay = false;
 			observe(p, &p->segs[i], false);
+		}
 	}
 	for (uint32_t d = 0; d < s->ndeps && d < MAX_DEPS; d++)
-		observe(p, seg_by_id(p, s->deps[d]), false);
+		observe(p, seg_by_id(p, s->deps[d]), exact && relay);
 }
 
 /* Report and drop every segment marked done. */

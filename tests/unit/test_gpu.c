@@ -132,18 +132,71 @@ static void test_async_chain(void **state)
 	assert_int_equal(seen.n, 0);
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, 0, 0xc1, 13 * MS, 0, NULL);
 	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc1, 16 * MS, 13 * MS, NULL);
-	/* step N only (the copy segment is no step); seen through the chain: an upper bound */
+	/* step N only (the copy segment is no step). The host blocked on the copy that only
+	 * waited for step N: step N is done there, its tokens on the host, exactly */
 	assert_int_equal(seen.n, 1);
 	assert_int_equal(seen.steps[0].graph_launches, 1);
 	assert_int_equal(seen.steps[0].first_launch_ns, 10 * MS);
 	assert_int_equal(seen.steps[0].host_seen_ns, 16 * MS);
-	assert_true(seen.steps[0].done_bound);
+	assert_int_equal(seen.steps[0].gpu_done_ns, 16 * MS);
+	assert_false(seen.steps[0].done_bound);
 	assert_string_equal(seen.names[0], "graph@0x9a");
+	/* the host came after step N+1 was over: a bound */
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, 0, 0xc2, 17 * MS, 0, NULL);
 	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc2, 17 * MS + 10000, 17 * MS, NULL);
 	assert_int_equal(seen.n, 2);
 	assert_int_equal(seen.steps[1].first_launch_ns, 12 * MS);
+	assert_true(seen.steps[1].done_bound);
 	assert_int_equal(gpu__unobserved(g), 0);
+	gpu__free(g);
+}
+
+/* A step seen through other work is exact only when that work was a relay: no kernels of
+ * its own, one step waited for, nothing before it on its stream left unseen. */
+static void test_async_chain_bounds(void **state)
+{
+	struct seen seen = { 0 };
+	struct gpu *g = gpu__new(on_step, &seen);
+	struct ts_gpu_work w1 = work(2, 0, 0, 10 * MS, 10 * MS, 0x9a), w2 = w1, w3 = w1, w4 = w1;
+	struct ts_gpu_work k = work(1, 0, 0, 10 * MS, 10 * MS, 0x77), c = work(0, 0, 1, 0, 0, 0);
+
+	/* the side stream runs a kernel of its own after waiting: step 1 is a bound */
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe1, 10 * MS + 100, 0, &w1);
+	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe1, 10 * MS + 200, 0, NULL);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_COPY, 0xc1, 10 * MS + 300, 0, &k);
+	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, 0, 0xc1, 11 * MS, 0, NULL);
+	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc1, 14 * MS, 11 * MS, NULL);
+	assert_int_equal(seen.n, 2); /* the side stream's kernel is a step too */
+	for (int i = 0; i < 2; i++)
+		assert_true(seen.steps[i].done_bound == (seen.steps[i].stream == S_MAIN));
+	/* a copy queued behind an earlier copy the host never waited for: step 3 a bound */
+	w2.first_ns = w2.last_ns = 20 * MS;
+	w3.first_ns = w3.last_ns = 21 * MS;
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe2, 20 * MS + 100, 0, &w2);
+	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe2, 20 * MS + 200, 0, NULL);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_COPY, 0xc2, 20 * MS + 300, 0, &c);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe3, 21 * MS + 100, 0, &w3);
+	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe3, 21 * MS + 200, 0, NULL);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_COPY, 0xc3, 21 * MS + 300, 0, &c);
+	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, 0, 0xc3, 22 * MS, 0, NULL);
+	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc3, 25 * MS, 22 * MS, NULL);
+	assert_int_equal(seen.n, 4);
+	assert_int_equal(seen.steps[2].first_launch_ns, 20 * MS);
+	assert_true(seen.steps[2].done_bound);
+	assert_int_equal(seen.steps[3].first_launch_ns, 21 * MS);
+	assert_true(seen.steps[3].done_bound);
+	/* a copy that waited for two steps: a bound for both */
+	w4.first_ns = w4.last_ns = 31 * MS;
+	w1.first_ns = w1.last_ns = 30 * MS;
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe4, 30 * MS + 100, 0, &w1);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe5, 31 * MS + 100, 0, &w4);
+	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe4, 31 * MS + 200, 0, NULL);
+	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe5, 31 * MS + 300, 0, NULL);
+	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_COPY, 0xc4, 31 * MS + 400, 0, &c);
+	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, 0, 0xc4, 32 * MS, 0, NULL);
+	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc4, 35 * MS, 32 * MS, NULL);
+	assert_int_equal(seen.n, 6);
+	assert_true(seen.steps[4].done_bound && seen.steps[5].done_bound);
 	gpu__free(g);
 }
 
@@ -202,6 +255,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sync_step),
 		cmocka_unit_test(test_async_chain),
+		cmocka_unit_test(test_async_chain_bounds),
 		cmocka_unit_test(test_device_sync_and_query),
 		cmocka_unit_test(test_names_aliases_and_exit),
 	};
