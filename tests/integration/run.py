@@ -199,8 +199,8 @@ def main():
         raise SystemExit("integration tests load eBPF programs: run them as root")
     work = tempfile.mkdtemp(prefix="tokenscope-it-")
     print(f"integration: with {TOKENSCOPE}", flush=True)
-    phases = {"plaintext": run_plaintext_checks, "attribution": run_attribution_checks,
-              "metrics": run_metrics_checks}
+    phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
+              "attribution": run_attribution_checks, "metrics": run_metrics_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -215,7 +215,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only plaintext|attribution|metrics]")
+        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
