@@ -908,14 +908,52 @@ static size_t latest_seen(const struct estep *v, size_t n, uint64_t t)
  *     comes from step s0 + i;
  *   - several (a stream interval, merged outputs): each event is as late behind its latest
  *     seen step as the first (or, with a token count, the last, if less) was, and the last
- *     one ends on s0 + tokens - 1 when usage gives the count.
+ *     one ends on s0 + tokens - 1 when usage gives the count. With a stream interval of k
+ *     steps, the events between are k steps apart (merged ones a multiple): one that fell
+ *     off that grid (the server a step behind for a moment) goes back down onto it.
  * Returns false when that is not consistent with a first step that began after arrival
  * (then the latest-seen rule is used throughout).
  */
+#define GRID_MAX 64 /* stream intervals looked for: 2 .. GRID_MAX - 1 steps */
+
+/* The stream interval of events 1 .. ne - 2 (not the first token's, not the last, which may
+ * be a remainder), placed lag steps behind their latest seen steps: the commonest spacing k
+ * of at least two thirds of the spacings, and the commonest step number modulo k of at least
+ * two thirds of the events. Returns k (0: no interval found) and the phase. */
+static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
+{
+	uint32_t count[GRID_MAX] = { 0 };
+	size_t m = ne >= 2 ? ne - 2 : 0, k = 0;
+
+	if (m < 4)
+		return 0;
+	for (size_t i = 1; i + 1 < ne - 1; i++) {
+		size_t d = q[i + 1] - q[i];
+
+		if (d < GRID_MAX)
+			count[d]++;
+	}
+	for (size_t d = 2; d < GRID_MAX; d++) {
+		if (!k || count[d] > count[k])
+			k = d;
+	}
+	if (3 * count[k] < 2 * (m - 1))
+		return 0;
+	memset(count, 0, sizeof(count));
+	for (size_t i = 1; i < ne - 1; i++)
+		count[(q[i] - (q[i] >= lag ? lag : q[i])) % k]++;
+	*phase = 0;
+	for (size_t p = 1; p < k; p++) {
+		if (count[p] > count[*phase])
+			*phase = p;
+	}
+	return 3 * count[*phase] >= 2 * m ? k : 0;
+}
+
 static bool align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
 			 bool *moved)
 {
-	size_t ne = r->token_events, s0 = n, lag;
+	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
 	bool known = r->output_tokens.set && r->output_tokens.v >= ne;
 	uint64_t total = known ? r->output_tokens.v : ne;
 	uint64_t t = r->first_token_ns;
@@ -958,6 +996,7 @@ static bool align_tokens(const struct estep *v, size_t n, const struct request *
 	lag = q[0] - s0;
 	if (known && q[ne - 1] - (s0 + total - 1) < lag)
 		lag = q[ne - 1] - (s0 + total - 1);
+	grid = stream_grid(q, ne, lag, &phase);
 	for (size_t i = 0; i < ne; i++) {
 		size_t want = q[i] - (q[i] >= lag ? lag : q[i]);
 
@@ -965,6 +1004,8 @@ static bool align_tokens(const struct estep *v, size_t n, const struct request *
 			want = s0;
 		else if (i == ne - 1 && known)
 			want = s0 + total - 1;
+		else if (grid && i < ne - 1 && want >= (want % grid + grid - phase) % grid)
+			want -= (want % grid + grid - phase) % grid;
 		if (want > q[i])
 			want = q[i];
 		if (i && want <= q[i - 1])

@@ -139,6 +139,42 @@ static void test_late_server(void **state)
 	attrib__free(a);
 }
 
+/* A stream interval of 4 steps: events on steps 2 (the first token), 6, 10, ..., 30 and the
+ * remainder on 32. The event of step 18 is written after step 19 was seen (the server a step
+ * behind for a moment): it goes back onto the interval's grid, with or without usage's count. */
+static void test_stream_interval(void **state)
+{
+	for (int known = 0; known < 2; known++) {
+		struct attrib *a = new_attrib();
+		struct request *r = server_request(1, T0 + 1 * MS);
+		const struct attribution *at;
+		int want[8] = { 6, 10, 14, 18, 22, 26, 30, 32 }, k;
+
+		steps(a, ENGINE_PID, 40, 4);
+		request__token(r, step_start(2, 4) + 4 * MS + 500 * US);
+		for (int i = 0; i < 8; i++) {
+			k = want[i];
+			request__token(r, step_start(k, 4) + 4 * MS + (k == 18 ? 6 * MS : 500 * US));
+		}
+		if (known)
+			r->output_tokens = (struct opt_u64){ .set = true, .v = 31 };
+		r->end_ns = r->last_token_ns + 100 * US;
+		attrib__first_token(a, r);
+		attrib__finished(a, r);
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_true(at->ok);
+		assert_true(at->estimated & EST_TOKEN_STEPS);
+		assert_int_equal(at->prefill_start_ns, step_start(2, 4));
+		assert_int_equal(at->ngaps, 8);
+		for (size_t g = 0; g < at->ngaps; g++)
+			assert_int_equal(at->gaps[g].producer_start_ns, step_start(want[g], 4));
+		assert_int_equal(at->gaps[3].steps, 4);
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 /* Another request's first token in a step inside this one's gaps: interference, by id. */
 static void test_interference(void **state)
 {
@@ -317,6 +353,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ttft_split),
 		cmocka_unit_test(test_late_server),
+		cmocka_unit_test(test_stream_interval),
 		cmocka_unit_test(test_interference),
 		cmocka_unit_test(test_tensor_parallel),
 		cmocka_unit_test(test_chunked_prefill),
