@@ -896,6 +896,42 @@ static size_t latest_seen(const struct estep *v, size_t n, uint64_t t)
 	return lo ? lo - 1 : n;
 }
 
+#define GRID_MAX 64 /* stream intervals looked for: 2 .. GRID_MAX - 1 steps */
+
+/* The stream interval of events 1 .. ne - 2 (not the first token's, not the last, which may
+ * be a remainder), placed lag steps behind their latest seen steps: the commonest spacing k
+ * of at least two thirds of the spacings, and the commonest step number modulo k of at least
+ * two thirds of the events. Returns k (0: no interval found) and the phase. */
+static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
+{
+	uint32_t count[GRID_MAX] = { 0 };
+	size_t m = ne >= 2 ? ne - 2 : 0, k = 2;
+
+	if (m < 4)
+		return 0;
+	for (size_t i = 1; i + 1 < ne - 1; i++) {
+		size_t d = q[i + 1] - q[i];
+
+		if (d < GRID_MAX)
+			count[d]++;
+	}
+	for (size_t d = 3; d < GRID_MAX; d++) {
+		if (count[d] > count[k])
+			k = d;
+	}
+	if (3 * count[k] < 2 * (m - 1))
+		return 0;
+	memset(count, 0, sizeof(count));
+	for (size_t i = 1; i < ne - 1; i++)
+		count[(q[i] - (q[i] >= lag ? lag : q[i])) % k]++;
+	*phase = 0;
+	for (size_t p = 1; p < k; p++) {
+		if (count[p] > count[*phase])
+			*phase = p;
+	}
+	return 3 * count[*phase] >= 2 * m ? k : 0;
+}
+
 /*
  * Which step produced each token event (q[0]: the first token's). A token written at t comes
  * from a step the host saw complete before t, at the latest the latest one (ls). An HTTP
@@ -914,42 +950,6 @@ static size_t latest_seen(const struct estep *v, size_t n, uint64_t t)
  * Returns false when that is not consistent with a first step that began after arrival
  * (then the latest-seen rule is used throughout).
  */
-#define GRID_MAX 64 /* stream intervals looked for: 2 .. GRID_MAX - 1 steps */
-
-/* The stream interval of events 1 .. ne - 2 (not the first token's, not the last, which may
- * be a remainder), placed lag steps behind their latest seen steps: the commonest spacing k
- * of at least two thirds of the spacings, and the commonest step number modulo k of at least
- * two thirds of the events. Returns k (0: no interval found) and the phase. */
-static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
-{
-	uint32_t count[GRID_MAX] = { 0 };
-	size_t m = ne >= 2 ? ne - 2 : 0, k = 0;
-
-	if (m < 4)
-		return 0;
-	for (size_t i = 1; i + 1 < ne - 1; i++) {
-		size_t d = q[i + 1] - q[i];
-
-		if (d < GRID_MAX)
-			count[d]++;
-	}
-	for (size_t d = 2; d < GRID_MAX; d++) {
-		if (!k || count[d] > count[k])
-			k = d;
-	}
-	if (3 * count[k] < 2 * (m - 1))
-		return 0;
-	memset(count, 0, sizeof(count));
-	for (size_t i = 1; i < ne - 1; i++)
-		count[(q[i] - (q[i] >= lag ? lag : q[i])) % k]++;
-	*phase = 0;
-	for (size_t p = 1; p < k; p++) {
-		if (count[p] > count[*phase])
-			*phase = p;
-	}
-	return 3 * count[*phase] >= 2 * m ? k : 0;
-}
-
 static bool align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
 			 bool *moved)
 {
@@ -1004,8 +1004,12 @@ static bool align_tokens(const struct estep *v, size_t n, const struct request *
 			want = s0;
 		else if (i == ne - 1 && known)
 			want = s0 + total - 1;
-		else if (grid && i < ne - 1 && want >= (want % grid + grid - phase) % grid)
-			want -= (want % grid + grid - phase) % grid;
+		else if (grid && i < ne - 1) {
+			size_t above = (want % grid + grid - phase) % grid; /* steps past the grid */
+
+			if (above <= want)
+				want -= above;
+		}
 		if (want > q[i])
 			want = q[i];
 		if (i && want <= q[i - 1])
