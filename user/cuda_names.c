@@ -20,15 +20,25 @@ struct entry {
 	uint64_t addr;
 };
 
-/* A process's executable mappings, kept so that stubs can still be named after it exits
- * (short programs often finish before their first step's mark is read). */
+/*
+ * What names a process's stubs after it is gone (short programs often finish before their
+ * first step's mark is read). Two parts, because neither is enough alone:
+ * - exec: the executable's text mapping from the exec record, with the file found by its
+ *   inode. The kernel took it as the program started, so it is there however late the
+ *   record is read: a process that has already exited, whose /proc/PID/maps still opens but
+ *   is empty until it is reaped, is named all the same. nvcc-built programs keep their stubs
+ *   in the executable.
+ * - maps: /proc/PID/maps's executable file mappings when they could be read (libraries
+ *   loaded since exec), paths as the process sees them.
+ */
 struct snapshot {
 	uint32_t pid;
+	char *exec;
 	char *maps;
 	struct snapshot *next;
 };
 
-#define MAX_SNAPSHOTS 1024 /* exec'd processes kept, newest first */
+#define MAX_SNAPSHOTS 1024 /* processes kept, newest first */
 
 struct cuda_names {
 	struct entry *seen;
@@ -36,6 +46,17 @@ struct cuda_names {
 	struct snapshot *snaps;
 	size_t nsnaps;
 };
+
+static void forget_seen(struct cuda_names *k, uint32_t pid)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < k->n; i++) {
+		if (k->seen[i].pid != pid)
+			k->seen[w++] = k->seen[i];
+	}
+	k->n = w;
+}
 
 struct cuda_names *cuda_names__new(void)
 {
@@ -49,6 +70,7 @@ static void drop_snapshot(struct cuda_names *k, uint32_t pid)
 			struct snapshot *s = *l;
 
 			*l = s->next;
+			free(s->exec);
 			free(s->maps);
 			free(s);
 			k->nsnaps--;
@@ -67,19 +89,26 @@ void cuda_names__free(struct cuda_names *k)
 	free(k);
 }
 
-/* Keep text as pid's snapshot (newest first; the oldest goes past MAX_SNAPSHOTS). Takes text. */
-static void keep_snapshot(struct cuda_names *k, uint32_t pid, char *text)
+static struct snapshot *find_snapshot(struct cuda_names *k, uint32_t pid)
 {
-	struct snapshot *s;
-
-	drop_snapshot(k, pid);
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		free(text);
-		return;
+	for (struct snapshot *s = k->snaps; s; s = s->next) {
+		if (s->pid == pid)
+			return s;
 	}
+	return NULL;
+}
+
+/* pid's snapshot, created (newest first; the oldest goes past MAX_SNAPSHOTS). */
+static struct snapshot *get_snapshot(struct cuda_names *k, uint32_t pid)
+{
+	struct snapshot *s = find_snapshot(k, pid);
+
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
 	s->pid = pid;
-	s->maps = text;
 	s->next = k->snaps;
 	k->snaps = s;
 	if (++k->nsnaps > MAX_SNAPSHOTS) {
@@ -89,12 +118,14 @@ static void keep_snapshot(struct cuda_names *k, uint32_t pid, char *text)
 			l = &(*l)->next;
 		drop_snapshot(k, (*l)->pid);
 	}
+	return s;
 }
 
 int cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
 {
 	char fn[64], line[PATH_MAX + 256];
 	struct buf text = { 0 };
+	struct snapshot *s;
 	FILE *f;
 
 	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
@@ -114,11 +145,14 @@ int cuda_names__snapshot(struct cuda_names *k, uint32_t pid)
 			break;
 	}
 	fclose(f);
-	if (!text.p || text.overflow) {
+	/* Empty: the process has exited and is not reaped yet (its memory is gone), or maps
+	 * nothing; what the exec record gave is kept. */
+	if (!text.p || text.overflow || !(s = get_snapshot(k, pid))) {
 		buf__free(&text);
-		return 0; /* read, but nothing worth keeping */
+		return -1;
 	}
-	keep_snapshot(k, pid, text.p);
+	free(s->maps);
+	s->maps = text.p;
 	return 0;
 }
 
@@ -131,21 +165,20 @@ static bool same_file(const char *path, uint32_t kdev, uint64_t ino)
 	       major(st.st_dev) == kdev >> 20 && minor(st.st_dev) == (kdev & 0xfffff);
 }
 
-int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e)
+/* The exec record's text mapping as a maps line, its file's path in our namespace. */
+static char *exec_line(const struct ts_exec *e)
 {
 	char given[TS_EXEC_PATH_LEN + 1], cand[2][PATH_MAX], real[PATH_MAX], *text;
 	int ncand = 0;
 
 	if (!e->text_start || e->text_end <= e->text_start)
-		return -1;
+		return NULL;
 	memcpy(given, e->path, TS_EXEC_PATH_LEN);
 	given[TS_EXEC_PATH_LEN] = 0;
-	if (!given[0])
-		return -1;
 	/* The path is in the process's mount namespace: its parent's root (a container's) first,
 	 * then ours. The inode decides, never the name alone. */
 	if (given[0] != '/')
-		return -1;
+		return NULL;
 	snprintf(cand[ncand++], PATH_MAX, "/proc/%u/root%s", e->ppid, given);
 	snprintf(cand[ncand++], PATH_MAX, "%s", given);
 	for (int i = 0; i < ncand; i++) {
@@ -155,11 +188,26 @@ int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e)
 			     (unsigned long long)e->text_start, (unsigned long long)e->text_end,
 			     (unsigned long long)e->text_offset, (unsigned long long)e->ino,
 			     real) < 0)
-			return -1;
-		keep_snapshot(k, e->hdr.pid, text);
-		return 0;
+			return NULL;
+		return text;
 	}
-	return -1;
+	return NULL;
+}
+
+int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e)
+{
+	char *line = exec_line(e);
+	struct snapshot *s;
+
+	/* a new program: what was kept of the pid's earlier one means nothing now */
+	drop_snapshot(k, e->hdr.pid);
+	forget_seen(k, e->hdr.pid);
+	if (!line || !(s = get_snapshot(k, e->hdr.pid))) {
+		free(line);
+		return -1;
+	}
+	s->exec = line;
+	return 0;
 }
 
 bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr)
@@ -173,14 +221,8 @@ bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr)
 
 void cuda_names__forget(struct cuda_names *k, uint32_t pid)
 {
-	size_t w = 0;
-
 	drop_snapshot(k, pid);
-	for (size_t i = 0; i < k->n; i++) {
-		if (k->seen[i].pid != pid)
-			k->seen[w++] = k->seen[i];
-	}
-	k->n = w;
+	forget_seen(k, pid);
 }
 
 void cuda_names__demangle(const char *name, char *out, size_t n)
@@ -209,53 +251,59 @@ static int match_line(char *line, uint32_t pid, bool live, uint64_t addr, char *
 	return 0;
 }
 
-/* Which file, at which file offset, holds addr in pid's address space: from the live maps
- * (live = true), or from the snapshot taken while the process ran. */
-static int locate(struct cuda_names *k, uint32_t pid, uint64_t addr, bool live, char *path,
-		  size_t pathlen, uint64_t *file_off)
+/* The name of the symbol at addr in the first of text's maps lines that holds it. */
+static int name_in(const char *text, uint32_t pid, bool live, uint64_t addr, char *raw,
+		   size_t rawlen)
+{
+	char path[PATH_MAX + 32], *copy, *save = NULL, *l;
+	uint64_t off;
+	int found = -1;
+
+	if (!text || !(copy = strdup(text)))
+		return -1;
+	for (l = strtok_r(copy, "\n", &save); l && found; l = strtok_r(NULL, "\n", &save))
+		found = match_line(l, pid, live, addr, path, sizeof(path), &off);
+	free(copy);
+	return found ? -1 : elfsym__name_at(path, off, raw, rawlen);
+}
+
+/* The live process's mappings now; NULL when it is gone or its memory already is. */
+static char *live_maps(uint32_t pid)
 {
 	char fn[64], line[PATH_MAX + 256];
-	int found = -1;
+	struct buf text = { 0 };
 	FILE *f;
 
-	if (live) {
-		snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
-		f = fopen(fn, "re");
-		if (!f)
-			return -1;
-		while (found && fgets(line, sizeof(line), f))
-			found = match_line(line, pid, true, addr, path, pathlen, file_off);
-		fclose(f);
-		return found;
+	snprintf(fn, sizeof(fn), "/proc/%u/maps", pid);
+	f = fopen(fn, "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		if (buf__add(&text, line, strlen(line), SIZE_MAX))
+			break;
 	}
-	for (struct snapshot *s = k->snaps; s; s = s->next) {
-		char *text, *save = NULL, *l;
-
-		if (s->pid != pid || !(text = strdup(s->maps)))
-			continue;
-		for (l = strtok_r(text, "\n", &save); l && found; l = strtok_r(NULL, "\n", &save))
-			found = match_line(l, pid, false, addr, path, pathlen, file_off);
-		free(text);
-		break;
-	}
-	return found;
+	fclose(f);
+	return text.p;
 }
 
 void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *out, size_t n)
 {
-	char path[PATH_MAX + 32], raw[8192];
-	uint64_t off;
+	struct snapshot *s = find_snapshot(k, pid);
+	char raw[8192], *live = NULL;
 
 	out[0] = 0;
 	if (array__reserve((void **)&k->seen, &k->cap, k->n + 1, sizeof(*k->seen)))
 		k->seen[k->n++] = (struct entry){ pid, addr };
-	/* The live process first; if it died meanwhile (its /proc/PID/root with it), the
-	 * snapshot's mapping and the file by its own path. */
-	if ((locate(k, pid, addr, true, path, sizeof(path), &off) ||
-	     elfsym__name_at(path, off, raw, sizeof(raw))) &&
-	    (locate(k, pid, addr, false, path, sizeof(path), &off) ||
-	     elfsym__name_at(path, off, raw, sizeof(raw))))
+	/* The exec record's mapping first (the program as it started, whatever it is doing
+	 * now); then the live process (libraries, through its root for containers); then what
+	 * was read of it while it ran, by the files' own paths. */
+	if ((!s || name_in(s->exec, pid, false, addr, raw, sizeof(raw))) &&
+	    name_in(live = live_maps(pid), pid, true, addr, raw, sizeof(raw)) &&
+	    (!s || name_in(s->maps, pid, false, addr, raw, sizeof(raw)))) {
+		free(live);
 		return;
+	}
+	free(live);
 	cuda_names__demangle(raw, out, n);
 }
 
@@ -295,10 +343,14 @@ void cuda_names__before(struct cuda_names *k, void *rec, size_t size, cuda_names
 		raw[TS_KNAME_LEN] = 0;
 		cuda_names__demangle(raw, kn->name, sizeof(kn->name));
 	} else if (h->type == TS_EV_EXEC) {
-		/* the executable's mapping, where nvcc-built programs keep their kernel stubs; from
-		 * the record when the process is already gone */
-		if (cuda_names__snapshot(k, h->pid) && size >= sizeof(struct ts_exec))
+		/* the executable's mapping, where nvcc-built programs keep their kernel stubs, from
+		 * the record (a new program: the pid's earlier one is forgotten); then whatever the
+		 * process's maps still show */
+		if (size >= sizeof(struct ts_exec))
 			cuda_names__snapshot_exec(k, rec);
+		else
+			cuda_names__forget(k, h->pid);
+		cuda_names__snapshot(k, h->pid);
 	} else if (h->type == TS_EV_GPU_MARK && size >= sizeof(struct ts_gpu_mark)) {
 		name_stubs(k, rec, feed, ctx);
 	}

@@ -2,9 +2,10 @@
 /*
  * Names of kernels launched through the CUDA runtime: the launch passes the host stub's
  * address, which the process's own ELF symbols name (e.g. _Z12prefill_attnPf, demangled to
- * prefill_attn(float*)). Live only: it reads /proc/PID/maps while the process runs, or, for a
- * process gone before its exec record was read, the text mapping that record carries; the
- * names then travel in the event stream as TS_EV_GPU_KNAME records.
+ * prefill_attn(float*)). Live only: the executable's text mapping comes from the exec record
+ * (so a program that has already exited when its records are read is named all the same),
+ * libraries from /proc/PID/maps; the names then travel in the event stream as
+ * TS_EV_GPU_KNAME records.
  */
 #ifndef TS_CUDA_NAMES_H
 #define TS_CUDA_NAMES_H
@@ -25,11 +26,12 @@ void cuda_names__free(struct cuda_names *k);
 bool cuda_names__known(const struct cuda_names *k, uint32_t pid, uint64_t addr);
 /* Name addr in pid's address space; "" when no symbol covers it. Remembered. */
 void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *out, size_t n);
-/* Keep pid's executable mappings, to name its stubs even after it exits (the newest
- * MAX_SNAPSHOTS processes). -1: no such process any more. */
+/* Keep pid's executable file mappings from /proc/PID/maps, to name its stubs after it exits
+ * (the newest MAX_SNAPSHOTS processes). -1: nothing read (gone, or exited and not reaped). */
 int cuda_names__snapshot(struct cuda_names *k, uint32_t pid);
-/* The same from an exec record, for a process that was gone before the record was read: its
- * text mapping, if the file at its exec path is still the one it mapped. -1: nothing kept. */
+/* A new program in pid (its exec record): what was kept of the earlier one is dropped, and the
+ * record's text mapping kept if the file at its exec path is still the one it mapped.
+ * -1: nothing kept. */
 int cuda_names__snapshot_exec(struct cuda_names *k, const struct ts_exec *e);
 /* The process is gone: its addresses mean nothing any more. */
 void cuda_names__forget(struct cuda_names *k, uint32_t pid);

@@ -13,8 +13,11 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 
 STEP_TOLERANCE_NS = 500_000
+SHORT_PROGRAMS = 50
 
 
 def run_gpu_checks(ctx):
@@ -56,6 +59,45 @@ def run_gpu_checks(ctx):
               f"cudaprog {argv[0]} ran while the tracer was stopped ({g_err[-300:]})")
         gone.append((argv[0], g.pid))
 
+    # phase: 50 short programs back to back while the tracer is slowed (stopped 300 ms of
+    # every 350). Every other one is held unreaped (exited, its memory gone, /proc/PID/maps
+    # empty) until the tracer has run a whole window since, so that its records are read
+    # then; the rest are reaped at once, gone when read. Each must be named all the same.
+    short = []
+    windows = threading.Condition()
+    ran = [0]  # the tracer's completed run windows
+    stop_cycling = threading.Event()
+
+    def cycle():
+        while not stop_cycling.is_set():
+            tracer.p.send_signal(signal.SIGSTOP)
+            stop_cycling.wait(0.3)
+            tracer.p.send_signal(signal.SIGCONT)
+            stop_cycling.wait(0.05)
+            with windows:
+                ran[0] += 1
+                windows.notify_all()
+
+    cycler = threading.Thread(target=cycle)
+    cycler.start()
+    try:
+        for i in range(SHORT_PROGRAMS):
+            g = subprocess.Popen([os.path.join(gpu, "cudaprog")], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+            g_out = g.stdout.read()
+            os.waitid(os.P_PID, g.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+            if i % 2:
+                with windows:
+                    w0 = ran[0]
+                    windows.wait_for(lambda: ran[0] >= w0 + 2, timeout=30)
+            g.wait()
+            short.append((g.pid, g.returncode == 0 and json.loads(g_out) == prog_truth))
+    finally:
+        stop_cycling.set()
+        cycler.join()
+        tracer.p.send_signal(signal.SIGCONT)
+    check(all(ok for _, ok in short), f"the {SHORT_PROGRAMS} short cudaprog runs ran")
+
     # phase: the engine in four configurations
     configs = [("sync-eager", []), ("sync-graphs", ["--graphs"]),
                ("async-graphs", ["--async", "--graphs"]),
@@ -82,7 +124,7 @@ def run_gpu_checks(ctx):
     steps = [s for s in records if s["type"] == "gpu_step"]
 
     # cudaprog: three steps, exactly the launches it made
-    gone_pids = {pid for _, pid in gone}
+    gone_pids = {pid for _, pid in gone} | {pid for pid, _ in short}
     prog = [s for s in steps if s["comm"] == "cudaprog" and s["pid"] not in gone_pids]
     check(len(prog) == 3, f"cudaprog: 3 steps (got {len(prog)})")
     prog.sort(key=lambda s: s["first_launch_ns"])
@@ -99,6 +141,14 @@ def run_gpu_checks(ctx):
                for s in got] == prog_truth["steps"],
               f"cudaprog {argv0}, gone before its exec was read: named steps "
               f"{[[k['name'] for k in s['kernels']] for s in got]}")
+
+    named = 0
+    for pid, _ in short:
+        got = sorted([s for s in steps if s["pid"] == pid], key=lambda s: s["first_launch_ns"])
+        named += [{k["name"]: [k["count"], k["grid"], k["block"]] for k in s["kernels"]}
+                  for s in got] == prog_truth["steps"]
+    check(named == len(short), f"short cudaprog runs under a slowed tracer: {named}/{len(short)} "
+          "with every step and kernel named")
 
     # engine: the steps against the engine's own ground truth
     for name, pid, truth_path in engines:

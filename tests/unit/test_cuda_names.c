@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -111,6 +112,56 @@ static void test_exec_record_through_before_hook(void **state)
 	cuda_names__free(k);
 }
 
+/*
+ * The race CI hit: a short program that has exited but is not reaped yet when its exec record
+ * is read. Its /proc/PID/maps still opens, and reads empty; the record's mapping must name
+ * it all the same, however late the reader is.
+ */
+static void test_exited_unreaped_process_named(void **state)
+{
+	struct cuda_names *k = cuda_names__new();
+	char fn[64], name[256], line[256];
+	siginfo_t info;
+	pid_t child = fork();
+	FILE *f;
+
+	if (!child)
+		_exit(0);
+	assert_true(child > 0);
+	/* until it is a zombie, reaping it only after the checks */
+	assert_int_equal(waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);
+	snprintf(fn, sizeof(fn), "/proc/%d/maps", child);
+	f = fopen(fn, "re");
+	assert_non_null(f); /* the state of the race: maps opens... */
+	assert_null(fgets(line, sizeof(line), f)); /* ...and is empty */
+	fclose(f);
+
+	struct ts_exec e = exec_record_of_self((uint32_t)child); /* forked: the same text */
+	cuda_names__before(k, &e, sizeof(e), feed_nothing, NULL);
+	name_of(k, (uint32_t)child, name, sizeof(name));
+	assert_string_equal(name, "stub_under_test");
+	cuda_names__free(k);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+}
+
+/* A pid's new program (exec): nothing of its earlier one names its addresses. */
+static void test_exec_replaces_the_earlier_program(void **state)
+{
+	struct cuda_names *k = cuda_names__new();
+	struct ts_exec e = exec_record_of_self(GONE_PID);
+	char name[256];
+
+	assert_int_equal(cuda_names__snapshot_exec(k, &e), 0);
+	name_of(k, GONE_PID, name, sizeof(name));
+	assert_string_equal(name, "stub_under_test");
+	e.ino++; /* the next program's file is not there any more */
+	assert_int_equal(cuda_names__snapshot_exec(k, &e), -1);
+	assert_false(cuda_names__known(k, GONE_PID, (uint64_t)(uintptr_t)&stub_under_test));
+	name_of(k, GONE_PID, name, sizeof(name));
+	assert_string_equal(name, "");
+	cuda_names__free(k);
+}
+
 /* Never a name from another file: the inode and device decide, not the path. */
 static void test_other_file_refused(void **state)
 {
@@ -155,6 +206,8 @@ int main(void)
 		cmocka_unit_test(test_gone_process_named_from_exec_record),
 		cmocka_unit_test(test_exec_record_through_before_hook),
 		cmocka_unit_test(test_other_file_refused),
+		cmocka_unit_test(test_exited_unreaped_process_named),
+		cmocka_unit_test(test_exec_replaces_the_earlier_program),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
