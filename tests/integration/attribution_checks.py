@@ -68,6 +68,18 @@ def busy_intervals(steps):
     return out
 
 
+# A spinning host sees its GPU finish within tens of microseconds (the truth's host_seen_ns
+# against the virtual GPU's end). Past this, the engine's own host thread was descheduled:
+# on this 2-core VM, when the load's burst of connections arrives, say.
+HOST_LATE_NS = 200_000
+
+
+def host_late(steps):
+    """The engine's own late looks at its GPU, from the truth alone: (gpu end, host seen)."""
+    return [(s["gpu_end_ns"], s["host_seen_ns"]) for s in steps
+            if s["host_seen_ns"] - s["gpu_end_ns"] > HOST_LATE_NS]
+
+
 def overlap(intervals, lo, hi):
     return sum(max(0, min(e, hi) - max(s, lo)) for s, e in intervals)
 
@@ -86,12 +98,14 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
     by_launch = sorted(steps.values(), key=lambda s: s["first_launch_ns"])
     launches = [s["first_launch_ns"] for s in by_launch]
     busy = busy_intervals(steps.values())
+    late_host = host_late(steps.values())
     server = [r for r in records if r["type"] == "request" and r["role"] == "server"
               and r["pid"] == api_pid]
     abs_ms, rel = (2.0, 0.10) if chunked else (1.0, 0.05)
     f = {"requests": len(truth), "matched": 0, "attributed": 0, "queue": 0, "prefill": 0,
          "emit": 0, "busy_idle": 0, "busy_idle_explained": 0, "prefill_start": 0, "gaps": 0,
-         "gap_step": 0, "tp": 0, "fp": 0, "fn": 0, "linked": 0, "split_explained": 0}
+         "gap_step": 0, "tp": 0, "fp": 0, "fn": 0, "linked": 0, "split_explained": 0,
+         "host_late": 0}
     # tokenscope's steps against the truth's: |start error| + |end error| per truth step
     ours = sorted((r for r in records if r["type"] == "gpu_step"),
                   key=lambda r: r["first_launch_ns"])
@@ -140,9 +154,15 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
                 "prefill": (ft_step["gpu_end_ns"] - ps) / 1e6,
                 "emit": (ft - ft_step["gpu_end_ns"]) / 1e6}
         want_busy = overlap(busy, arrival, ps) / 1e6
+        # What no tracer on the host could see: the engine's own host seeing a step's end
+        # late (the truth's own clocks, never tokenscope's figures). A step's end is known
+        # when the host sees it; that much is allowed, and counted.
+        h_queue = overlap(late_host, arrival, ps) / 1e6
+        h_ft = overlap(late_host, ft_step["gpu_end_ns"], ft_step["host_seen_ns"]) / 1e6
+        f["host_late"] += h_queue + h_ft > 0
         ok = {"queue": within(a["queue_ms"], want["queue"], abs_ms, rel),
-              "prefill": within(a["prefill_ms"], want["prefill"], abs_ms, rel),
-              "emit": within(a["emit_ms"], want["emit"], abs_ms, rel)}
+              "prefill": within(a["prefill_ms"], want["prefill"], abs_ms + h_ft, rel),
+              "emit": within(a["emit_ms"], want["emit"], abs_ms + h_ft, rel)}
         for k in ok:
             f[k] += ok[k]
         # The same with the steps' own time errors allowed (tokenscope's start and end of a
@@ -152,8 +172,8 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
         f["split_explained"] += (within(a["queue_ms"], want["queue"], abs_ms + e_ps, rel) and
                                  within(a["prefill_ms"], want["prefill"], abs_ms + e_ps + e_ft, rel) and
                                  within(a["emit_ms"], want["emit"], abs_ms + e_ft, rel))
-        b_ok = (within(a["queue_busy_ms"], want_busy, abs_ms, rel) and
-                within(a["queue_idle_ms"], want["queue"] - want_busy, abs_ms, rel))
+        b_ok = (within(a["queue_busy_ms"], want_busy, abs_ms + h_queue, rel) and
+                within(a["queue_idle_ms"], want["queue"] - want_busy, abs_ms + h_queue, rel))
         f["busy_idle"] += b_ok
         # What the step timestamps could not give: a step's end is observed when its sync
         # returns (a host thread descheduled then returns late; with async scheduling a sync
@@ -203,13 +223,14 @@ def table_row(name, front, f):
             f"{pct('prefill'):.1f} | {pct('emit'):.1f} | {pct('busy_idle'):.1f} | "
             f"{pct('split_explained'):.1f} / {pct('busy_idle_explained'):.1f} | "
             f"{pct('prefill_start'):.1f} | {pct('gap_step', f['gaps']):.2f} ({f['gaps']}) | "
-            f"{prec:.1f} / {rec:.1f} |")
+            f"{prec:.1f} / {rec:.1f} | {f['host_late']} |")
 
 
 TABLE_HEAD = ("| mode | front end | attributed | queue ok % | prefill ok % | emit ok % | "
               "busy/idle ok % | step time errors allowed: queue+prefill+emit / busy/idle ok % | "
               "prefill start step % | "
-              "gap step % (gaps) | interference precision / recall % |\n|" + " --- |" * 11)
+              "gap step % (gaps) | interference precision / recall % | "
+              "requests with the engine's host late |\n|" + " --- |" * 12)
 
 
 def run_mode(ctx, name, front, engine_args, interval, chunked, extra_tracer_args=()):
