@@ -46,6 +46,20 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
 		*v += n;
 }
 
+/*
+ * The process's command name: its thread group leader's. A thread's own name is what a server
+ * gives its workers (pthread_setname_np), which -c must not be fooled by, and which would
+ * split one process's requests over names.
+ */
+static __always_inline void ts_process_comm(char comm[TS_COMM_LEN])
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+
+	if (!leader || bpf_core_read(comm, TS_COMM_LEN, &leader->comm))
+		bpf_get_current_comm(comm, TS_COMM_LEN);
+}
+
 static __always_inline bool ts_traced(__u32 tgid)
 {
 	if (tgid == ts_filter.self)
@@ -55,7 +69,7 @@ static __always_inline bool ts_traced(__u32 tgid)
 	if (ts_filter.by_comm) {
 		char comm[TS_COMM_LEN];
 
-		bpf_get_current_comm(comm, sizeof(comm));
+		ts_process_comm(comm);
 		for (int i = 0; i < TS_COMM_LEN; i++) {
 			if (comm[i] != ts_filter.comm[i])
 				return false;
@@ -86,7 +100,7 @@ static __always_inline void ts_fill_hdr(struct ts_event_hdr *h, __u32 type, __u3
 	h->ts_ns = ts;
 	h->pid = id >> 32;
 	h->tid = (__u32)id;
-	bpf_get_current_comm(h->comm, sizeof(h->comm));
+	ts_process_comm(h->comm);
 }
 
 /*

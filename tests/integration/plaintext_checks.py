@@ -25,6 +25,7 @@ TOKEN_WINDOW_MS = 20.0  # how late a client may read a token the server wrote (b
 TPOT_TOLERANCE_MS = 2.0
 UVLOOP_WRITE_DELAY_NS = 5_000_000  # uvloop writes queued bytes when its loop iteration ends
 NOISE_BYTES = 1 << 30
+RENAMED_COMM, RENAMED_REQUESTS = "ts-renamed", 40  # a process whose threads name themselves
 
 NGINX_CONF = """
 worker_processes 1;
@@ -128,6 +129,7 @@ def run_plaintext_checks(ctx):
         tracer = Tracer(work)
         by_port = Tracer(os.path.join(work, "port"), "--port", str(apps["uvloop"]["port"]))
         no_plain = Tracer(os.path.join(work, "noplain"), "--no-plaintext")
+        by_comm = Tracer(os.path.join(work, "comm"), "-c", RENAMED_COMM)
         noise = subprocess.Popen([sys.executable, os.path.join(clients, "noise.py"), "6",
                                   str(NOISE_BYTES)], stdout=subprocess.PIPE, text=True)
         expect = []  # (label, loop, model, api, client comm, client clock or None)
@@ -171,6 +173,14 @@ def run_plaintext_checks(ctx):
                    through], env=dict(os.environ, NODE_EXTRA_CA_CERTS=cert)),
               "node fetch through nginx ran")
 
+        # phase: a client whose worker threads are renamed, for -c
+        r = subprocess.run([sys.executable, os.path.join(clients, "renamed_threads.py"),
+                            str(apps["asyncio"]["port"]), str(RENAMED_REQUESTS), RENAMED_COMM,
+                            "fx-ttft2-itl1-n3-rn"], capture_output=True, text=True, timeout=120)
+        renamed_served = json.loads(r.stdout) if r.returncode == 0 else []
+        check(len(renamed_served) == RENAMED_REQUESTS,
+              f"the renamed-threads client was served ({r.stderr[-300:]})")
+
         # phase: edge cases, each in its own process (server and client threads)
         edges = {"write": 20, "sendfile": 2, "splice": 2, "writev": 2, "bigwritev": 1,
                  "short": 2}
@@ -198,6 +208,7 @@ def run_plaintext_checks(ctx):
         rc, text, err = tracer.stop()
         rc_port, text_port, _ = by_port.stop()
         rc_np, text_np, _ = no_plain.stop()
+        rc_comm, _, _ = by_comm.stop()
     finally:
         for p in procs:
             p.terminate()  # nginx's master takes its workers with it
@@ -207,7 +218,8 @@ def run_plaintext_checks(ctx):
                 p.kill()
                 p.wait()
 
-    check(rc == 0 and rc_port == 0 and rc_np == 0, f"tracers exited 0 ({err[-300:]})")
+    check(rc == 0 and rc_port == 0 and rc_np == 0 and rc_comm == 0,
+          f"tracers exited 0 ({err[-300:]})")
     records = [json.loads(line) for line in open(tracer.out)]
 
     def find(model, role, transport=None):
@@ -349,6 +361,19 @@ def run_plaintext_checks(ctx):
     np_recs = [json.loads(line) for line in open(no_plain.out)]
     check(len(np_recs) >= 2 and all(r["transport"] == "tls" for r in np_recs),
           f"--no-plaintext: TLS records only ({len(np_recs)})")
+
+    # phase: -c matches the process's command name, not its threads' names
+    comm_recs = [json.loads(line) for line in open(by_comm.out)]
+    got = sorted(r["model"] for r in comm_recs if r["role"] == "client" and r["complete"])
+    check(got == renamed_served and all(r["comm"] == RENAMED_COMM for r in comm_recs),
+          f"-c {RENAMED_COMM}: every request of its renamed worker threads, nothing else, "
+          f"under the process's name ({len(got)}/{len(renamed_served)} records, "
+          f"{sorted({r['comm'] for r in comm_recs})})")
+    renamed = [r for r in records if r["model"] and r["model"].startswith("fx-ttft2-itl1-n3-rn")
+               and r["role"] == "client"]
+    check(len(renamed) == RENAMED_REQUESTS and all(r["comm"] == RENAMED_COMM for r in renamed),
+          f"renamed threads: records carry the process's name, not the thread's "
+          f"({sorted({r['comm'] for r in renamed})})")
 
     # phase: replay gives the same records
     replay_out = os.path.join(work, "replay.jsonl")
