@@ -300,21 +300,17 @@ static int write_metrics_file(struct outputs *out)
 {
 	const char *path = out->o->metrics_file;
 	struct outfile f = { .fd = -1 };
-	FILE *fp;
-	int err;
 
 	if (metrics__render(out->metrics, pipeline__health(out->pl), &out->expo) ||
-	    outfile__open(&f, path) || outfile__start(&f) || !(fp = fdopen(f.fd, "w"))) {
+	    outfile__open(&f, path) || outfile__start(&f)) {
 		fprintf(stderr, "tokenscope: cannot write %s\n", path);
-		if (f.fd >= 0)
-			close(f.fd);
+		outfile__close(&f);
 		return -1;
 	}
-	err = fwrite(out->expo.p ? out->expo.p : "", 1, out->expo.len, fp) != out->expo.len;
-	err |= fclose(fp) != 0;
-	if (err)
-		fprintf(stderr, "tokenscope: writing %s failed\n", path);
-	return err ? -1 : 0;
+	/* one record: a scraper reading the file (node_exporter's textfile collector) finds a
+	 * whole exposition or an empty file, never half of one */
+	outfile__record(&f, out->expo.p ? out->expo.p : "", out->expo.len, true);
+	return outfile__close(&f);
 }
 
 /* The run has started (probes attached, or the recording's header read): only now are the
@@ -331,10 +327,9 @@ static int start_outputs(void *ctx)
 	if (out->rec_file.fd >= 0) {
 		if (outfile__start(&out->rec_file))
 			goto fail;
-		out->rec = recording__create(out->rec_file.fd);
-		out->rec_file.fd = -1; /* the recording owns it now */
+		out->rec = recording__create(&out->rec_file);
 		if (!out->rec)
-			goto fail;
+			return -1; /* said by outfile */
 		pipeline__set_recording(out->pl, out->rec);
 	}
 	return 0;
@@ -357,7 +352,6 @@ int main(int argc, char **argv)
 	struct outputs out = { .o = &o, .jsonl_file.fd = -1, .rec_file.fd = -1 };
 	struct live_opts lo;
 	struct report *rp = NULL;
-	FILE *jsonl = NULL;
 	int err = 1;
 
 	if (parse_args(argc, argv, &o))
@@ -376,14 +370,7 @@ int main(int argc, char **argv)
 		return 1;
 	if (o.record_path && outfile__open(&out.rec_file, o.record_path))
 		goto cleanup;
-	if (out.jsonl_file.fd >= 0) {
-		jsonl = fdopen(out.jsonl_file.fd, "w");
-		if (!jsonl) {
-			fprintf(stderr, "tokenscope: out of memory\n");
-			goto cleanup;
-		}
-	}
-	rp = report__new(o.quiet ? NULL : stdout, jsonl);
+	rp = report__new(o.quiet ? NULL : stdout, out.jsonl_file.fd >= 0 ? &out.jsonl_file : NULL);
 	out.pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
 	if (!out.pl) {
 		fprintf(stderr, "tokenscope: out of memory\n");
@@ -425,25 +412,16 @@ int main(int argc, char **argv)
 	err = o.metrics_file && write_metrics_file(&out) ? 1 : 0;
 
 cleanup:
-	if (recording__close(out.rec)) {
-		fprintf(stderr, "tokenscope: writing %s failed\n", o.record_path);
+	/* each output says itself how many records it could not write */
+	if (out.started && (out.rec ? recording__close(out.rec) : outfile__close(&out.rec_file)))
 		err = 1;
-	}
 	exporter__stop(out.exporter);
 	metrics__free(out.metrics);
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	report__free(rp);
-	if (jsonl) {
-		/* the FILE owns the fd now */
-		out.jsonl_file.fd = -1;
-		if (fclose(jsonl) && out.started) {
-			fprintf(stderr, "tokenscope: writing %s failed\n", o.jsonl_path);
-			err = 1;
-		}
-		if (!out.started && out.jsonl_file.created)
-			unlink(o.jsonl_path);
-	}
+	if (out.started && outfile__close(&out.jsonl_file))
+		err = 1;
 	if (!out.started) {
 		/* the run never began: previous outputs are as they were, new ones are gone */
 		outfile__abandon(&out.jsonl_file);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,6 +72,11 @@ int outfile__start(struct outfile *o)
 
 void outfile__abandon(struct outfile *o)
 {
+	free(o->buf);
+	free(o->ends);
+	o->buf = NULL;
+	o->ends = NULL;
+	o->len = o->cap = o->endcap = 0;
 	if (o->fd < 0)
 		return;
 	close(o->fd);
@@ -78,4 +84,136 @@ void outfile__abandon(struct outfile *o)
 		unlink(o->path);
 	o->fd = -1;
 	o->created = false;
+}
+
+#define OUTFILE_BUF (64u << 10)
+
+static const char *records(uint64_t n)
+{
+	return n == 1 ? "record" : "records";
+}
+
+/* The first write error, after done bytes of the buffer went out: the file is cut back to the
+ * whole records among them, and that is said once. */
+static void failed(struct outfile *o, int err, size_t done)
+{
+	char safe[REPORT_SAFE_MAX(256)];
+	uint64_t whole = 0;
+
+	while (whole < o->nbuf && o->ends[whole] <= done)
+		whole++;
+	if (whole) {
+		o->kept += o->ends[whole - 1];
+		o->written += whole;
+	}
+	o->err = err ? err : EIO;
+	o->lost += o->nbuf - whole;
+	o->nbuf = 0;
+	o->len = 0;
+	report__text_safe(safe, sizeof(safe), o->path);
+	if (ftruncate(o->fd, (off_t)o->kept))
+		fprintf(stderr, "tokenscope: ERROR: writing %s failed (%s), and cutting it back to "
+				"its last whole record failed too: its last record may be cut\n",
+			safe, strerror(o->err));
+	else
+		fprintf(stderr, "tokenscope: ERROR: writing %s failed (%s): it keeps its first %llu "
+				"%s, each whole; nothing more is written to it (the records not "
+				"written are counted; tokenscope will exit 1)\n",
+			safe, strerror(o->err), (unsigned long long)o->written, records(o->written));
+}
+
+int outfile__flush(struct outfile *o)
+{
+	size_t done = 0;
+
+	if (o->err)
+		return -1;
+	while (done < o->len) {
+		ssize_t n = write(o->fd, o->buf + done, o->len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			failed(o, n < 0 ? errno : ENOSPC, done);
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	o->kept += o->len;
+	o->written += o->nbuf;
+	o->len = 0;
+	o->nbuf = 0;
+	return 0;
+}
+
+int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush)
+{
+	if (o->err || o->fd < 0) {
+		o->lost++;
+		return -1;
+	}
+	if (o->len + len > o->cap && o->len && outfile__flush(o)) {
+		o->lost++;
+		return -1;
+	}
+	if (o->len + len > o->cap) {
+		size_t cap = o->cap ? o->cap : OUTFILE_BUF;
+		char *b;
+
+		while (cap < o->len + len)
+			cap *= 2;
+		if (!(b = realloc(o->buf, cap))) {
+			if (!outfile__flush(o))
+				failed(o, ENOMEM, 0);
+			o->lost++;
+			return -1;
+		}
+		o->buf = b;
+		o->cap = cap;
+	}
+	if (o->nbuf == o->endcap) {
+		size_t cap = o->endcap ? 2 * o->endcap : 256, *e = realloc(o->ends, cap * sizeof(*e));
+
+		if (!e) {
+			if (!outfile__flush(o))
+				failed(o, ENOMEM, 0);
+			o->lost++;
+			return -1;
+		}
+		o->ends = e;
+		o->endcap = cap;
+	}
+	memcpy(o->buf + o->len, rec, len);
+	o->len += len;
+	o->ends[o->nbuf++] = o->len;
+	/* a record larger than the usual buffer is not kept around */
+	return flush || o->len >= OUTFILE_BUF ? outfile__flush(o) : 0;
+}
+
+int outfile__close(struct outfile *o)
+{
+	char safe[REPORT_SAFE_MAX(256)];
+	int err = 0;
+
+	if (o->fd < 0)
+		return 0;
+	outfile__flush(o);
+	if (close(o->fd) && !o->err) { /* NFS, say: what was written may not all be there */
+		o->err = errno;
+	}
+	o->fd = -1;
+	free(o->buf);
+	free(o->ends);
+	o->buf = NULL;
+	o->ends = NULL;
+	o->len = o->cap = o->endcap = 0;
+	if (o->err) {
+		report__text_safe(safe, sizeof(safe), o->path);
+		fprintf(stderr, "tokenscope: ERROR: %llu %s not written to %s (%s); it holds "
+				"the first %llu, each whole\n",
+			(unsigned long long)o->lost, o->lost == 1 ? "record was" : "records were",
+			safe, strerror(o->err), (unsigned long long)o->written);
+		err = -1;
+	}
+	return err;
 }

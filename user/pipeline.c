@@ -575,9 +575,8 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		p->h.bad_events++;
 		return err;
 	}
-	if (p->rec && recording__write(p->rec, rec, size) && !p->h.recording_errors++)
-		fprintf(stderr, "tokenscope: WARNING: writing the recording failed: %s\n",
-			strerror(errno));
+	if (p->rec && recording__write(p->rec, rec, size)) /* said by outfile.c */
+		p->h.recording_errors++;
 	release_held(p, p->last_ts);
 	return 0;
 }

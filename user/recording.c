@@ -13,8 +13,7 @@
 #define REC_MAX_SIZE (sizeof(struct ts_tls_data) + (1u << 20))
 
 struct recording {
-	FILE *f;
-	bool failed; /* a write failed: the file is incomplete */
+	struct outfile *out;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -25,17 +24,15 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-struct recording *recording__create(int fd)
+struct recording *recording__create(struct outfile *out)
 {
 	struct ts_rec_file_header h = { 0 };
 	struct recording *r;
 
 	r = calloc(1, sizeof(*r));
-	if (!r || !(r->f = fdopen(fd, "wb"))) {
-		free(r);
-		close(fd);
+	if (!r)
 		return NULL;
-	}
+	r->out = out;
 	memcpy(h.magic, TS_RECORDING_MAGIC, sizeof(h.magic));
 	h.version = TS_RECORDING_VERSION;
 	h.header_size = sizeof(h);
@@ -43,8 +40,7 @@ struct recording *recording__create(int fd)
 	h.start_real_ns = clock_ns(CLOCK_REALTIME);
 	h.chunk_max = TS_CHUNK_MAX;
 	h.counters = TS_CNT__MAX;
-	if (fwrite(&h, sizeof(h), 1, r->f) != 1) {
-		fclose(r->f);
+	if (outfile__record(out, &h, sizeof(h), true)) {
 		free(r);
 		return NULL;
 	}
@@ -53,10 +49,7 @@ struct recording *recording__create(int fd)
 
 int recording__write(struct recording *r, const void *rec, size_t size)
 {
-	if (fwrite(rec, size, 1, r->f) == 1)
-		return 0;
-	r->failed = true;
-	return -1;
+	return outfile__record(r->out, rec, size, false);
 }
 
 int recording__close(struct recording *r)
@@ -65,7 +58,7 @@ int recording__close(struct recording *r)
 
 	if (!r)
 		return 0;
-	err = fclose(r->f) || r->failed ? -1 : 0;
+	err = outfile__close(r->out);
 	free(r);
 	return err;
 }

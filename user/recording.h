@@ -12,6 +12,7 @@
 
 #include <linux/types.h>
 
+#include "outfile.h"
 #include "tokenscope.h"
 
 #define TS_RECORDING_MAGIC "TSCOPE\r\n" /* 8 bytes; the CRLF catches text-mode mangling */
@@ -59,13 +60,12 @@ TS_LAYOUT(ts_rec_proc_tree, 112);
 
 struct recording;
 
-/* A recording written to fd, an empty file of mode 0600 (it holds decrypted payloads:
- * outfile.h): writes the header. Takes fd, closed by recording__close; NULL on failure (fd
- * closed too). */
-struct recording *recording__create(int fd);
-/* Returns 0, or -1 (errno set) when the record could not be written. */
+/* A recording written to out, an empty file of mode 0600 (it holds decrypted payloads:
+ * outfile.h): writes the header. out is closed by recording__close; NULL on failure. */
+struct recording *recording__create(struct outfile *out);
+/* Returns 0, or -1 when the record could not be written (outfile.h: said once, counted). */
 int recording__write(struct recording *r, const void *rec, size_t size);
-/* Returns -1 when any write failed or the file could not be flushed. */
+/* Returns -1 when any write failed (the count of records not written is said). */
 int recording__close(struct recording *r);
 
 /* Reads every record, in order, into fn, front to back (a pipe works; path "-" is standard

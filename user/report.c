@@ -51,7 +51,7 @@ struct step_group {
 
 struct report {
 	FILE *lines;
-	FILE *jsonl;
+	struct outfile *jsonl;
 	bool gaps; /* --gaps: each gap's steps in the request record */
 	const struct attrib *attr;
 	struct metrics *metrics;
@@ -59,7 +59,7 @@ struct report {
 	struct step_group *steps;
 };
 
-struct report *report__new(FILE *lines, FILE *jsonl)
+struct report *report__new(FILE *lines, struct outfile *jsonl)
 {
 	struct report *rp = calloc(1, sizeof(*rp));
 
@@ -405,6 +405,21 @@ static void add_attribution(struct group *g, const struct request *r)
 	}
 }
 
+/* One JSON Lines record, whole (outfile.h: a failed write is said once and counted); takes s.
+ * A record that could not be built (out of memory) is counted as not written too. */
+static void write_line(struct outfile *o, char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (s) {
+		s[n] = '\n'; /* the NUL's place: the record is its bytes, newline included */
+		outfile__record(o, s, n + 1, true);
+	} else {
+		o->lost++;
+	}
+	free(s);
+}
+
 void report__request(void *ctx, const struct request *r, const struct request_metrics *mp)
 {
 	const struct request_metrics m = *mp;
@@ -416,13 +431,7 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 	if (rp->metrics)
 		metrics__request(rp->metrics, r, &m);
 	if (rp->jsonl) {
-		char *s = request_json(r, &m, rp->gaps);
-
-		if (s) {
-			fprintf(rp->jsonl, "%s\n", s);
-			fflush(rp->jsonl);
-			free(s);
-		}
+		write_line(rp->jsonl, request_json(r, &m, rp->gaps));
 	}
 	g = group_of(rp, r);
 	if (!g)
@@ -496,13 +505,7 @@ void report__step(void *ctx, const struct gpu *g, const struct gpu_step *s)
 	if (rp->metrics)
 		metrics__step(rp->metrics, s);
 	if (rp->jsonl) {
-		char *j = report__step_json(g, s);
-
-		if (j) {
-			fprintf(rp->jsonl, "%s\n", j);
-			fflush(rp->jsonl);
-			free(j);
-		}
+		write_line(rp->jsonl, report__step_json(g, s));
 	}
 	for (link = &rp->steps; *link && (*link)->pid != s->pid; link = &(*link)->next)
 		;

@@ -9,13 +9,14 @@
 
 #include "attrib.h"
 #include "gpu.h"
+#include "outfile.h"
 #include "pipeline.h"
 #include "request.h"
 
 struct report;
 
 /* lines: per-request text lines (NULL: none). jsonl: JSON Lines records (NULL: none). */
-struct report *report__new(FILE *lines, FILE *jsonl);
+struct report *report__new(FILE *lines, struct outfile *jsonl);
 void report__free(struct report *rp);
 /* --gaps: request records carry each token gap's steps. */
 void report__set_gaps(struct report *rp, bool gaps);

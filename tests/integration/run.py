@@ -281,6 +281,59 @@ def check_output_files(work):
           not os.path.exists(rec), f"a run that fails at start destroys nothing ({r.stderr!r})")
 
 
+def check_full_disk(work, port):
+    """-o and -r on filesystems that fill up (tmpfs of 8 and 16 KiB): each output says at once,
+    in one line, that it failed; keeps only whole records; says at the end how many it could
+    not write; and the run exits 1. Ground truth: the requests this test makes."""
+    n = 30
+    dirs = {}
+    for what, size in (("jsonl", "8k"), ("rec", "16k")):
+        d = dirs[what] = os.path.join(work, f"full-{what}")
+        os.makedirs(d)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", d],
+                           capture_output=True, text=True)
+        if not check(m.returncode == 0, f"a {size} tmpfs for {what} ({m.stderr.strip()})"):
+            return
+        atexit.register(subprocess.run, ["umount", "-l", d], capture_output=True)
+    out, rec = os.path.join(dirs["jsonl"], "out.jsonl"), os.path.join(dirs["rec"], "cap.tsrec")
+    prom = os.path.join(dirs["jsonl"], "metrics.prom")  # written at the end, on a full disk
+    err = open(os.path.join(work, "full.stderr"), "w+")
+    p = subprocess.Popen([TOKENSCOPE, "-q", "-c", "curl", "--no-plaintext", "-o", out,
+                          "-r", rec, "--metrics-file", prom], stdout=subprocess.DEVNULL,
+                         stderr=err)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        err.seek(0)
+        if "Hit Ctrl-C to end." in err.read():
+            break
+        time.sleep(0.05)
+    for i in range(n):
+        curl(port, "/v1/chat/completions", f"fx-ttft1-itl1-n3-idf{i}")
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=60)
+    err.seek(0)
+    text = err.read()
+    lines = open(out, "rb").read().split(b"\n")
+    whole = all(json.loads(line) for line in lines[:-1]) and lines[-1] == b""
+    for path, total in ((out, n), (rec, None), (prom, None)):
+        at_once = [line for line in text.splitlines() if f"writing {path} failed" in line]
+        end = [line for line in text.splitlines() if f"not written to {path}" in line]
+        check(len(at_once) == 1 and len(end) == 1,
+              f"full disk: {path}: one line when it failed, one with the count at the end "
+              f"({text[-600:]!r})")
+        if total and end:
+            lost, kept = end[0].split()[2], end[0].split(" it holds the first ")[1].split(",")[0]
+            check(int(kept) == len(lines) - 1 and int(lost) + int(kept) == total,
+                  f"full disk: {path} holds {kept} whole records, says {lost} were not "
+                  f"written: {total} requests made")
+    check(rc == 1, f"full disk: tokenscope exits 1 ({rc})")
+    check(os.path.getsize(prom) == 0, "full disk: no half metrics exposition is left")
+    check(whole, "full disk: every JSON line kept is whole")
+    r = subprocess.run([TOKENSCOPE, "report", rec, "-q"], capture_output=True, text=True)
+    check(r.returncode == 0 and "truncated" not in r.stderr,
+          f"full disk: the recording kept ends on a whole record ({r.stderr[-300:]!r})")
+
+
 def check_held_probe():
     """Another tracer holds SSL_read with a reference-counted uprobe (as bcc's sslsniff
     does): the kernel refuses tokenscope's probe there. It must say so, name the function and
@@ -315,6 +368,7 @@ def body(work, port, truth_path, server_pid):
           f"unprivileged run fails clearly (rc {r.returncode}, {r.stderr!r})")
     check_output_files(work)
     check_held_probe()
+    check_full_disk(work, port)
 
     # A private copy of node, started only after tokenscope: found through its exec.
     late_node = os.path.join(work, "late", "node")

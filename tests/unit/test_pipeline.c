@@ -713,7 +713,7 @@ static void test_recording_roundtrip(void **state)
 	chmod(path, 0644);
 	assert_int_equal(outfile__open(&out, path), 0);
 	assert_int_equal(outfile__start(&out), 0);
-	rec = recording__create(out.fd);
+	rec = recording__create(&out);
 	assert_non_null(rec);
 
 	run__init(&live);
