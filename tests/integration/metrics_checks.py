@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import re
+import select
 import socket
 import statistics
 import subprocess
@@ -102,6 +103,74 @@ def abuse(port, check):
     for s in crowd:
         s.close()
     return held
+
+
+SLOW_CLIENTS, IDLE_CLIENTS, SLOW_FOR_S = 64, 800, 8
+REQUEST_TIME_MAX_S = 5  # user/exporter.c
+
+
+def slow_clients(port, check):
+    """64 clients that send one header line a second and 800 that connect and say nothing, for
+    8 s: every scrape made meanwhile (every 100 ms) is answered, and each slow client is
+    dropped within the exporter's bound on a request's whole time, not left to trickle."""
+    stop = threading.Event()
+    dropped_after = []
+
+    def trickle():
+        t0 = time.monotonic()
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s.sendall(b"GET /metrics HTTP/1.1\r\n")
+            while not stop.is_set():
+                s.sendall(b"X-Slow: 1\r\n")
+                readable, _, _ = select.select([s], [], [], 1.0)
+                if readable and not s.recv(100):
+                    break  # the server's end of it
+            else:
+                dropped_after.append(None)  # still held when the test ended
+                s.close()
+                return
+            s.close()
+        except OSError:
+            pass  # reset: dropped too
+        dropped_after.append(time.monotonic() - t0)
+
+    threads = [threading.Thread(target=trickle) for _ in range(SLOW_CLIENTS)]
+    for t in threads:
+        t.start()
+    idle = []
+    for _ in range(IDLE_CLIENTS):
+        try:
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            break
+    results = []
+    deadline = time.monotonic() + SLOW_FOR_S
+    while time.monotonic() < deadline:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/metrics")
+            r = c.getresponse()
+            r.read()
+            results.append(r.status)
+            c.close()
+        except OSError as e:
+            results.append(str(e))
+        time.sleep(0.1)
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    for s in idle:
+        s.close()
+    check(len(idle) == IDLE_CLIENTS, f"metrics: {len(idle)} idle clients connected")
+    check(len(results) >= 30 and all(r == 200 for r in results),
+          f"metrics: every scrape answered while {SLOW_CLIENTS} slow and {IDLE_CLIENTS} idle "
+          f"clients hold connections ({sum(r == 200 for r in results)}/{len(results)}: "
+          f"{[r for r in results if r != 200][:3]})")
+    check(len(dropped_after) == SLOW_CLIENTS and
+          all(d is not None and d <= REQUEST_TIME_MAX_S + 2 for d in dropped_after),
+          f"metrics: each slow client dropped within {REQUEST_TIME_MAX_S} s of its start "
+          f"(+2 s), however it trickles (after {sorted(dropped_after, key=str)[-3:]})")
 
 
 PROMETHEUS_CONF = """
@@ -219,6 +288,7 @@ def run_metrics_checks(ctx):
         wait_port(port, api, "the vLLM-shaped API server")
         prom, prom_port = start_prometheus(work, mport)
         held = abuse(mport, check)
+        slow_clients(mport, check)
         check(get(mport, "/other") == 404, "metrics: a path other than /metrics is 404")
         # one request first, so that the series exist and Prometheus has them before the load
         warm = subprocess.run([PY, os.path.join(root, "tests", "fixtures", "vllm", "load.py"),
