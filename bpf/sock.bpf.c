@@ -52,6 +52,15 @@ struct {
 	__type(value, struct sock_state);
 } sock_states SEC(".maps");
 
+/* Processes that own a captured socket: their exit is reported (their streams end with them;
+ * the kernel closes a killed process's sockets without a close call). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} sock_pids SEC(".maps");
+
 /* --port: local or peer ports to capture (only with ts_filter.by_port). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -408,6 +417,11 @@ static __always_inline struct sock_state *decide(struct sock_state *st, struct s
 			return NULL;
 	}
 	st->proto = proto;
+	if (proto == PROTO_HTTP) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&sock_pids, &st->owner, &one, BPF_ANY);
+	}
 	if (proto == PROTO_TLS) {
 		ts_count(TS_CNT_SOCK_TLS, 1);
 		tls_link(st, c->sock, (struct sock *)c->sk, c->dir);
@@ -687,5 +701,28 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	ev->owner = st->owner;
 	sock_addr(sk, &ev->addr);
 	bpf_ringbuf_submit(ev, ts_quiet());
+	return 0;
+}
+
+static long forget_owned(void *map, __u64 *sock, struct sock_state *st, __u32 *owner)
+{
+	if (st->owner == *owner)
+		bpf_map_delete_elem(map, sock);
+	return 0;
+}
+
+/* A process that owned captured sockets is gone: it is reported, and its sockets are
+ * forgotten, so that a process still holding one (forked before) starts its own stream. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sock_process_exit, struct task_struct *p)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+
+	if (tgid != (__u32)id || !bpf_map_lookup_elem(&sock_pids, &tgid))
+		return 0;
+	bpf_map_delete_elem(&sock_pids, &tgid);
+	bpf_for_each_map_elem(&sock_states, forget_owned, &tgid, 0);
+	ts_send_proc(TS_EV_EXIT);
 	return 0;
 }

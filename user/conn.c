@@ -21,6 +21,7 @@ struct conn {
 	const struct conn_sink *sink;
 	enum conn_kind kind;
 	enum role role;
+	bool peer_exited; /* the process at the other end died (it was traced on this host) */
 	uint64_t sniffed;
 	/* The start of a message cut short by the SSL call that carried it: kept until there are
 	 * enough bytes to tell a request line from anything else. */
@@ -334,6 +335,17 @@ void conn__set_addresses(struct conn *c, const char *local, const char *peer)
 	}
 }
 
+bool conn__is_peer(const struct conn *a, const struct conn *b)
+{
+	return a->peer[0] && b->peer[0] && !strcmp(a->local, b->peer) && !strcmp(a->peer, b->local);
+}
+
+void conn__peer_exited(struct conn *c)
+{
+	if (c->qlen)
+		c->peer_exited = true;
+}
+
 bool conn__has_addresses(const struct conn *c)
 {
 	return c->peer[0] != 0;
@@ -487,7 +499,7 @@ void conn__close(struct conn *c, uint64_t ts, const char *reason)
 	while (c->qlen) {
 		struct request *r = c->queue[0];
 
-		request__error(r, "%s", reason);
+		request__error(r, "%s", c->peer_exited ? "peer_exited" : reason);
 		if (!r->end_ns)
 			r->end_ns = ts;
 		finish_request(c, r);

@@ -69,6 +69,11 @@ size_t conn__inflight(const struct conn *c);
 /* The socket's addresses ("ip:port"), for the requests of this connection. */
 void conn__set_addresses(struct conn *c, const char *local, const char *peer);
 bool conn__has_addresses(const struct conn *c);
+/* Are a and b the two ends of one socket (each one's local address the other's peer)? */
+bool conn__is_peer(const struct conn *a, const struct conn *b);
+/* The process at the other end died with requests of c in flight: those that do not end
+ * whole say peer_exited, whatever ends them. */
+void conn__peer_exited(struct conn *c);
 const char *transport__name(enum transport t);
 
 #endif

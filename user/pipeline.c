@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "conn.h"
 #include "match.h"
 #include "pipeline.h"
@@ -426,8 +427,36 @@ static void close_stream(struct pipeline *p, const struct stream_key *key, uint6
 		stream_drop(p, link, ts, why);
 }
 
+/* pid died: the other ends of its connections, where they are traced here too, are told. */
+static void tell_peers(struct pipeline *p, uint32_t pid)
+{
+	const struct conn **dead = NULL;
+	size_t n = 0, cap = 0;
+
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		for (struct stream *s = p->buckets[b]; s; s = s->next) {
+			if (s->key.pid == pid && conn__has_addresses(s->conn) &&
+			    array__reserve((void **)&dead, &cap, n + 1, sizeof(*dead)))
+				dead[n++] = s->conn;
+		}
+	}
+	for (size_t b = 0; n && b < NBUCKETS; b++) {
+		for (struct stream *o = p->buckets[b]; o; o = o->next) {
+			if (o->key.pid == pid || !conn__inflight(o->conn))
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (conn__is_peer(o->conn, dead[i]))
+					conn__peer_exited(o->conn);
+			}
+		}
+	}
+	free(dead);
+}
+
 static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char *why)
 {
+	if (!strcmp(why, "process_exited"))
+		tell_peers(p, pid);
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		struct stream **link = &p->buckets[b];
 

@@ -26,6 +26,7 @@ TPOT_TOLERANCE_MS = 2.0
 UVLOOP_WRITE_DELAY_NS = 5_000_000  # uvloop writes queued bytes when its loop iteration ends
 NOISE_BYTES = 1 << 30
 RENAMED_COMM, RENAMED_REQUESTS = "ts-renamed", 40  # a process whose threads name themselves
+CRASH_MODEL = "fx-ttft5-itl200-n40-crash"  # 8 s of tokens: killed long before the end
 
 NGINX_CONF = """
 worker_processes 1;
@@ -180,6 +181,31 @@ def run_plaintext_checks(ctx):
         renamed_served = json.loads(r.stdout) if r.returncode == 0 else []
         check(len(renamed_served) == RENAMED_REQUESTS,
               f"the renamed-threads client was served ({r.stderr[-300:]})")
+
+        # phase: a process killed mid-stream (SIGKILL), the client and then the server, while
+        # the other end lives on
+        crash_dir = os.path.join(work, "crash")
+        os.makedirs(crash_dir)
+        victim, victim_port, _ = start_app(crash_dir, "asyncio")
+        procs.append(victim)
+        crashes = {}
+        for who, cport, model in (("client", apps["asyncio"]["port"], CRASH_MODEL + "c"),
+                                  ("server", victim_port, CRASH_MODEL + "s")):
+            body = {"model": model, "stream": True,
+                    "messages": [{"role": "user", "content": "PROMPT-CANARY crash"}]}
+            c = subprocess.Popen(["curl", "-sS", "-N", "-H", "Content-Type: application/json",
+                                  f"http://127.0.0.1:{cport}/v1/chat/completions",
+                                  "-d", json.dumps(body)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+            while True:  # under way: its first token is through
+                line = c.stdout.readline()
+                if not line or b"tok0_0" in line:
+                    break
+            (c if who == "client" else victim).kill()
+            killed_at = time.monotonic()
+            c.wait(timeout=30)  # killed, or ended by the server's death
+            crashes[who] = (bool(line), wait_records(tracer.out, model, 2, 15),
+                            (c if who == "client" else victim).pid, killed_at)
 
         # phase: edge cases, each in its own process (server and client threads)
         edges = {"write": 20, "sendfile": 2, "splice": 2, "writev": 2, "bigwritev": 1,
@@ -362,6 +388,8 @@ def run_plaintext_checks(ctx):
     check(len(np_recs) >= 2 and all(r["transport"] == "tls" for r in np_recs),
           f"--no-plaintext: TLS records only ({len(np_recs)})")
 
+    check_crashes(check, crashes)
+
     # phase: -c matches the process's command name, not its threads' names
     comm_recs = [json.loads(line) for line in open(by_comm.out)]
     got = sorted(r["model"] for r in comm_recs if r["role"] == "client" and r["complete"])
@@ -384,6 +412,34 @@ def run_plaintext_checks(ctx):
     blob = text + err + open(tracer.out).read()
     for secret in ("SECRET", "PROMPT-CANARY", "tok0_0"):
         check(secret not in blob, f"plaintext: no '{secret}' in any output")
+
+
+def wait_records(path, model, n, timeout):
+    """The records of model in the JSON Lines at path, once there are n (or at timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = [json.loads(line) for line in open(path) if f'"{model}"' in line]
+        if len(got) >= n or time.monotonic() > deadline:
+            return got, time.monotonic()
+        time.sleep(0.1)
+
+
+def check_crashes(check, crashes):
+    for who, (started, (recs, seen_at), pid, killed_at) in crashes.items():
+        check(started, f"crashed {who}: its stream was under way when it was killed")
+        dead = [r for r in recs if r["pid"] == pid]
+        other = [r for r in recs if r["pid"] != pid]
+        check(len(dead) == 1 and len(other) == 1 and seen_at - killed_at < 15,
+              f"crashed {who}: both ends' records written while tokenscope runs, "
+              f"{seen_at - killed_at:.1f} s after the kill ({len(dead)} + {len(other)})")
+        if dead and other:
+            check(dead[0]["role"] == who and not dead[0]["complete"] and
+                  dead[0]["error"] == "process_exited" and dead[0]["token_events"] >= 1,
+                  f"crashed {who}: its own record says process_exited "
+                  f"({dead[0]['role']}, {dead[0]['error']}, {dead[0]['token_events']} events)")
+            check(not other[0]["complete"] and other[0]["error"] == "peer_exited",
+                  f"crashed {who}: the live end's record says its peer died "
+                  f"({other[0]['role']}, {other[0]['error']})")
 
 
 def check_plain_record(check, rec, t, api, role, label, clock, timing=True, loop="asyncio"):
