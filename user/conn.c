@@ -425,8 +425,35 @@ static void abandon_inflight(struct conn *c, uint64_t ts, const char *reason)
 	buf__reset(&c->req_body);
 }
 
+/*
+ * 101 Switching Protocols: from the byte after it the connection is no longer HTTP/1.1, in
+ * either direction, and is never parsed as such again. It becomes what the 101 named: HTTP/2
+ * (h2c; counted with the HTTP/2 connections, unsupported), a WebSocket or something else
+ * (counted as other). The request answered by the 101 ends there, saying what it became.
+ */
+static void switched(struct conn *c, const char *proto, uint64_t ts)
+{
+	const char *why = "switched_protocols";
+
+	if (!strcmp(proto, "h2c") || !strcmp(proto, "h2")) {
+		c->kind = CONN_HTTP2;
+		why = "switched_to_http2";
+	} else {
+		c->kind = CONN_OTHER;
+		if (!strcmp(proto, "websocket"))
+			why = "switched_to_websocket";
+	}
+	if (c->qlen)
+		c->queue[0]->status = 101;
+	abandon_inflight(c, ts, why);
+}
+
 static void parser_failed(struct conn *c, struct http_parser *p, enum http_error e, uint64_t ts)
 {
+	if (e == HTTP_ERR_UPGRADE) {
+		switched(c, http_parser__upgrade(p), ts);
+		return;
+	}
 	if (e == HTTP_ERR_LOST_SYNC) {
 		abandon_inflight(c, ts, "capture_loss");
 		return;

@@ -46,6 +46,7 @@ struct http_parser {
 	bool in_query;
 
 	struct http_head *head; /* while a message's start line and headers are read, else NULL */
+	char upgrade[16];	 /* a response's Upgrade protocol, lowercased ("h2c", "websocket") */
 	uint64_t remaining;	 /* body or chunk bytes left */
 	bool in_message;
 };
@@ -116,6 +117,11 @@ const char *http_error__str(enum http_error e)
 	case HTTP_ERR_NO_MEMORY: return "no_memory";
 	}
 	return "unknown";
+}
+
+const char *http_parser__upgrade(const struct http_parser *p)
+{
+	return p->upgrade;
 }
 
 enum http_error http_parser__error(const struct http_parser *p)
@@ -251,6 +257,13 @@ static bool parse_header(struct http_parser *p, char *l)
 		if (p->head->content_length >= 0 && p->head->content_length != n)
 			return false; /* conflicting lengths: request smuggling territory */
 		p->head->content_length = n;
+	} else if (!strcasecmp(l, "upgrade") && !p->requests) {
+		size_t i = 0;
+
+		for (; v[i] && v[i] != ',' && v[i] != ' ' && v[i] != '/' && i < sizeof(p->upgrade) - 1;
+		     i++)
+			p->upgrade[i] = (char)tolower((unsigned char)v[i]);
+		p->upgrade[i] = 0;
 	} else if (!strcasecmp(l, "transfer-encoding")) {
 		p->head->chunked = has_token(v, "chunked");
 	} else if (!strcasecmp(l, "content-encoding")) {

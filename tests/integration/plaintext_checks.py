@@ -74,11 +74,12 @@ def wait_file(path, proc, what):
     return int(open(path).read())
 
 
-def start_app(work, loop):
+def start_app(work, loop, server="uvicorn"):
     port_file = os.path.join(work, f"app-{loop}.port")
     truth = os.path.join(work, f"app-{loop}.truth.jsonl")
     p = subprocess.Popen([DEBIAN_PYTHON, os.path.join(FIXTURES, "fastapi_app.py"),
-                          "--port-file", port_file, "--truth", truth, "--loop", loop],
+                          "--port-file", port_file, "--truth", truth, "--loop", loop,
+                          "--server", server],
                          stdout=subprocess.DEVNULL,
                          stderr=open(os.path.join(work, f"app-{loop}.err"), "w"))
     return p, wait_file(port_file, p, f"uvicorn ({loop})"), truth
@@ -181,6 +182,19 @@ def run_plaintext_checks(ctx):
         renamed_served = json.loads(r.stdout) if r.returncode == 0 else []
         check(len(renamed_served) == RENAMED_REQUESTS,
               f"the renamed-threads client was served ({r.stderr[-300:]})")
+
+        # phase: curl upgrades to HTTP/2 (h2c) with hypercorn: its reply comes in HTTP/2 frames
+        h2c_dir = os.path.join(work, "h2c")
+        os.makedirs(h2c_dir)
+        hyper, hyper_port, _ = start_app(h2c_dir, "asyncio", "hypercorn")
+        procs.append(hyper)
+        h2c = subprocess.run(["curl", "-sS", "--fail", "-N", "--http2", "-v",
+                              f"http://127.0.0.1:{hyper_port}/v1/chat/completions?model="
+                              "fx-ttft5-itl5-n4-h2c"], capture_output=True, text=True, timeout=60)
+        check(h2c.returncode == 0 and "HTTP/1.1 101" in h2c.stderr and "< HTTP/2 200" in
+              h2c.stderr and h2c.stdout.count("tok") == 4,
+              f"curl upgraded to HTTP/2 with hypercorn and streamed 4 tokens "
+              f"({h2c.returncode}, {h2c.stderr[-300:]!r})")
 
         # phase: a process killed mid-stream (SIGKILL), the client and then the server, while
         # the other end lives on
@@ -389,6 +403,15 @@ def run_plaintext_checks(ctx):
           f"--no-plaintext: TLS records only ({len(np_recs)})")
 
     check_crashes(check, crashes)
+
+    # phase: h2c: after the 101, nothing is read as HTTP/1.1 at either end
+    hyper_addr = f"127.0.0.1:{hyper_port}"
+    up = [r for r in records if hyper_addr in (r["local"], r["peer"])]
+    check(len(up) == 2 and {r["role"] for r in up} == {"client", "server"} and
+          all(r["status"] == 101 and r["error"] == "switched_to_http2" and not r["complete"]
+              and r["token_events"] == 0 for r in up),
+          f"h2c: one record per end, status 101, switched_to_http2, no tokens read from the "
+          f"HTTP/2 frames ({[(r['role'], r['status'], r['error'], r['token_events']) for r in up]})")
 
     # phase: -c matches the process's command name, not its threads' names
     comm_recs = [json.loads(line) for line in open(by_comm.out)]

@@ -208,6 +208,49 @@ static void test_unsupported_streams(void **state)
 	run__free(&r);
 }
 
+/*
+ * 101 Switching Protocols: the bytes after it, either way, are not HTTP/1.1 any more. They
+ * hold what would read as a reply and its tokens (an HTTP/1.1 head and SSE events inside
+ * HTTP/2 DATA or WebSocket frames, here as plain text, the worst case): none of it may be
+ * read. The request ends at the 101, saying what the connection became.
+ */
+static void test_switching_protocols(void **state)
+{
+	static const char *const protos[][2] = { { "h2c", "switched_to_http2" },
+						 { "websocket", "switched_to_websocket" },
+						 { "", "switched_protocols" } };
+	static const char disguised[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+					"Content-Length: 45\r\n\r\n"
+					"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+
+	for (size_t i = 0; i < 3; i++) {
+		char req[512], resp[256];
+		struct run r;
+
+		run__init(&r);
+		snprintf(req, sizeof(req), "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\n"
+			 "Connection: Upgrade\r\nUpgrade: %s\r\nContent-Length: 0\r\n\r\n",
+			 protos[i][0][0] ? protos[i][0] : "x");
+		snprintf(resp, sizeof(resp), "HTTP/1.1 101 Switching Protocols\r\n%s%s%s"
+			 "Connection: Upgrade\r\n\r\n",
+			 protos[i][0][0] ? "Upgrade: " : "", protos[i][0], protos[i][0][0] ? "\r\n" : "");
+		run__data(&r, true, T0, req, strlen(req));
+		run__data(&r, false, T0 + MS, resp, strlen(resp));
+		run__data(&r, true, T0 + 2 * MS, req, strlen(req)); /* a "request" after it */
+		run__data(&r, false, T0 + 3 * MS, disguised, sizeof(disguised) - 1);
+		run__finish(&r, T0 + 999 * MS);
+		assert_int_equal(r.n, 1);
+		assert_string_equal(json_str(r.json[0], "error"), protos[i][1]);
+		assert_int_equal(json_bool(r.json[0], "complete"), 0);
+		assert_float_equal(json_num(r.json[0], "status"), 101, 0);
+		assert_float_equal(json_num(r.json[0], "token_events"), 0, 0);
+		assert_int_equal(pipeline__health(r.pl)->streams_http2, i == 0);
+		assert_int_equal(pipeline__health(r.pl)->streams_other, i != 0);
+		assert_int_equal(pipeline__health(r.pl)->streams_malformed, 0);
+		run__free(&r);
+	}
+}
+
 static void test_non_llm_http_not_reported(void **state)
 {
 	static const char get[] = "GET /index.html HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -769,6 +812,7 @@ int main(void)
 		cmocka_unit_test(test_process_dies_midstream),
 		cmocka_unit_test(test_ssl_free_and_capture_end),
 		cmocka_unit_test(test_unsupported_streams),
+		cmocka_unit_test(test_switching_protocols),
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_tcp_stream_addresses),
