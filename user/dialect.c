@@ -607,6 +607,13 @@ static void dispatch(struct request *r, const char *event, const struct jval *o,
 		d->event(r, event, o, ts);
 }
 
+/* Why the last parse failed: JSON nested deeper than the reader goes (valid, perhaps, but not
+ * read) is not called malformed. */
+static const char *json_error(void)
+{
+	return doc.too_deep ? "json_too_deep" : "malformed_json";
+}
+
 void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
 			   uint64_t ts)
 {
@@ -618,7 +625,7 @@ void dialect__stream_event(struct request *r, const char *event, const char *dat
 	}
 	o = jdoc__parse(&doc, data, len);
 	if (!o) {
-		request__error(r, "malformed_json");
+		request__error(r, "%s", json_error());
 		return;
 	}
 	dispatch(r, event, o, ts, false);
@@ -630,7 +637,7 @@ void dialect__response_body(struct request *r, const char *body, size_t len, uin
 
 	if (!o) {
 		if (r->status >= 200 && r->status < 300)
-			request__error(r, "malformed_json");
+			request__error(r, "%s", json_error());
 		return;
 	}
 	if (r->status >= 400) {

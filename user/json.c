@@ -348,8 +348,12 @@ static bool parse_value(struct parser *ps)
 	bool ok;
 
 	skip_ws(ps);
-	if (ps->p >= ps->end || ++ps->depth > JSON_MAX_DEPTH)
+	if (ps->p >= ps->end)
 		return false;
+	if (++ps->depth > JSON_MAX_DEPTH) {
+		ps->d->too_deep = true;
+		return false;
+	}
 	switch (*ps->p) {
 	case '{':
 	case '[':
@@ -392,6 +396,7 @@ const struct jval *jdoc__parse(struct jdoc *d, const char *buf, size_t len)
 	memcpy(d->text, buf, len);
 	d->text[len] = 0;
 	d->nv = 0;
+	d->too_deep = false;
 	ps.p = d->text;
 	ps.end = d->text + len;
 	skip_ws(&ps);

@@ -36,6 +36,7 @@ struct jdoc {
 	size_t textcap;
 	struct jval *v;
 	size_t nv, vcap;
+	bool too_deep; /* the last parse failed at the depth limit, not on bad syntax */
 };
 
 /* The top value of buf, or NULL when jansson would refuse it (or memory ran out). What it

@@ -84,8 +84,16 @@ int recording__replay(const char *path, recording_ready_fn ready, recording_fn f
 	FILE *f = is_stdin ? stdin : fopen(path, "rb");
 	int err;
 
+	struct stat st;
+
 	if (!f) {
 		fprintf(stderr, "tokenscope: cannot open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (!is_stdin && !fstat(fileno(f), &st) && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tokenscope: %s is a directory, not a recording (report wants the "
+				"file -r wrote)\n", path);
+		fclose(f);
 		return -1;
 	}
 	err = recording__replay_stream(f, is_stdin ? "standard input" : path, ready, fn, ctx);

@@ -67,6 +67,14 @@ else
 	echo "FAIL: a corrupt header_size is not named: $(cat "$tmp/bad.err")"
 	fail=$((fail + 1))
 fi
+# A directory given for the recording: said as such, in one line.
+if ! $TOKENSCOPE report "$tmp" -q 2>"$tmp/dir.err" >/dev/null &&
+	grep -q "is a directory, not a recording" "$tmp/dir.err" && [ "$(wc -l <"$tmp/dir.err")" = 1 ]; then
+	pass=$((pass + 1))
+else
+	echo "FAIL: report DIR does not say it is a directory: $(cat "$tmp/dir.err")"
+	fail=$((fail + 1))
+fi
 
 echo "replay: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]

@@ -370,6 +370,69 @@ static void sock_exchange(struct run *r, uint64_t ino, uint64_t *seq, uint64_t t
 	sock_rec(r, ino, (*seq)++, true, t + 50 * MS, "0\r\n\r\n", 0, 0, &v4);
 }
 
+/* Bytes of one direction over TLS (run__data) or a socket (sock_rec), in 1000-byte pieces. */
+static void send_either(struct run *r, bool tcp, uint64_t *seq, bool write, uint64_t ts,
+			const char *data, size_t len)
+{
+	char piece[1001];
+
+	for (size_t off = 0; off < len; off += 1000) {
+		size_t n = len - off < 1000 ? len - off : 1000;
+
+		if (!tcp) {
+			run__data(r, write, ts, data + off, n);
+			continue;
+		}
+		memcpy(piece, data + off, n);
+		piece[n] = 0;
+		sock_rec(r, 7, (*seq)++, !write, ts, piece, 0, 0, &v4); /* the socket is the server's */
+	}
+}
+
+/*
+ * Valid JSON nested deeper than the reader goes (jansson's 2048 levels) is json_too_deep, not
+ * malformed_json; bad syntax stays malformed_json. The same over TLS and over a socket.
+ */
+static void test_json_too_deep(void **state)
+{
+	const size_t depth = 3000;
+	size_t n = 0;
+	char *deep = malloc(2 * depth + 16), head[32];
+
+	assert_non_null(deep);
+	n += (size_t)sprintf(deep, "data: ");
+	memset(deep + n, '[', depth);
+	n += depth;
+	memset(deep + n, ']', depth);
+	n += depth;
+	n += (size_t)sprintf(deep + n, "\n\n");
+	for (int tcp = 0; tcp < 2; tcp++) {
+		const char *events[] = { deep, "data: {\"choices\":[}\n\n" };
+		const char *want[] = { "json_too_deep", "malformed_json" };
+		uint64_t seq = 0;
+		struct run r;
+
+		run__init(&r);
+		for (int i = 0; i < 2; i++) {
+			uint64_t t = T0 + (uint64_t)i * 100 * MS;
+			size_t len = strlen(events[i]);
+
+			send_either(&r, tcp, &seq, true, t, req_chat, strlen(req_chat));
+			send_either(&r, tcp, &seq, false, t + MS, resp_head, strlen(resp_head));
+			snprintf(head, sizeof(head), "%zx\r\n", len);
+			send_either(&r, tcp, &seq, false, t + 2 * MS, head, strlen(head));
+			send_either(&r, tcp, &seq, false, t + 2 * MS, events[i], len);
+			send_either(&r, tcp, &seq, false, t + 2 * MS, "\r\n0\r\n\r\n", 7);
+		}
+		run__finish(&r, T0 + 999 * MS);
+		assert_int_equal(r.n, 2);
+		for (int i = 0; i < 2; i++)
+			assert_string_equal(json_str(r.json[i], "error"), want[i]);
+		run__free(&r);
+	}
+	free(deep);
+}
+
 static void test_tcp_stream_addresses(void **state)
 {
 	struct ts_sock_addr v6 = { .family = 10, .lport = 8080, .rport = 50000 };
@@ -813,6 +876,7 @@ int main(void)
 		cmocka_unit_test(test_ssl_free_and_capture_end),
 		cmocka_unit_test(test_unsupported_streams),
 		cmocka_unit_test(test_switching_protocols),
+		cmocka_unit_test(test_json_too_deep),
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_tcp_stream_addresses),
