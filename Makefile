@@ -32,7 +32,7 @@ SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 # The pipeline: everything above the probes, testable without root or BPF.
 CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c user/json.c \
 	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
-	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c
+	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c user/pidset.c
 # Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
 LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
 	user/ring.c user/tracefs.c user/exporter.c

@@ -36,11 +36,12 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
 
 struct sock_state {
-	__u64 seq;    /* next piece sequence number */
-	__u64 linked; /* TLS sockets: the SSL* last linked to this socket */
-	__u32 owner;  /* the process whose stream this is: the first to move its bytes */
-	__u8 proto;   /* enum sock_proto */
-	__u8 _pad[3];
+	__u64 seq;	  /* next piece sequence number */
+	__u64 linked;	  /* TLS sockets: the SSL* last linked to this socket */
+	__u32 linked_pid; /* and in which process (after fork, the same SSL* is in both) */
+	__u32 owner;	  /* the process whose stream this is: the first to move its bytes */
+	__u8 proto;	  /* enum sock_proto */
+	__u8 _pad[7];
 };
 
 /* Every TCP socket a traced process moved bytes on, by inode number; LRU so that sockets
@@ -223,7 +224,7 @@ __noinline int classify(__u64 head, __u32 n)
  * SSL* uses this socket. Said once per link. */
 static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
 	struct ssl_call *call = bpf_map_lookup_elem(&tls_calls, &tid);
 	struct ts_tls_sock *e;
 	__u64 ssl = 0, *last;
@@ -236,9 +237,11 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 		exact = 0;
 		bpf_map_delete_elem(&tls_last_write, &tid);
 	}
-	if (!ssl || st->linked == ssl)
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!ssl || (st->linked == ssl && st->linked_pid == tgid))
 		return;
 	st->linked = ssl;
+	st->linked_pid = tgid;
 	e = ts_reserve(TS_EV_TLS_SOCK, sizeof(*e), TS_CNT_OTHER_DROPS);
 	if (!e)
 		return;
@@ -644,14 +647,14 @@ int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 	owner = st->owner;
 	proto = st->proto;
 	bpf_map_delete_elem(&sock_states, &ino);
-	if (proto != PROTO_HTTP && proto != PROTO_UNKNOWN)
+	if (proto == PROTO_IGNORED) /* a TLS socket's end ends its TLS streams of dead processes */
 		return 0;
 	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
 	if (!e)
 		return 0;
 	e->sock = ino;
 	e->owner = owner;
-	e->_pad = 0;
+	e->flags = 0;
 	bpf_ringbuf_submit(e, ts_quiet());
 	return 0;
 }
@@ -704,15 +707,9 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	return 0;
 }
 
-static long forget_owned(void *map, __u64 *sock, struct sock_state *st, __u32 *owner)
-{
-	if (st->owner == *owner)
-		bpf_map_delete_elem(map, sock);
-	return 0;
-}
-
-/* A process that owned captured sockets is gone: it is reported, and its sockets are
- * forgotten, so that a process still holding one (forked before) starts its own stream. */
+/* A process that owned captured sockets is gone: it is reported. Its sockets are not ended
+ * here: one it shared (fork) lives on in another process; the kernel's close of the others,
+ * below, ends them. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sock_process_exit, struct task_struct *p)
 {
@@ -722,7 +719,47 @@ int BPF_PROG(sock_process_exit, struct task_struct *p)
 	if (tgid != (__u32)id || !bpf_map_lookup_elem(&sock_pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&sock_pids, &tgid);
-	bpf_for_each_map_elem(&sock_states, forget_owned, &tgid, 0);
 	ts_send_proc(TS_EV_EXIT);
+	return 0;
+}
+
+#define PF_EXITING 0x00000004
+
+/*
+ * A captured socket closed by the kernel for a dying process: the last process holding it
+ * exited (SIGKILL included), so there was no close call. Its local close moves it out of
+ * ESTABLISHED or CLOSE_WAIT (to FIN_WAIT1, LAST_ACK, or CLOSE when unread data makes it a
+ * reset), in the context of the exiting task. A reset that arrives from the peer while an
+ * exiting task happens to be current would read the same; it is as rare as it sounds.
+ */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(sock_state_change, const struct sock *sk, const int oldstate, const int newstate)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct sock_state *st;
+	struct ts_sock_close *e;
+	__u64 ino;
+	__u32 owner;
+	__u8 proto;
+
+	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) ||
+	    (newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK && newstate != TCP_CLOSE) ||
+	    !(BPF_CORE_READ(t, flags) & PF_EXITING))
+		return 0;
+	ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	if (!ino || !(st = bpf_map_lookup_elem(&sock_states, &ino)))
+		return 0;
+	owner = st->owner;
+	proto = st->proto;
+	bpf_map_delete_elem(&sock_states, &ino);
+	if (proto == PROTO_IGNORED)
+		return 0;
+	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return 0;
+	e->sock = ino;
+	e->owner = owner;
+	e->flags = TS_CLOSE_BY_EXIT;
+	bpf_ringbuf_submit(e, ts_quiet());
 	return 0;
 }

@@ -99,8 +99,12 @@ struct ts_sock_close {
 	struct ts_event_hdr hdr;
 	__u64 sock;
 	__u32 owner;
-	__u32 _pad;
+	__u32 flags; /* TS_CLOSE_*; 0 in recordings made before there were any */
 };
+
+/* The kernel closed the socket as the last process holding it died (exit, SIGKILL): no close
+ * call was made. */
+#define TS_CLOSE_BY_EXIT 1
 
 /* Which TCP socket an SSL* uses: sent when the link is first seen or changes. exact: the
  * socket call was made inside an SSL call (a socket BIO); else it followed an SSL_write on the
@@ -119,6 +123,18 @@ struct ts_tls_sock {
 struct ts_proc {
 	struct ts_event_hdr hdr;
 };
+
+/* A process exit as the reader passes it on (the probes send a ts_proc): whether the kernel's
+ * closes of its sockets follow, as TS_CLOSE_BY_EXIT records (the socket family is loaded).
+ * Then a TLS stream on a socket ends when its socket does: after a fork, the other process
+ * may carry on with it. Recordings made before this have the header alone. */
+struct ts_exit {
+	struct ts_event_hdr hdr;
+	__u32 flags; /* TS_EXIT_* */
+	__u32 _pad;
+};
+
+#define TS_EXIT_SOCKET_CLOSES 1
 
 /* exec: the header, and which file holds the new program's text and where it is mapped. The
  * live reader names CUDA kernel stubs from the process's maps; a short program can be gone
@@ -270,6 +286,7 @@ TS_LAYOUT(ts_sock_close, 56);
 TS_LAYOUT(ts_tls_sock, 104);
 TS_FIELD(ts_tls_sock, addr, 64);
 TS_LAYOUT(ts_proc, 40);
+TS_LAYOUT(ts_exit, 48);
 TS_LAYOUT(ts_exec, 336);
 TS_FIELD(ts_exec, path, 80);
 TS_LAYOUT(ts_filter, 24);

@@ -265,6 +265,29 @@ void attrib__step(struct attrib *a, const struct gpu_step *s)
 	p->n++;
 }
 
+void attrib__exit(struct attrib *a, uint32_t pid)
+{
+	struct tree **link = &a->trees[pid % TREE_BUCKETS];
+
+	for (size_t i = 0; i < a->nclients; i++) {
+		if (a->clients[i] == pid) {
+			a->clients[i] = a->clients[--a->nclients];
+			break;
+		}
+	}
+	/* an engine's tree stays: its steps are still matched to its server's requests */
+	if (proc_of(a, pid, false))
+		return;
+	while (*link && (*link)->pid != pid)
+		link = &(*link)->next;
+	if (*link) {
+		struct tree *t = *link;
+
+		*link = t->next;
+		free(t);
+	}
+}
+
 static bool is_client(const struct attrib *a, uint32_t pid)
 {
 	for (size_t i = 0; i < a->nclients; i++) {

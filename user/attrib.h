@@ -76,6 +76,9 @@ struct attrib *attrib__new(void);
 void attrib__free(struct attrib *a);
 /* --engine HTTP_PID=GPU_PID[,GPU_PID...]: "1234=5678,5679". Returns 0, or -1 (bad text). */
 int attrib__override(struct attrib *a, const char *spec);
+/* The process exited and none of its requests is waiting: what is kept of a client or a
+ * process that ran no GPU steps is let go (an engine's steps and tree stay). */
+void attrib__exit(struct attrib *a, uint32_t pid);
 /* pid's ancestors, nearest first (its parent, ...), as read from /proc when it was first seen. */
 void attrib__proc_tree(struct attrib *a, uint32_t pid, const uint32_t *ancestors, size_t n);
 void attrib__step(struct attrib *a, const struct gpu_step *s);

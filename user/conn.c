@@ -22,6 +22,7 @@ struct conn {
 	enum conn_kind kind;
 	enum role role;
 	bool peer_exited; /* the process at the other end died (it was traced on this host) */
+	unsigned refs;	  /* streams that carry it: more than one after a fork shared it */
 	uint64_t sniffed;
 	/* The start of a message cut short by the SSL call that carried it: kept until there are
 	 * enough bytes to tell a request line from anything else. */
@@ -290,7 +291,28 @@ struct conn *conn__new(const struct stream_key *key, const char *comm,
 	c->key = *key;
 	snprintf(c->comm, sizeof(c->comm), "%s", comm);
 	c->sink = sink;
+	c->refs = 1;
 	return c;
+}
+
+void conn__ref(struct conn *c)
+{
+	c->refs++;
+}
+
+bool conn__unref(struct conn *c)
+{
+	return !--c->refs;
+}
+
+bool conn__shared(const struct conn *c)
+{
+	return c->refs > 1;
+}
+
+bool conn__untouched(const struct conn *c)
+{
+	return c->kind == CONN_UNKNOWN && !c->npending && !c->sniffed;
 }
 
 void conn__free(struct conn *c)

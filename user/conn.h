@@ -54,6 +54,13 @@ struct conn;
 struct conn *conn__new(const struct stream_key *key, const char *comm,
 		       const struct conn_sink *sink);
 void conn__free(struct conn *c);
+/* One more stream carries c (an SSL object both processes use after a fork). */
+void conn__ref(struct conn *c);
+/* A stream that carried c is gone: true when it was the last (then close and free c). */
+bool conn__unref(struct conn *c);
+bool conn__shared(const struct conn *c);
+/* No byte has reached it yet. */
+bool conn__untouched(const struct conn *c);
 /* Bytes moved by one call (or piece of one); data may be modified (credential masking). */
 void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64_t ts);
 /* n bytes of one direction are known to be missing (truncated call, unreadable memory). */

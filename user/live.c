@@ -17,6 +17,7 @@
 #include "attach.h"
 #include "buf.h"
 #include "cuda_names.h"
+#include "pidset.h"
 #include "live.h"
 #include "pipeline.h"
 #include "recording.h"
@@ -117,8 +118,7 @@ struct live {
 	size_t nlinks, linkcap;
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
-	uint32_t *known_pids;		/* whose process tree was recorded (open addressing) */
-	size_t nknown;
+	struct pidset known;		/* live processes whose tree was recorded */
 	/* A writable copy of one record (credentials are masked in place): the largest data
 	 * record, a socket piece with its addresses, fits. */
 	uint8_t buf[(sizeof(struct ts_sock_data) > sizeof(struct ts_tls_data)
@@ -147,6 +147,15 @@ static uint64_t now_ns(void)
 static struct bpf_object *obj_of(const struct live *lv, size_t i)
 {
 	return lv->skel[i] ? families[i].object(lv->skel[i]) : NULL;
+}
+
+static bool family_loaded(const struct live *lv, const char *name)
+{
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (!strcmp(families[i].name, name))
+			return lv->skel[i] != NULL;
+	}
+	return false;
 }
 
 /* ---- CUDA: kernel names need the live process ---- */
@@ -413,33 +422,22 @@ static uint32_t parent_of(uint32_t pid)
 	return ppid;
 }
 
-#define KNOWN_PIDS 65536 /* process trees recorded; past this many, the set starts over */
+#define KNOWN_PIDS 65536 /* live processes whose trees are kept; past this many, the set starts over */
 
 /* The first record of a process is preceded by its ancestry, which attribution uses to find
  * the GPU processes serving an HTTP server (attrib.h). Recorded, so replays find them too. */
 static void note_process(struct live *lv, uint32_t pid)
 {
 	struct ts_rec_proc_tree t = { 0 };
-	size_t i;
 
 	if (!pid)
 		return;
-	if (!lv->known_pids) {
-		lv->known_pids = calloc(KNOWN_PIDS, sizeof(*lv->known_pids));
-		if (!lv->known_pids)
-			return;
-	}
-	for (i = (pid * 2654435761u) % KNOWN_PIDS; lv->known_pids[i]; i = (i + 1) % KNOWN_PIDS) {
-		if (lv->known_pids[i] == pid)
-			return;
-	}
-	if (lv->nknown * 2 > KNOWN_PIDS) {
-		memset(lv->known_pids, 0, KNOWN_PIDS * sizeof(*lv->known_pids));
-		lv->nknown = 0;
-		i = (pid * 2654435761u) % KNOWN_PIDS;
-	}
-	lv->known_pids[i] = pid;
-	lv->nknown++;
+	/* exits take processes out (a reused pid gets its new tree); processes whose exit was
+	 * never reported must not hold memory forever */
+	if (lv->known.n >= KNOWN_PIDS)
+		pidset__free(&lv->known);
+	if (!pidset__add(&lv->known, pid))
+		return;
 	for (uint32_t p = parent_of(pid); p && t.n < TS_REC_MAX_ANCESTORS; p = parent_of(p)) {
 		t.ancestors[t.n++] = p;
 		if (p == 1)
@@ -469,6 +467,14 @@ static void on_event(void *ctx, const void *data, size_t size)
 		return;
 	}
 	memcpy(lv->buf, data, size);
+	if (h->type == TS_EV_EXIT && size == sizeof(struct ts_proc) && family_loaded(lv, "sock")) {
+		/* the socket family sends the kernel's closes of the dead process's sockets */
+		struct ts_exit *x = (void *)lv->buf;
+
+		x->hdr.size = size = sizeof(*x);
+		x->flags = TS_EXIT_SOCKET_CLOSES;
+		x->_pad = 0;
+	}
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK)
 		note_process(lv, h->pid);
 	/* what needs the process's /proc first: a short program may be gone by the end of a
@@ -486,6 +492,8 @@ static void on_event(void *ctx, const void *data, size_t size)
 		if (lv->skel[i] && families[i].after)
 			families[i].after(lv, lv->buf);
 	}
+	if (h->type == TS_EV_EXIT)
+		pidset__del(&lv->known, h->pid);
 }
 
 /* The per-CPU counters of all families (they share the first one's map), summed. */
@@ -874,7 +882,7 @@ cleanup:
 	}
 	if (detacher >= 0)
 		close(detacher); /* this process holds no probe now: the child may drop them */
-	free(lv->known_pids);
+	pidset__free(&lv->known);
 	free(lv);
 	return err;
 }

@@ -376,6 +376,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
 	}
+	pipeline__set_exit_fn(out.pl, report__process_exit);
 	report__set_gaps(rp, o.gaps);
 	if (o.metrics_addr || o.metrics_file) {
 		out.metrics = metrics__new((size_t)o.metrics_max_series);

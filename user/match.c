@@ -74,6 +74,16 @@ static struct seen *server_of(struct match *m, const char *local, const char *pe
 	return NULL;
 }
 
+void match__exit(struct match *m, uint32_t pid)
+{
+	for (size_t i = 0; i < m->nclients; i++) {
+		if (m->clients[i] == pid) {
+			m->clients[i] = m->clients[--m->nclients];
+			return;
+		}
+	}
+}
+
 static bool is_client(const struct match *m, uint32_t pid)
 {
 	for (size_t i = 0; i < m->nclients; i++) {

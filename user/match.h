@@ -12,6 +12,8 @@
 #ifndef TS_MATCH_H
 #define TS_MATCH_H
 
+#include <stdint.h>
+
 struct request;
 struct match;
 
@@ -20,5 +22,8 @@ void match__free(struct match *m);
 /* r finished; requests come in the order they finished (a server's before its client's). A
  * client's gets server_id and upstream_ns when its server is found. */
 void match__request(struct match *m, struct request *r);
+
+/* The process exited: it no longer counts among the processes that made LLM API calls. */
+void match__exit(struct match *m, uint32_t pid);
 
 #endif

@@ -21,6 +21,9 @@ struct stream {
 	bool seen;	   /* a piece has come (a TLS stream can be made by its socket link) */
 	uint64_t last_ns;  /* its newest record */
 	bool addr_exact;   /* its addresses came from a socket call inside an SSL call */
+	uint64_t sock;	   /* TLS: the socket it was last linked to (0: none yet) */
+	struct stream *sock_next; /* TLS streams by socket (tls_socks) */
+	bool orphaned;	   /* TLS: its process exited; it ends when its socket does */
 	struct conn *conn;
 	struct stream *next;
 };
@@ -45,8 +48,12 @@ struct pipeline {
 	struct attrib *attr;
 	struct match *match;
 	struct held *held; /* by ready_ns, the order their responses ended */
+	uint32_t *exits;   /* processes gone whose requests may still be held */
+	size_t nexits, capexits;
+	exit_fn on_exit;
 	uint64_t next_id;
 	struct stream *buckets[NBUCKETS];
+	struct stream *tls_socks[NBUCKETS]; /* TLS streams by their socket's inode */
 };
 
 static size_t bucket_of(const struct stream_key *k)
@@ -82,6 +89,31 @@ static void report_request(struct pipeline *p, struct request *r)
 }
 
 /* Held requests whose time has come (all of them when now is UINT64_MAX), in order. */
+/* pid's state above the streams (summary lines, the correlation's client and process-tree
+ * records) is let go once none of its requests is held any more: a host that runs a process
+ * per request (cron, CLI calls) must not grow with every process it ever ran. */
+static void deliver_exits(struct pipeline *p)
+{
+	size_t w = 0;
+
+	for (size_t i = 0; i < p->nexits; i++) {
+		uint32_t pid = p->exits[i];
+		bool held = false;
+
+		for (struct held *h = p->held; h && !held; h = h->next)
+			held = h->r->pid == pid;
+		if (held) {
+			p->exits[w++] = pid;
+			continue;
+		}
+		attrib__exit(p->attr, pid);
+		match__exit(p->match, pid);
+		if (p->on_exit)
+			p->on_exit(p->ctx, pid);
+	}
+	p->nexits = w;
+}
+
 static void release_held(struct pipeline *p, uint64_t now)
 {
 	while (p->held && p->held->ready_ns <= now) {
@@ -91,6 +123,8 @@ static void release_held(struct pipeline *p, uint64_t now)
 		report_request(p, h->r);
 		free(h);
 	}
+	if (p->nexits)
+		deliver_exits(p);
 }
 
 /* Finished requests come here from every connection. */
@@ -188,13 +222,30 @@ static void count_kind(struct pipeline *p, const struct conn *c)
 	}
 }
 
+static void unindex_sock(struct pipeline *p, struct stream *s)
+{
+	if (!s->sock)
+		return;
+	for (struct stream **l = &p->tls_socks[s->sock % NBUCKETS]; *l; l = &(*l)->sock_next) {
+		if (*l == s) {
+			*l = s->sock_next;
+			break;
+		}
+	}
+	s->sock = 0;
+}
+
 static void stream_drop(struct pipeline *p, struct stream **link, uint64_t ts, const char *why)
 {
 	struct stream *s = *link;
 
-	conn__close(s->conn, ts, why);
-	count_kind(p, s->conn);
-	conn__free(s->conn);
+	unindex_sock(p, s);
+	/* a connection another process still carries (fork) lives on */
+	if (conn__unref(s->conn)) {
+		conn__close(s->conn, ts, why);
+		count_kind(p, s->conn);
+		conn__free(s->conn);
+	}
 	*link = s->next;
 	free(s);
 }
@@ -213,12 +264,14 @@ void pipeline__free(struct pipeline *p)
 	}
 	attrib__free(p->attr);
 	match__free(p->match);
+	free(p->exits);
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		while (p->buckets[b]) {
 			struct stream *s = p->buckets[b];
 
 			p->buckets[b] = s->next;
-			conn__free(s->conn);
+			if (conn__unref(s->conn)) /* shared after a fork: freed once */
+				conn__free(s->conn);
 			free(s);
 		}
 	}
@@ -371,6 +424,36 @@ static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 
 /* A TLS stream's socket: exact links (a socket call inside an SSL call) win over inferred
  * ones (the write that followed an SSL_write on the same thread, with a memory BIO). */
+/*
+ * A process forked after its TLS setup: parent and child hold the same SSL object, at the same
+ * address, on the same socket. Each has its stream (the probes see each process's calls), but
+ * they are one connection: a request the parent writes is answered in what the child reads.
+ * The child's stream, new and empty, carries the other's connection from its first link on.
+ * The same socket with an SSL object at the same address is a fork's copy: nothing else makes
+ * one (an unrelated process has other sockets).
+ */
+static void link_sock(struct pipeline *p, struct stream *s, uint64_t sock)
+{
+	struct stream **bucket = &p->tls_socks[sock % NBUCKETS];
+
+	if (s->sock == sock)
+		return;
+	if (!s->sock && !s->seen && conn__untouched(s->conn)) {
+		for (struct stream *o = *bucket; o; o = o->sock_next) {
+			if (o->sock == sock && o->key.id == s->key.id && o->key.pid != s->key.pid) {
+				conn__free(s->conn);
+				s->conn = o->conn;
+				conn__ref(o->conn);
+				break;
+			}
+		}
+	}
+	unindex_sock(p, s);
+	s->sock = sock;
+	s->sock_next = *bucket;
+	*bucket = s;
+}
+
 static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
 {
 	struct piece pc = { .key = { e->hdr.pid, TRANSPORT_TLS, e->ssl }, .hdr = &e->hdr };
@@ -384,6 +467,7 @@ static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
 		return 0;
 	}
 	s->last_ns = e->hdr.ts_ns;
+	link_sock(p, s, e->sock);
 	if (e->exact || !s->addr_exact || !conn__has_addresses(s->conn)) {
 		set_addresses(s, &e->addr);
 		s->addr_exact = e->exact;
@@ -427,44 +511,89 @@ static void close_stream(struct pipeline *p, const struct stream_key *key, uint6
 		stream_drop(p, link, ts, why);
 }
 
-/* pid died: the other ends of its connections, where they are traced here too, are told. */
-static void tell_peers(struct pipeline *p, uint32_t pid)
+/* The other ends, where they are traced here too, of connections that died with their
+ * process: their requests in flight say peer_exited. */
+static void tell_peers(struct pipeline *p, const struct conn *const *dead, size_t n)
+{
+	for (size_t b = 0; n && b < NBUCKETS; b++) {
+		for (struct stream *o = p->buckets[b]; o; o = o->next) {
+			if (!conn__inflight(o->conn))
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (o->conn != dead[i] && conn__is_peer(o->conn, dead[i]))
+					conn__peer_exited(o->conn);
+			}
+		}
+	}
+}
+
+/* The TLS streams of dead processes on socket sock end with it. */
+static void end_orphans(struct pipeline *p, uint64_t sock, uint64_t ts, bool by_exit)
+{
+	for (;;) {
+		struct stream *o = p->tls_socks[sock % NBUCKETS], **link;
+
+		while (o && !(o->sock == sock && o->orphaned))
+			o = o->sock_next;
+		if (!o)
+			return;
+		if (by_exit && conn__has_addresses(o->conn) && !conn__shared(o->conn))
+			tell_peers(p, (const struct conn *const *)&o->conn, 1);
+		link = stream_find(p, &o->key);
+		stream_drop(p, link, ts, by_exit ? "process_exited" : "connection_closed");
+	}
+}
+
+/* A socket the kernel closed as its last process died. */
+static void close_by_exit(struct pipeline *p, const struct stream_key *key, uint64_t ts)
+{
+	struct stream **link = stream_find(p, key);
+	const struct conn *dead;
+
+	end_orphans(p, key->id, ts, true);
+	if (!*link)
+		return;
+	dead = (*link)->conn;
+	if (conn__has_addresses(dead))
+		tell_peers(p, &dead, 1);
+	stream_drop(p, link, ts, "process_exited");
+}
+
+/*
+ * pid exited: its TLS streams end with it (an SSL object is the process's own), at once, or,
+ * where the kernel's close of their socket follows (sockets_follow), with that close: after a
+ * fork the other process may carry on with the same SSL object and socket (link_sock), and the
+ * socket then stays open. Its plaintext sockets end when the kernel closes them
+ * (close_by_exit), for the same reason.
+ */
+static void close_pid_tls(struct pipeline *p, uint32_t pid, uint64_t ts, bool sockets_follow)
 {
 	const struct conn **dead = NULL;
 	size_t n = 0, cap = 0;
 
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		for (struct stream *s = p->buckets[b]; s; s = s->next) {
-			if (s->key.pid == pid && conn__has_addresses(s->conn) &&
-			    array__reserve((void **)&dead, &cap, n + 1, sizeof(*dead)))
+			if (s->key.pid != pid || s->key.transport != TRANSPORT_TLS)
+				continue;
+			if (sockets_follow && s->sock)
+				s->orphaned = true;
+			else if (conn__has_addresses(s->conn) && !conn__shared(s->conn) &&
+				 array__reserve((void **)&dead, &cap, n + 1, sizeof(*dead)))
 				dead[n++] = s->conn;
 		}
 	}
-	for (size_t b = 0; n && b < NBUCKETS; b++) {
-		for (struct stream *o = p->buckets[b]; o; o = o->next) {
-			if (o->key.pid == pid || !conn__inflight(o->conn))
-				continue;
-			for (size_t i = 0; i < n; i++) {
-				if (conn__is_peer(o->conn, dead[i]))
-					conn__peer_exited(o->conn);
-			}
-		}
-	}
+	tell_peers(p, dead, n);
 	free(dead);
-}
-
-static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, const char *why)
-{
-	if (!strcmp(why, "process_exited"))
-		tell_peers(p, pid);
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		struct stream **link = &p->buckets[b];
 
 		while (*link) {
-			if ((*link)->key.pid == pid)
-				stream_drop(p, link, ts, why);
+			struct stream *s = *link;
+
+			if (s->key.pid == pid && s->key.transport == TRANSPORT_TLS && !s->orphaned)
+				stream_drop(p, link, ts, "process_exited");
 			else
-				link = &(*link)->next;
+				link = &s->next;
 		}
 	}
 }
@@ -568,13 +697,24 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 			err = -1;
 			break;
 		}
-		close_stream(p, &(struct stream_key){ e->owner, TRANSPORT_TCP, e->sock }, h->ts_ns,
-			     "connection_closed");
+		if (e->flags & TS_CLOSE_BY_EXIT) {
+			close_by_exit(p, &(struct stream_key){ e->owner, TRANSPORT_TCP, e->sock },
+				      h->ts_ns);
+		} else {
+			end_orphans(p, e->sock, h->ts_ns, false);
+			close_stream(p, &(struct stream_key){ e->owner, TRANSPORT_TCP, e->sock },
+				     h->ts_ns, "connection_closed");
+		}
 		break;
 	}
 	case TS_EV_EXIT:
-		close_pid(p, h->pid, h->ts_ns, "process_exited");
+		close_pid_tls(p, h->pid, h->ts_ns,
+			      size >= sizeof(struct ts_exit) &&
+				      (((struct ts_exit *)rec)->flags & TS_EXIT_SOCKET_CLOSES));
 		gpu__exit(p->gpu, h->pid);
+		if (array__reserve((void **)&p->exits, &p->capexits, p->nexits + 1,
+				   sizeof(*p->exits)))
+			p->exits[p->nexits++] = h->pid;
 		break;
 	case TS_EV_GPU_MARK:
 		if (size < sizeof(struct ts_gpu_mark)) {
@@ -617,6 +757,11 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT])
 		attrib__gpu_loss(p->attr, p->last_ts);
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
+}
+
+void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn)
+{
+	p->on_exit = fn;
 }
 
 struct attrib *pipeline__attrib(struct pipeline *p)

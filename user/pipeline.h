@@ -62,6 +62,9 @@ typedef void (*request_fn)(void *ctx, const struct request *r, const struct requ
 
 struct pipeline;
 
+/* A process exited, and none of its requests is waiting any more (same ctx). */
+typedef void (*exit_fn)(void *ctx, uint32_t pid);
+
 /* on_step may be NULL. */
 struct pipeline *pipeline__new(request_fn fn, gpu_step_fn on_step, void *ctx);
 void pipeline__free(struct pipeline *p);
@@ -76,6 +79,7 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
  * requests incomplete. */
 void pipeline__finish(struct pipeline *p, uint64_t ts);
 const struct health *pipeline__health(struct pipeline *p);
+void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
 /* The correlation state: for --engine overrides and the summary's engine figures. */
 struct attrib *pipeline__attrib(struct pipeline *p);
 

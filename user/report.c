@@ -8,11 +8,17 @@
 #include "buf.h"
 #include "dialect.h"
 #include "metrics.h"
+#include "pidset.h"
 #include "report.h"
 #include "stats.h"
 
+/* One summary line: requests of one command, role, API and model, from however many processes
+ * (a fork-per-request client, cron jobs, CLI calls): a line per process would grow without
+ * bound, and so would finding a request's line. */
 struct group {
-	uint32_t pid;
+	uint32_t pid;	     /* the first process */
+	uint64_t npids;	     /* processes seen */
+	struct pidset live;  /* those not known to have exited */
 	char comm[TS_COMM_LEN];
 	enum role role;
 	enum api api;
@@ -87,6 +93,7 @@ void report__set_attrib(struct report *rp, const struct attrib *a)
 
 static void group_free(struct group *g)
 {
+	pidset__free(&g->live);
 	sample__free(&g->queue);
 	sample__free(&g->queue_busy);
 	sample__free(&g->queue_idle);
@@ -283,9 +290,9 @@ static struct group *group_of(struct report *rp, const struct request *r)
 	struct group *g, **link;
 
 	for (g = rp->groups; g; g = g->next) {
-		if (g->pid == r->pid && g->role == r->role && g->api == r->api &&
+		if (!strcmp(g->comm, r->comm) && g->role == r->role && g->api == r->api &&
 		    !strcmp(g->model, model))
-			return g;
+			goto found;
 	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
@@ -299,7 +306,19 @@ static struct group *group_of(struct report *rp, const struct request *r)
 	for (link = &rp->groups; *link; link = &(*link)->next)
 		;
 	*link = g;
+found:
+	/* a pid seen again after its exit was reported is a new process (pids are reused) */
+	if (pidset__add(&g->live, r->pid))
+		g->npids++;
 	return g;
+}
+
+void report__process_exit(void *ctx, uint32_t pid)
+{
+	struct report *rp = ctx;
+
+	for (struct group *g = rp->groups; g; g = g->next)
+		pidset__del(&g->live, pid);
 }
 
 static void fmt_ms(char *buf, size_t n, double v)
@@ -638,8 +657,14 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 	for (struct group *g = rp->groups; g; g = g->next) {
 		char comm[TS_COMM_LEN * 8], model[SAFE_MAX];
 
-		fprintf(out, "%s[%u] %s %s model=%s requests=%llu incomplete=%llu\n",
-			report__text_safe(comm, sizeof(comm), g->comm), g->pid, role__name(g->role),
+		char who[32];
+
+		if (g->npids > 1)
+			snprintf(who, sizeof(who), "%llu pids", (unsigned long long)g->npids);
+		else
+			snprintf(who, sizeof(who), "%u", g->pid);
+		fprintf(out, "%s[%s] %s %s model=%s requests=%llu incomplete=%llu\n",
+			report__text_safe(comm, sizeof(comm), g->comm), who, role__name(g->role),
 			api__name(g->api), g->model[0] ? report__text_safe(model, sizeof(model), g->model) : "-",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
 		print_pcts(out, "ttft_ms", &g->ttft);

@@ -27,6 +27,8 @@ void report__set_metrics(struct report *rp, struct metrics *m);
 void report__set_attrib(struct report *rp, const struct attrib *a);
 /* A request_fn for pipeline__new. */
 void report__request(void *rp, const struct request *r, const struct request_metrics *m);
+/* A process exited (a pipeline exit_fn): summary lines stop keeping it. */
+void report__process_exit(void *rp, uint32_t pid);
 /* A gpu_step_fn for pipeline__new. */
 void report__step(void *rp, const struct gpu *g, const struct gpu_step *s);
 void report__summary(struct report *rp, FILE *out, const struct health *h);

@@ -465,6 +465,19 @@ def body(work, port, truth_path, server_pid):
     check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "big", str(port), CERT,
                huge, "400000"]), "python with a 400 KB request body ran")
 
+    # phase: fork() after TLS setup (see the checks below): the parent writes and exits, the
+    # child reads; then the parent exits at once and the child makes its own request
+    fork_runs = {}
+    for how, models in (("shared", ["fx-ttft20-itl5-n4-idf1", "fx-ttft60-itl10-n5-idf2"]),
+                        ("own", ["fx-ttft20-itl5-n4-idf3", "fx-ttft30-itl5-n4-idf4"])):
+        r = subprocess.run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "fork",
+                            str(port), CERT, *models] + (["own"] if how == "own" else []),
+                           capture_output=True, text=True, timeout=60)
+        lines = r.stdout.splitlines()
+        fork_runs[how] = (models, json.loads(lines[0])["child"] if lines else None)
+        check(r.returncode == 0 and "child ok" in lines,
+              f"forked TLS client ({how}) ran ({r.stdout!r} {r.stderr[-300:]!r})")
+
     # phase: an HTTP/2 client preface: detected and counted as unsupported (both ends)
     check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "h2", str(port), CERT]),
           "HTTP/2 preface client ran")
@@ -565,6 +578,19 @@ def body(work, port, truth_path, server_pid):
     check(f"truncated_calls=1 ({400_000 - 32 * 8192} bytes)" in out,
           "400 KB request: one truncated call, the bytes past 256 KiB counted")
     check("http/2 2," in out, "HTTP/2 preface counted as unsupported on both ends")
+
+    # fork after TLS setup: a request is the connection's, whichever process wrote or read it
+    for how, (models, child) in fork_runs.items():
+        got = [r for m in models for r in records if r["model"] == m and r["role"] == "client"]
+        check(len(got) == 2 and all(r["complete"] and r["local"] and
+                                    r["peer"] == f"127.0.0.1:{port}" and
+                                    r["token_events"] == truth[r["model"]]["events"] for r in got),
+              f"fork after TLS setup ({how}): both requests complete, with their addresses ("
+              f"{[(r['pid'], r['complete'], r['error'], r['local'], r['token_events']) for r in got]})")
+        if len(got) == 2:
+            check(got[0]["pid"] == got[1]["pid"] != child,
+                  f"fork after TLS setup ({how}): the records are the connection's, under the "
+                  f"process that opened it ({[r['pid'] for r in got]}, child {child})")
 
     dead = find("fx-ttft10-itl200-n50-idh1", "client")
     check(dead is not None and dead["complete"] is False and dead["error"] == "process_exited",

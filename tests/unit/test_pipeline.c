@@ -607,6 +607,46 @@ static void test_terminal_escapes(void **state)
 	run__free(&r);
 }
 
+/*
+ * A fork-per-request client: 300 processes of one command, one request each, each exiting.
+ * One summary line for them (by command, role, API and model), with their count, not 300.
+ */
+static void test_summary_by_command(void **state)
+{
+	char text[65536];
+	FILE *lines = tmpfile();
+	struct report *rp = report__new(NULL, NULL);
+	struct run r;
+	size_t n;
+	int groups = 0;
+
+	assert_non_null(lines);
+	assert_non_null(rp);
+	run__init(&r);
+	pipeline__free(r.pl);
+	r.pl = pipeline__new(report__request, report__step, rp);
+	pipeline__set_exit_fn(r.pl, report__process_exit);
+	for (uint32_t i = 0; i < 300; i++) {
+		r.pid = 1000 + i;
+		memset(r.seqs, 0, sizeof(r.seqs));
+		exchange(&r, T0 + i * 100 * MS, 2);
+		if (i < 298) /* two still running at the end */
+			feed_proc(&r, TS_EV_EXIT, T0 + i * 100 * MS + 50 * MS);
+	}
+	pipeline__finish(r.pl, T0 + 400 * 100 * MS);
+	report__summary(rp, lines, pipeline__health(r.pl));
+	rewind(lines);
+	n = fread(text, 1, sizeof(text) - 1, lines);
+	text[n] = 0;
+	for (const char *l = text; (l = strstr(l, " model=")); l++)
+		groups++;
+	assert_int_equal(groups, 1);
+	assert_non_null(strstr(text, "[300 pids] client openai.chat model=m requests=300 "));
+	run__free(&r);
+	report__free(rp);
+	fclose(lines);
+}
+
 /* Output files: never through a symlink, never a FIFO or device; an existing file is kept as
  * it was until the run starts; a file the run created is removed when it never starts. */
 static void test_output_files(void **state)
@@ -876,6 +916,7 @@ int main(void)
 		cmocka_unit_test(test_ssl_free_and_capture_end),
 		cmocka_unit_test(test_unsupported_streams),
 		cmocka_unit_test(test_switching_protocols),
+		cmocka_unit_test(test_summary_by_command),
 		cmocka_unit_test(test_json_too_deep),
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),

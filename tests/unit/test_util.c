@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "pidset.h"
 #include "procmaps.h"
 #include "request.h"
 
@@ -102,10 +103,50 @@ static void test_request_strings(void **state)
 	request__free(r); /* frees what is left: the sanitized run checks for leaks */
 }
 
+/* Against a plain array as the truth: adds, deletes out of order (backward shift across
+ * collisions and the wrap), re-adds; then the memory goes when it empties. */
+static void test_pidset(void **state)
+{
+	static bool in[5000];
+	struct pidset s = { 0 };
+	uint32_t x = 12345;
+
+	memset(in, 0, sizeof(in));
+	for (int round = 0; round < 200000; round++) {
+		uint32_t pid;
+
+		x = x * 1103515245u + 12345u;
+		pid = 1 + (x >> 8) % 4999;
+		if ((x >> 4) & 1) {
+			assert_int_equal(pidset__add(&s, pid), !in[pid]);
+			in[pid] = true;
+		} else {
+			pidset__del(&s, pid);
+			in[pid] = false;
+		}
+		if (round % 997 == 0) {
+			size_t n = 0;
+
+			for (uint32_t p = 1; p < 5000; p++) {
+				assert_int_equal(pidset__has(&s, p), in[p]);
+				n += in[p];
+			}
+			assert_int_equal(s.n, n);
+		}
+	}
+	for (uint32_t p = 1; p < 5000; p++)
+		pidset__del(&s, p);
+	assert_int_equal(s.n, 0);
+	assert_null(s.v);
+	assert_false(pidset__add(&s, 0)); /* no such pid */
+	pidset__free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buf_limit_is_sticky),
+		cmocka_unit_test(test_pidset),
 		cmocka_unit_test(test_array_reserve_doubles),
 		cmocka_unit_test(test_maps_lines),
 		cmocka_unit_test(test_request_strings),

@@ -7,6 +7,11 @@ usage: py_client.py MODE PORT CAFILE ARGS...
   hang MODEL              start a stream, report when the first bytes came, then wait
   big MODEL BYTES         one request whose body is padded to BYTES (sent in one SSL call)
   h2                      send the HTTP/2 client preface and a SETTINGS frame, then close
+  fork M1 M2 [own]        one connection: M1 requested and read; then fork. The parent writes
+                          the request for M2 and exits, the child reads its reply; with "own",
+                          the parent exits at once and the child requests M2 and reads it.
+                          Prints the child's pid, then "child ok" (TLS state is per process
+                          after a fork: only one of them may write, only one read)
 
 SETTLE_S=SECONDS in the environment: wait that long after the ssl module (and with it libssl)
 was loaded, before the first connection.
@@ -93,6 +98,33 @@ def main():
                     tls.recv(100)
                 except OSError:
                     pass
+    elif mode == "fork":
+        m1, m2, own = sys.argv[4], sys.argv[5], sys.argv[6:] == ["own"]
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+        request(conn, "/v1/chat/completions", m1)
+        body = json.dumps({"model": m2, "stream": True,
+                           "messages": [{"role": "user", "content": "PROMPT-CANARY"}]})
+        go = os.pipe()
+        child = os.fork()
+        if not child:
+            os.close(go[1])
+            os.read(go[0], 1)  # the parent has written, or is gone
+            if own:
+                ok = bool(request(conn, "/v1/chat/completions", m2))
+            else:
+                resp = http.client.HTTPResponse(conn.sock, method="POST")
+                resp.begin()
+                ok = resp.status == 200 and b"[DONE]" in resp.read()
+            print("child ok" if ok else "child failed", flush=True)
+            os._exit(0)
+        os.close(go[0])
+        if not own:
+            conn.sock.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\n"
+                               f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        print(json.dumps({"child": child}), flush=True)
+        os.write(go[1], b"w")
+        os._exit(0)  # gone while the child goes on
     elif mode == "hang":
         conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=60)
         body = json.dumps({"model": sys.argv[4], "stream": True})
