@@ -4,7 +4,9 @@ streamed chat completion each over plaintext HTTP, against one server; tokenscop
 ends (--port). Its RSS and CPU are read from /proc every N/10 requests: with per-process state
 let go as processes exit, both stay flat however many processes came before.
 
-usage: fork_clients.py TOKENSCOPE N
+usage: fork_clients.py TOKENSCOPE N [one]
+("one": the same N requests from this one process, no fork: what the requests cost by
+themselves, beside what N processes add)
 prints one line per tenth: "batch requests vmrss_kib cpu_ticks", then
 "records R summary_lines L pids P" (request records written, summary lines of requests, and
 the pid count the summary gives)
@@ -57,7 +59,7 @@ def proc_figures(pid):
 
 
 def main():
-    tokenscope, n = sys.argv[1], int(sys.argv[2])
+    tokenscope, n, one = sys.argv[1], int(sys.argv[2]), sys.argv[3:] == ["one"]
     work = tempfile.mkdtemp(prefix="ts-fork-")
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
@@ -78,14 +80,17 @@ def main():
     batch = max(n // 10, 1)
     last_ticks = proc_figures(tracer.pid)[1]
     for i in range(n):
-        child = os.fork()
+        child = 0 if one else os.fork()
         if not child:
             s = socket.create_connection(("127.0.0.1", port))
             s.sendall(REQUEST)
             while s.recv(65536):
                 pass
-            os._exit(0)
-        os.waitpid(child, 0)
+            if not one:
+                os._exit(0)
+            s.close()
+        else:
+            os.waitpid(child, 0)
         if (i + 1) % batch == 0:
             rss, ticks = proc_figures(tracer.pid)
             print(f"{(i + 1) // batch} {i + 1} {rss} {ticks - last_ticks}", flush=True)

@@ -202,3 +202,23 @@ for mb in 8 0; do
 done | awk '{
 	printf "  open streams, both ends, live (-b %s): VmRSS %d KiB (ring and binary %d KiB, heap %d KiB), streams seen %d client / %d server\n", $2 ? $2 : "default", $3, $5, $6, $7, $8
 }'
+
+# Many short-lived client processes (a fork-per-request client): RSS and CPU per tenth of 50 000
+# requests, each from its own process, then the same requests from one process.
+for how in fork one; do
+	while detaching; do sleep 0.05; done
+	python3 bench/fork_clients.py ./tokenscope 50000 $([ $how = one ] && echo one) >"$work/fork.$how"
+done
+awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
+	/^records/ { rec = $2; lines = $4; pids = $6 }
+	END {
+		printf "  50 000 requests from 50 000 processes: %d records, %d summary lines (%d pids); VmRSS %d -> %d KiB (%.0f B per request); CPU per 5 000 requests, first to last tenth:", rec, lines, pids, first, last, (last - first) * 1024 / 45000
+		for (i = 1; i <= n; i++) printf " %d", t[i]
+		printf " ticks\n"
+	}' "$work/fork.fork"
+awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
+	END {
+		printf "  the same from one process: VmRSS %d -> %d KiB (%.0f B per request); CPU per 5 000:", first, last, (last - first) * 1024 / 45000
+		for (i = 1; i <= n; i++) printf " %d", t[i]
+		printf " ticks\n"
+	}' "$work/fork.one"
