@@ -95,7 +95,9 @@ def main():
             rss, ticks = proc_figures(tracer.pid)
             print(f"{(i + 1) // batch} {i + 1} {rss} {ticks - last_ticks}", flush=True)
             last_ticks = ticks
-    time.sleep(2)  # the last exits and records read (nothing is held: no GPU steps)
+    deadline = time.monotonic() + 60  # until every request's two records are written
+    while time.monotonic() < deadline and sum(1 for _ in open(out)) < 2 * n:
+        time.sleep(0.1)
     tracer.send_signal(signal.SIGINT)
     tracer.wait()
     os.kill(server, signal.SIGKILL)

@@ -628,34 +628,40 @@ int sock_enter_splice(struct trace_event_raw_sys_enter *ctx)
 }
 SOCK_EXIT(splice)
 
+/* The end of socket ino: forgotten, and said (but not of a socket ignored from the start).
+ * A TLS socket's end is said too: it ends the TLS streams of processes that exited. */
+static __always_inline void end_socket(__u64 ino, __u32 flags)
+{
+	struct sock_state *st = bpf_map_lookup_elem(&sock_states, &ino);
+	struct ts_sock_close *e;
+	__u32 owner;
+	__u8 proto;
+
+	if (!st)
+		return;
+	owner = st->owner;
+	proto = st->proto;
+	bpf_map_delete_elem(&sock_states, &ino);
+	if (proto == PROTO_IGNORED)
+		return;
+	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return;
+	e->sock = ino;
+	e->owner = owner;
+	e->flags = flags;
+	bpf_ringbuf_submit(e, ts_quiet());
+}
+
 /* int close(int fd): the end of a stream. A socket still open through another fd (dup,
  * fork) ends here too; what it moves later starts a new stream. */
 SEC("tracepoint/syscalls/sys_enter_close")
 int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 ino = 0;
-	struct sock_state *st;
-	struct ts_sock_close *e;
-	__u32 owner;
-	__u8 proto;
 
-	if (!tcp_sock_of(ctx->args[0], &ino))
-		return 0;
-	st = bpf_map_lookup_elem(&sock_states, &ino);
-	if (!st)
-		return 0;
-	owner = st->owner;
-	proto = st->proto;
-	bpf_map_delete_elem(&sock_states, &ino);
-	if (proto == PROTO_IGNORED) /* a TLS socket's end ends its TLS streams of dead processes */
-		return 0;
-	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
-	if (!e)
-		return 0;
-	e->sock = ino;
-	e->owner = owner;
-	e->flags = 0;
-	bpf_ringbuf_submit(e, ts_quiet());
+	if (tcp_sock_of(ctx->args[0], &ino))
+		end_socket(ino, 0);
 	return 0;
 }
 
@@ -736,30 +742,14 @@ SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(sock_state_change, const struct sock *sk, const int oldstate, const int newstate)
 {
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct sock_state *st;
-	struct ts_sock_close *e;
 	__u64 ino;
-	__u32 owner;
-	__u8 proto;
 
 	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) ||
 	    (newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK && newstate != TCP_CLOSE) ||
 	    !(BPF_CORE_READ(t, flags) & PF_EXITING))
 		return 0;
 	ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
-	if (!ino || !(st = bpf_map_lookup_elem(&sock_states, &ino)))
-		return 0;
-	owner = st->owner;
-	proto = st->proto;
-	bpf_map_delete_elem(&sock_states, &ino);
-	if (proto == PROTO_IGNORED)
-		return 0;
-	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
-	if (!e)
-		return 0;
-	e->sock = ino;
-	e->owner = owner;
-	e->flags = TS_CLOSE_BY_EXIT;
-	bpf_ringbuf_submit(e, ts_quiet());
+	if (ino)
+		end_socket(ino, TS_CLOSE_BY_EXIT);
 	return 0;
 }

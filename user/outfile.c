@@ -146,6 +146,16 @@ int outfile__flush(struct outfile *o)
 	return 0;
 }
 
+/* No memory to buffer a record: what was buffered goes out, then the file fails as on a
+ * write error (a record left out would make the file wrong, not short). */
+static int no_memory(struct outfile *o)
+{
+	if (!outfile__flush(o))
+		failed(o, ENOMEM, 0);
+	o->lost++;
+	return -1;
+}
+
 int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush)
 {
 	if (o->err || o->fd < 0) {
@@ -162,24 +172,16 @@ int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush)
 
 		while (cap < o->len + len)
 			cap *= 2;
-		if (!(b = realloc(o->buf, cap))) {
-			if (!outfile__flush(o))
-				failed(o, ENOMEM, 0);
-			o->lost++;
-			return -1;
-		}
+		if (!(b = realloc(o->buf, cap)))
+			return no_memory(o);
 		o->buf = b;
 		o->cap = cap;
 	}
 	if (o->nbuf == o->endcap) {
 		size_t cap = o->endcap ? 2 * o->endcap : 256, *e = realloc(o->ends, cap * sizeof(*e));
 
-		if (!e) {
-			if (!outfile__flush(o))
-				failed(o, ENOMEM, 0);
-			o->lost++;
-			return -1;
-		}
+		if (!e)
+			return no_memory(o);
 		o->ends = e;
 		o->endcap = cap;
 	}

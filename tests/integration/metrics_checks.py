@@ -243,6 +243,17 @@ def wait_scraped(prom_port, query, n, timeout=30):
     return False
 
 
+def wait_counted(prom_port, query, n, timeout=30):
+    """Until query's value, as Prometheus last scraped it, reaches n."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        res = promql(prom_port, query)
+        if res and float(res[0]["value"][1]) >= n:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def check_prometheus(check, prom_port, truth):
     """What the real Prometheus scraped, against the fixture's own truth."""
     # The counters as last scraped, not their rate: a series' first sample already holds the
@@ -306,9 +317,11 @@ def run_metrics_checks(ctx):
         check(tracer.p.poll() is None, "metrics: tokenscope keeps tracing through the abuse")
         api.send_signal(2)
         api.wait(timeout=60)
-        time.sleep(4)  # held requests reported, published, scraped by Prometheus after
-        check_prometheus(check, prom_port, [json.loads(l) for l in
-                                            open(os.path.join(work, "truth.jsonl"))])
+        truth = [json.loads(l) for l in open(os.path.join(work, "truth.jsonl"))]
+        # held requests reported, published, then scraped: until Prometheus has them all
+        wait_counted(prom_port, 'sum(gen_ai_server_request_duration_seconds_count'
+                                '{process="python3"})', len(truth))
+        check_prometheus(check, prom_port, truth)
     finally:
         scraper.stop = True
         for s in held:

@@ -498,10 +498,12 @@ def body(work, port, truth_path, server_pid):
                              str(port), CERT, "fx-ttft10-itl200-n50-idh1"],
                             stdout=subprocess.PIPE, text=True)
     check(hang.stdout.readline().strip() == "STREAMING", "dying client started streaming")
-    time.sleep(0.3)
     hang.kill()
     hang.wait()
-    time.sleep(0.5)
+    # its record is written as it dies (not at the end of the capture): until it is there
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and '"fx-ttft10-itl200-n50-idh1"' not in open(tracer.out).read():
+        time.sleep(0.05)
 
     rc, out, err = tracer.stop()
     rc2, _, err2 = only_server.stop()
