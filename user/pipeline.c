@@ -88,7 +88,6 @@ static void report_request(struct pipeline *p, struct request *r)
 	request__free(r);
 }
 
-/* Held requests whose time has come (all of them when now is UINT64_MAX), in order. */
 /* pid's state above the streams (summary lines, the correlation's client and process-tree
  * records) is let go once none of its requests is held any more: a host that runs a process
  * per request (cron, CLI calls) must not grow with every process it ever ran. */
@@ -114,6 +113,7 @@ static void deliver_exits(struct pipeline *p)
 	p->nexits = w;
 }
 
+/* Held requests whose time has come (all of them when now is UINT64_MAX), in order. */
 static void release_held(struct pipeline *p, uint64_t now)
 {
 	while (p->held && p->held->ready_ns <= now) {
@@ -422,8 +422,6 @@ static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 	return 0;
 }
 
-/* A TLS stream's socket: exact links (a socket call inside an SSL call) win over inferred
- * ones (the write that followed an SSL_write on the same thread, with a memory BIO). */
 /*
  * A process forked after its TLS setup: parent and child hold the same SSL object, at the same
  * address, on the same socket. Each has its stream (the probes see each process's calls), but
@@ -454,6 +452,8 @@ static void link_sock(struct pipeline *p, struct stream *s, uint64_t sock)
 	*bucket = s;
 }
 
+/* A TLS stream's socket: exact links (a socket call inside an SSL call) win over inferred
+ * ones (the write that followed an SSL_write on the same thread, with a memory BIO). */
 static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
 {
 	struct piece pc = { .key = { e->hdr.pid, TRANSPORT_TLS, e->ssl }, .hdr = &e->hdr };
@@ -560,20 +560,20 @@ static void close_by_exit(struct pipeline *p, const struct stream_key *key, uint
 }
 
 /*
- * pid exited: its TLS streams end with it (an SSL object is the process's own), at once, or,
- * where the kernel's close of their socket follows (sockets_follow), with that close: after a
- * fork the other process may carry on with the same SSL object and socket (link_sock), and the
- * socket then stays open. Its plaintext sockets end when the kernel closes them
- * (close_by_exit), for the same reason.
+ * pid exited. Where the kernel's closes of its sockets follow (sockets_follow), its plaintext
+ * streams end with those closes (close_by_exit), and so do its TLS streams on a socket: after
+ * a fork the other process may carry on with the same SSL object and socket (link_sock), and
+ * the socket then stays open. Its other TLS streams end now. A recording made before those
+ * closes were recorded ends all its streams now, as it did then.
  */
-static void close_pid_tls(struct pipeline *p, uint32_t pid, uint64_t ts, bool sockets_follow)
+static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, bool sockets_follow)
 {
 	const struct conn **dead = NULL;
 	size_t n = 0, cap = 0;
 
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		for (struct stream *s = p->buckets[b]; s; s = s->next) {
-			if (s->key.pid != pid || s->key.transport != TRANSPORT_TLS)
+			if (s->key.pid != pid || (sockets_follow && s->key.transport != TRANSPORT_TLS))
 				continue;
 			if (sockets_follow && s->sock)
 				s->orphaned = true;
@@ -590,7 +590,8 @@ static void close_pid_tls(struct pipeline *p, uint32_t pid, uint64_t ts, bool so
 		while (*link) {
 			struct stream *s = *link;
 
-			if (s->key.pid == pid && s->key.transport == TRANSPORT_TLS && !s->orphaned)
+			if (s->key.pid == pid && !s->orphaned &&
+			    (!sockets_follow || s->key.transport == TRANSPORT_TLS))
 				stream_drop(p, link, ts, "process_exited");
 			else
 				link = &s->next;
@@ -708,7 +709,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		break;
 	}
 	case TS_EV_EXIT:
-		close_pid_tls(p, h->pid, h->ts_ns,
+		close_pid(p, h->pid, h->ts_ns,
 			      size >= sizeof(struct ts_exit) &&
 				      (((struct ts_exit *)rec)->flags & TS_EXIT_SOCKET_CLOSES));
 		gpu__exit(p->gpu, h->pid);
