@@ -146,9 +146,7 @@ int outfile__flush(struct outfile *o)
 	return 0;
 }
 
-/* No memory to buffer a record: what was buffered goes out, then the file fails as on a
- * write error (a record left out would make the file wrong, not short). */
-static int no_memory(struct outfile *o)
+int outfile__no_memory(struct outfile *o)
 {
 	if (!outfile__flush(o))
 		failed(o, ENOMEM, 0);
@@ -173,7 +171,7 @@ int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush)
 		while (cap < o->len + len)
 			cap *= 2;
 		if (!(b = realloc(o->buf, cap)))
-			return no_memory(o);
+			return outfile__no_memory(o);
 		o->buf = b;
 		o->cap = cap;
 	}
@@ -181,7 +179,7 @@ int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush)
 		size_t cap = o->endcap ? 2 * o->endcap : 256, *e = realloc(o->ends, cap * sizeof(*e));
 
 		if (!e)
-			return no_memory(o);
+			return outfile__no_memory(o);
 		o->ends = e;
 		o->endcap = cap;
 	}

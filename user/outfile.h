@@ -46,6 +46,10 @@ void outfile__abandon(struct outfile *o);
  * when flush is set or the buffer is full. -1 once the file has failed (the record counted as
  * lost). */
 int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush);
+/* No memory for a record (to buffer it, or to build it): what was buffered goes out, then the
+ * file fails as on a write error, the record counted as lost (a record left out would make
+ * the file wrong, not short). Returns -1. */
+int outfile__no_memory(struct outfile *o);
 /* Write what is buffered. -1: the file failed, now or before. */
 int outfile__flush(struct outfile *o);
 /* Flush and close (the file is kept). -1, with one line saying how many records were not

@@ -430,12 +430,12 @@ static void write_line(struct outfile *o, char *s)
 {
 	size_t n = s ? strlen(s) : 0;
 
-	if (s) {
-		s[n] = '\n'; /* the NUL's place: the record is its bytes, newline included */
-		outfile__record(o, s, n + 1, true);
-	} else {
-		o->lost++;
+	if (!s) {
+		outfile__no_memory(o);
+		return;
 	}
+	s[n] = '\n'; /* the NUL's place: the record is its bytes, newline included */
+	outfile__record(o, s, n + 1, true);
 	free(s);
 }
 
