@@ -53,9 +53,15 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
  */
 static __always_inline void ts_process_comm(char comm[TS_COMM_LEN])
 {
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+	__u64 id = bpf_get_current_pid_tgid();
+	struct task_struct *t, *leader;
 
+	if ((__u32)id == id >> 32) { /* the leader itself: the usual single-threaded client */
+		bpf_get_current_comm(comm, TS_COMM_LEN);
+		return;
+	}
+	t = (struct task_struct *)bpf_get_current_task();
+	leader = BPF_CORE_READ(t, group_leader);
 	if (!leader || bpf_core_read(comm, TS_COMM_LEN, &leader->comm))
 		bpf_get_current_comm(comm, TS_COMM_LEN);
 }

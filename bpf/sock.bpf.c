@@ -53,8 +53,8 @@ struct {
 	__type(value, struct sock_state);
 } sock_states SEC(".maps");
 
-/* Processes that own a captured socket: their exit is reported (their streams end with them;
- * the kernel closes a killed process's sockets without a close call). */
+/* Processes that own a captured socket: their exit is reported, so that what userspace keeps
+ * per process goes with them (their sockets end when the kernel closes them: below). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -224,7 +224,8 @@ __noinline int classify(__u64 head, __u32 n)
  * SSL* uses this socket. Said once per link. */
 static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid(), tgid;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct ssl_call *call = bpf_map_lookup_elem(&tls_calls, &tid);
 	struct ts_tls_sock *e;
 	__u64 ssl = 0, *last;
@@ -237,7 +238,6 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 		exact = 0;
 		bpf_map_delete_elem(&tls_last_write, &tid);
 	}
-	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!ssl || (st->linked == ssl && st->linked_pid == tgid))
 		return;
 	st->linked = ssl;

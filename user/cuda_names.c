@@ -290,6 +290,7 @@ void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *o
 {
 	struct snapshot *s = find_snapshot(k, pid);
 	char raw[8192], *live = NULL;
+	bool found;
 
 	out[0] = 0;
 	if (array__reserve((void **)&k->seen, &k->cap, k->n + 1, sizeof(*k->seen)))
@@ -297,13 +298,12 @@ void cuda_names__name(struct cuda_names *k, uint32_t pid, uint64_t addr, char *o
 	/* The exec record's mapping first (the program as it started, whatever it is doing
 	 * now); then the live process (libraries, through its root for containers); then what
 	 * was read of it while it ran, by the files' own paths. */
-	if ((!s || name_in(s->exec, pid, false, addr, raw, sizeof(raw))) &&
-	    name_in(live = live_maps(pid), pid, true, addr, raw, sizeof(raw)) &&
-	    (!s || name_in(s->maps, pid, false, addr, raw, sizeof(raw)))) {
-		free(live);
-		return;
-	}
+	found = (s && !name_in(s->exec, pid, false, addr, raw, sizeof(raw))) ||
+		!name_in(live = live_maps(pid), pid, true, addr, raw, sizeof(raw)) ||
+		(s && !name_in(s->maps, pid, false, addr, raw, sizeof(raw)));
 	free(live);
+	if (!found)
+		return;
 	cuda_names__demangle(raw, out, n);
 }
 
