@@ -29,13 +29,14 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
 SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
 
-# The pipeline: everything above the probes, testable without root or BPF.
-CORE_SRCS := user/pipeline.c user/conn.c user/http.c user/decode.c user/sse.c user/dialect.c user/json.c \
-	user/request.c user/report.c user/stats.c user/recording.c user/gpu.c user/buf.c \
-	user/procmaps.c user/outfile.c user/attrib.c user/match.c user/metrics.c user/pidset.c
-# Live capture (probe families, ring buffer, attach, CUDA kernel names) and the CLI.
-LIVE_SRCS := user/main.c user/live.c user/attach.c user/elfsym.c user/cuda_names.c \
-	user/ring.c user/tracefs.c user/exporter.c
+# user/ in layers, lowest first (docs/architecture.md; tests/check_layers.py checks the order):
+# base proto llm engine stream out capture cli. Everything below capture is the pipeline:
+# testable without root or BPF, linked into the unit tests and the fuzz targets.
+LAYERS := base proto llm engine stream out capture cli
+# exporter.c (--metrics) links libmicrohttpd: the live binary only.
+CORE_SRCS := $(filter-out user/out/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream out)))
+# Live capture (probe families, ring buffer, attach, CUDA kernel names), the exporter, the CLI.
+LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/out/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 
@@ -51,7 +52,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test unit unit-sanitized asan fuzz soak replay integration demo bench deps \
+.PHONY: all clean test layers unit unit-sanitized asan fuzz soak replay integration demo bench deps \
 	fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
@@ -62,7 +63,7 @@ all: tokenscope
 deps:
 	$(Q)./scripts/setup.sh
 
-$(OUTPUT) $(OUTPUT)/user $(OUTPUT)/tests:
+$(OUTPUT) $(OUTPUT)/tests $(patsubst %,$(OUTPUT)/user/%,$(LAYERS)):
 	$(Q)mkdir -p $@
 
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -74,7 +75,7 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(OUTPUT)/user/%.o: user/%.c | $(OUTPUT)/user
+$(OUTPUT)/user/%.o: user/%.c | $(patsubst %,$(OUTPUT)/user/%,$(LAYERS))
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -94,9 +95,11 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 	$(Q)$(CC) $(CFLAGS) $^ -lcmocka $(LDLIBS_UNIT) -o $@
 
 # Live-side code that needs no BPF to test: CUDA kernel names (with libelf), the ring reader.
-$(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/cuda_names.o $(OUTPUT)/user/elfsym.o
+$(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/capture/cuda_names.o $(OUTPUT)/user/capture/elfsym.o \
+	$(OUTPUT)/user/capture/procmaps.o
 $(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
-$(OUTPUT)/tests/test_ring: $(OUTPUT)/user/ring.o
+$(OUTPUT)/tests/test_ring: $(OUTPUT)/user/capture/ring.o
+$(OUTPUT)/tests/test_util: $(OUTPUT)/user/capture/procmaps.o
 
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
@@ -104,6 +107,11 @@ fixtures:
 # The GPU test bed; its nvcc program needs the CUDA toolkit (/usr/local/cuda), not a GPU.
 gpu-testbed:
 	$(Q)$(MAKE) -s -C tests/gpu
+
+# The layers' include order (tests/check_layers.py), and that the check catches an upward one.
+layers:
+	$(Q)python3 tests/check_layers.py
+	$(Q)python3 tests/check_layers.py --self-test
 
 unit: $(UNIT_BINS)
 	$(Q)./tests/unit/run.sh $(UNIT_BINS)
@@ -118,6 +126,7 @@ integration: tokenscope fixtures gpu-testbed
 
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
+	$(Q)$(MAKE) -s layers
 	$(Q)$(MAKE) -s all unit
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
@@ -190,9 +199,9 @@ $(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< -lssl -lcrypto $(LDLIBS_STATIC) -o $@
 
-$(OUTPUT)/sockbench: bench/sockbench.c user/tracefs.c $(OUTPUT)/bare.skel.h
+$(OUTPUT)/sockbench: bench/sockbench.c user/capture/tracefs.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) bench/sockbench.c user/tracefs.c $(LDLIBS_STATIC) -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) bench/sockbench.c user/capture/tracefs.c $(LDLIBS_STATIC) -o $@
 
 clean:
 	$(call msg,CLEAN,$(OUTPUT) tokenscope)
@@ -200,4 +209,4 @@ clean:
 	$(Q)$(MAKE) -s -C tests/fixtures clean
 	$(Q)$(MAKE) -s -C tests/gpu clean
 
--include $(wildcard $(OUTPUT)/user/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(OUTPUT)/user/*/*.d $(OUTPUT)/tests/*.d)

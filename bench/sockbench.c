@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "bare.skel.h"
-#include "tracefs.h"
+#include "capture/tracefs.h"
 
 #define MSG 120
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* gzip and deflate (zlib-wrapped or raw), fed piece by piece, under the decode budget. */
-#include "decode.h"
+#include "proto/decode.h"
 #include "fuzz.h"
 
 static void on_out(void *ctx, const uint8_t *data, size_t len, uint64_t ts)

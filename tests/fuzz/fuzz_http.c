@@ -3,8 +3,8 @@
  * first byte is 0xff stands for a capture gap of its length. */
 #include <stdbool.h>
 
+#include "proto/http1.h"
 #include "fuzz.h"
-#include "http.h"
 
 static bool on_head(void *ctx, const struct http_head *h, uint64_t ts)
 {

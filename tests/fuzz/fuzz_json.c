@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* user/json.c against jansson on the same bytes: a difference in what is accepted, or in a
+/* user/llm/json.c against jansson on the same bytes: a difference in what is accepted, or in a
  * value read, aborts (tests/unit/json_oracle.h compares). */
 #include <jansson.h>
 #include <stdlib.h>
 
 #include "../unit/json_oracle.h"
 #include "fuzz.h"
-#include "json.h"
+#include "llm/json.h"
 
 static struct jdoc doc;
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "pipeline.h"
-#include "report.h"
+#include "stream/pipeline.h"
+#include "out/report.h"
 
 struct state {
 	struct pipeline *pl;

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pipeline.h"
-#include "recording.h"
-#include "report.h"
+#include "stream/pipeline.h"
+#include "stream/recording.h"
+#include "out/report.h"
 
 static void on_request(void *ctx, const struct request *r, const struct request_metrics *m)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The SSE and NDJSON framers, fed piece by piece. */
+#include "proto/sse.h"
 #include "fuzz.h"
-#include "sse.h"
 
 static void on_event(void *ctx, const char *event, const char *data, size_t len, uint64_t ts)
 {

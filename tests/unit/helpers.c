@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "out/report.h"
 #include "helpers.h"
-#include "report.h"
 
 static void collect(void *ctx, const struct request *req, const struct request_metrics *m)
 {

@@ -10,8 +10,8 @@
 
 #include <linux/types.h>
 
-#include "pipeline.h"
-#include "request.h"
+#include "llm/request.h"
+#include "stream/pipeline.h"
 
 #define MS 1000000ull
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The ground truth user/json.c is tested against: a value jansson read, compared with ours.
+ * The ground truth user/llm/json.c is tested against: a value jansson read, compared with ours.
  * Shared by tests/unit/test_json.c and tests/fuzz/fuzz_json.c.
  */
 #ifndef TS_JSON_ORACLE_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "json.h"
+#include "llm/json.h"
 
 /* Are jansson's value j and ours v the same? */
 static bool json_same(json_t *j, const struct jval *v)

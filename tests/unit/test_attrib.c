@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "attrib.h"
-#include "request.h"
+#include "llm/request.h"
+#include "engine/attrib.h"
 
 #define MS 1000000ull
 #define US 1000ull
@@ -22,9 +22,8 @@
 /* One engine step: launched at start, done on the GPU at done, seen by the host just after. */
 static void step(struct attrib *a, uint32_t pid, uint64_t start, uint64_t done)
 {
-	struct gpu_step s = { .pid = pid, .launches = 8, .first_launch_ns = start,
-			      .last_launch_ns = start, .gpu_done_ns = done,
-			      .host_seen_ns = done + 10 * US };
+	struct engine_step s = { .source = STEP_SOURCE_CUDA, .pid = pid, .start_ns = start,
+				 .end_ns = done, .host_seen_ns = done + 10 * US };
 
 	attrib__step(a, &s);
 }

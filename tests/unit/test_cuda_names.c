@@ -19,8 +19,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cuda_names.h"
-#include "procmaps.h"
+#include "capture/cuda_names.h"
+#include "capture/procmaps.h"
 
 /* No process has these pids (above any pid_max): /proc/PID is absent, as for a reaped one. */
 #define GONE_PID 4294967200u

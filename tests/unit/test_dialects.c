@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "dialect.h"
+#include "llm/dialect.h"
 #include "helpers.h"
 
 #define T0 (1000 * MS)

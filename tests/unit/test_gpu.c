@@ -9,27 +9,40 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "gpu.h"
+#include "engine/cuda_steps.h"
 
 #define MS 1000000ull
 #define S_MAIN 0x1000
 #define S_COPY 0x2000
 
 struct seen {
-	struct gpu_step steps[16];
+	struct cuda_step steps[16];
 	int n;
 	char names[16][64];
 };
 
-static void on_step(void *ctx, const struct gpu *g, const struct gpu_step *s)
+/* Every CUDA step is also the source-neutral record attribution reads: the same span. */
+static void on_step(void *ctx, const struct engine_step *es)
 {
+	const struct cuda_step *s = es->cuda;
+	const struct cuda_steps *g = es->cuda_names;
 	struct seen *seen = ctx;
 	char buf[64];
 
 	assert_true(seen->n < 16);
+	assert_non_null(s);
+	assert_int_equal(es->source, STEP_SOURCE_CUDA);
+	assert_int_equal(es->pid, s->pid);
+	assert_int_equal(es->tid, s->tid);
+	assert_string_equal(es->comm, s->comm);
+	assert_int_equal(es->start_ns, s->first_launch_ns);
+	assert_int_equal(es->end_ns, s->gpu_done_ns);
+	assert_int_equal(es->host_seen_ns, s->host_seen_ns);
+	assert_int_equal(es->end_bound, s->done_bound);
+	assert_int_equal(es->nseqs, 0); /* CUDA does not know the sequences */
 	seen->steps[seen->n] = *s;
 	snprintf(seen->names[seen->n], sizeof(seen->names[0]), "%s",
-		 s->nkernels ? gpu__kernel_name(g, s->pid, &s->k[0], buf, sizeof(buf)) : "");
+		 s->nkernels ? cuda_steps__kernel_name(g, s->pid, &s->k[0], buf, sizeof(buf)) : "");
 	seen->n++;
 }
 
@@ -51,7 +64,7 @@ static struct ts_gpu_work work(uint32_t launches, uint32_t graphs, uint32_t copi
 	return w;
 }
 
-static void mark(struct gpu *g, uint32_t kind, uint32_t scope, uint64_t stream, uint64_t event,
+static void mark(struct cuda_steps *g, uint32_t kind, uint32_t scope, uint64_t stream, uint64_t event,
 		 uint64_t ts, uint64_t enter, const struct ts_gpu_work *w)
 {
 	struct ts_gpu_mark m = { 0 };
@@ -68,13 +81,13 @@ static void mark(struct gpu *g, uint32_t kind, uint32_t scope, uint64_t stream, 
 	m.enter_ns = enter;
 	if (w)
 		m.work = *w;
-	gpu__mark(g, &m);
+	cuda_steps__mark(g, &m);
 }
 
 static void test_sync_step(void **state)
 {
 	struct seen seen = { 0 };
-	struct gpu *g = gpu__new(on_step, &seen);
+	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_work w = work(3, 0, 1, 10 * MS, 11 * MS, 0xf1);
 
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 12 * MS, 0, &w);
@@ -105,11 +118,11 @@ static void test_sync_step(void **state)
 		m.stream = S_MAIN;
 		m.enter_ns = 41 * MS;
 		m.result = 35;
-		gpu__mark(g, &m);
+		cuda_steps__mark(g, &m);
 	}
 	assert_int_equal(seen.n, 3);
 	assert_true(seen.steps[2].done_bound);
-	gpu__free(g);
+	cuda_steps__free(g);
 }
 
 /* vLLM V1: step N is recorded on the main stream, the copy stream waits for it and copies
@@ -117,7 +130,7 @@ static void test_sync_step(void **state)
 static void test_async_chain(void **state)
 {
 	struct seen seen = { 0 };
-	struct gpu *g = gpu__new(on_step, &seen);
+	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_work w1 = work(0, 1, 0, 10 * MS, 10 * MS, 0x9a);
 	struct ts_gpu_work c1 = work(0, 0, 1, 0, 0, 0), w2 = work(0, 1, 0, 12 * MS, 12 * MS, 0x9a);
 	struct ts_gpu_work c2 = c1;
@@ -147,8 +160,8 @@ static void test_async_chain(void **state)
 	assert_int_equal(seen.n, 2);
 	assert_int_equal(seen.steps[1].first_launch_ns, 12 * MS);
 	assert_true(seen.steps[1].done_bound);
-	assert_int_equal(gpu__unobserved(g), 0);
-	gpu__free(g);
+	assert_int_equal(cuda_steps__unobserved(g), 0);
+	cuda_steps__free(g);
 }
 
 /* A step seen through other work is exact only when that work was a relay: no kernels of
@@ -156,7 +169,7 @@ static void test_async_chain(void **state)
 static void test_async_chain_bounds(void **state)
 {
 	struct seen seen = { 0 };
-	struct gpu *g = gpu__new(on_step, &seen);
+	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_work w1 = work(2, 0, 0, 10 * MS, 10 * MS, 0x9a), w2 = w1, w3 = w1, w4 = w1;
 	struct ts_gpu_work k = work(1, 0, 0, 10 * MS, 10 * MS, 0x77), c = work(0, 0, 1, 0, 0, 0);
 
@@ -197,13 +210,13 @@ static void test_async_chain_bounds(void **state)
 	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_EVENT, 0, 0xc4, 35 * MS, 32 * MS, NULL);
 	assert_int_equal(seen.n, 6);
 	assert_true(seen.steps[4].done_bound && seen.steps[5].done_bound);
-	gpu__free(g);
+	cuda_steps__free(g);
 }
 
 static void test_device_sync_and_query(void **state)
 {
 	struct seen seen = { 0 };
-	struct gpu *g = gpu__new(on_step, &seen);
+	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_work a = work(4, 0, 0, 1 * MS, 2 * MS, 0xa), b = work(2, 0, 0, 1 * MS, 3 * MS, 0xb);
 
 	mark(g, TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 4 * MS, 0, &a);
@@ -219,24 +232,24 @@ static void test_device_sync_and_query(void **state)
 	assert_int_equal(seen.n, 3);
 	assert_true(seen.steps[2].done_bound);
 	assert_int_equal(seen.steps[2].host_seen_ns, 12 * MS);
-	gpu__free(g);
+	cuda_steps__free(g);
 }
 
 static void test_names_aliases_and_exit(void **state)
 {
 	struct seen seen = { 0 };
-	struct gpu *g = gpu__new(on_step, &seen);
+	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_kname k = { 0 };
 	struct ts_gpu_work w = work(1, 0, 0, 1 * MS, 1 * MS, 0xf00d);
 
 	k.hdr = (struct ts_event_hdr){ .type = TS_EV_GPU_KNAME, .size = sizeof(k), .pid = 42 };
 	k.id = 0xbeef; /* a CUkernel from cuLibraryGetKernel */
 	strcpy(k.name, "void gemm<float>(float*)");
-	gpu__kname(g, &k);
+	cuda_steps__kname(g, &k);
 	k.id = 0xf00d; /* the CUfunction cuKernelGetFunction made of it */
 	k.alias = 0xbeef;
 	k.name[0] = 0;
-	gpu__kname(g, &k);
+	cuda_steps__kname(g, &k);
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 2 * MS, 0, &w);
 	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 3 * MS, 2 * MS, NULL);
 	assert_int_equal(seen.n, 1);
@@ -244,10 +257,10 @@ static void test_names_aliases_and_exit(void **state)
 	/* open work of a process that exits is never reported, only counted */
 	w = work(5, 0, 0, 4 * MS, 4 * MS, 0xf00d);
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe9, 5 * MS, 0, &w);
-	gpu__exit(g, 42);
+	cuda_steps__exit(g, 42);
 	assert_int_equal(seen.n, 1);
-	assert_int_equal(gpu__unobserved(g), 1);
-	gpu__free(g);
+	assert_int_equal(cuda_steps__unobserved(g), 1);
+	cuda_steps__free(g);
 }
 
 int main(void)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "http.h"
+#include "proto/http1.h"
 
 struct seen {
 	int heads, ends;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * user/json.c against its ground truth, jansson's json_loadb(buf, len, 0): the same inputs
+ * user/llm/json.c against its ground truth, jansson's json_loadb(buf, len, 0): the same inputs
  * accepted, and the same values read from them. Hand-picked edge cases, then random documents
  * and random mutations of them (a fixed seed: a failure reproduces).
  */
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "json.h"
+#include "base/buf.h"
+#include "llm/json.h"
 #include "json_oracle.h"
 
 static struct jdoc doc;
@@ -80,7 +80,7 @@ static void test_edge_cases(void **state)
 	check_one("{}\0", 3);		   /* a NUL after the value */
 	check_one("{\"a\":\"x\0y\"}", 11); /* a NUL byte in a string */
 	check_one("[1]", 2);		   /* cut short */
-	/* jansson skips one NUL byte right after a number or a word (user/json.c says why) */
+	/* jansson skips one NUL byte right after a number or a word (user/llm/json.c says why) */
 	check_one("[1\0]", 4);
 	check_one("[true\0]", 7);
 	check_one("[1\0\0]", 5);

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "match.h"
-#include "request.h"
+#include "llm/request.h"
+#include "engine/match.h"
 
 #define MS 1000000ull
 

@@ -10,9 +10,9 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "decode.h"
-#include "request.h"
-#include "stats.h"
+#include "base/stats.h"
+#include "proto/decode.h"
+#include "llm/request.h"
 
 #define MS 1000000ull
 

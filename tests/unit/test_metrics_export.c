@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "out/metrics.h"
 
 #define MS 1000000ull
 

@@ -16,10 +16,10 @@
 #include <cmocka.h>
 #include <zlib.h>
 
+#include "base/outfile.h"
+#include "stream/recording.h"
+#include "out/report.h"
 #include "helpers.h"
-#include "outfile.h"
-#include "recording.h"
-#include "report.h"
 
 #define T0 (1000 * MS)
 

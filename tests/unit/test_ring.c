@@ -15,7 +15,7 @@
 
 #include <linux/bpf.h>
 
-#include "ring.h"
+#include "capture/ring.h"
 
 #define SIZE 64 /* the data area: a power of two */
 

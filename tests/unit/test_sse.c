@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "sse.h"
+#include "proto/sse.h"
 
 struct events {
 	char text[4096]; /* "event|data|ts;" per dispatch ("event|data;" without times) */

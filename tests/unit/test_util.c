@@ -9,10 +9,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "buf.h"
-#include "pidset.h"
-#include "procmaps.h"
-#include "request.h"
+#include "base/buf.h"
+#include "base/pidset.h"
+#include "llm/request.h"
+#include "capture/procmaps.h"
 
 static void test_buf_limit_is_sticky(void **state)
 {

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/text.h"
+#include "capture/attach.h"
+#include "capture/elfsym.h"
+#include "capture/procmaps.h"
+
+/* Delays after exec at which a process's mappings are looked at again (the loader maps
+ * DT_NEEDED libraries within milliseconds; later ones come through dlopen events). */
+static const uint64_t rescan_after_ns[] = { 5000000ull, 50000000ull, 500000000ull };
+#define NRESCAN (sizeof(rescan_after_ns) / sizeof(rescan_after_ns[0]))
+
+/* One uprobe: the function, the program at its entry, the program at its return (either may
+ * be NULL). Programs are named as in their family's bpf/FAMILY.bpf.c. */
+struct uprobe_spec {
+	const char *sym;
+	const char *enter;
+	const char *ret;
+};
+
+/* OpenSSL: the order matters to tls_file() below. */
+static const struct uprobe_spec tls_uprobes[] = {
+	{ "SSL_read", "ssl_read_enter", "ssl_read_exit" },
+	{ "SSL_read_ex", "ssl_read_ex_enter", "ssl_read_ex_exit" },
+	{ "SSL_write", "ssl_write_enter", "ssl_write_exit" },
+	{ "SSL_write_ex", "ssl_write_ex_enter", "ssl_write_ex_exit" },
+	/* the return of SSL_write_ex2 reads like SSL_write_ex's: same program */
+	{ "SSL_write_ex2", "ssl_write_ex2_enter", "ssl_write_ex_exit" },
+	{ "SSL_free", "ssl_free_enter", NULL },
+};
+
+/* dlopen may bring a libssl or a CUDA library: the process is rescanned when it returns. */
+static const struct uprobe_spec dlopen_uprobes[] = {
+	{ "dlopen", NULL, "dlopen_exit" },
+};
+
+/* CUDA runtime and driver entry points: every variant that exists in a file is probed. */
+static const struct uprobe_spec cuda_uprobes[] = {
+	/* runtime: libcudart, or a binary with cudart linked in */
+	{ "cudaLaunchKernel", "cuda_launch", NULL },
+	{ "cudaLaunchKernel_ptsz", "cuda_launch_ptsz", NULL },
+	{ "cudaLaunchCooperativeKernel", "cuda_launch", NULL },
+	{ "cudaLaunchCooperativeKernel_ptsz", "cuda_launch_ptsz", NULL },
+	{ "cudaLaunchKernelExC", "cuda_launch_ex", NULL },
+	{ "cudaLaunchKernelExC_ptsz", "cuda_launch_ex_ptsz", NULL },
+	{ "cudaGraphLaunch", "cuda_graph", NULL },
+	{ "cudaGraphLaunch_ptsz", "cuda_graph_ptsz", NULL },
+	{ "cudaMemcpyAsync", "cuda_copy_async", NULL },
+	{ "cudaMemcpyAsync_ptsz", "cuda_copy_async_ptsz", NULL },
+	{ "cudaEventRecord", "cuda_record", NULL },
+	{ "cudaEventRecord_ptsz", "cuda_record_ptsz", NULL },
+	{ "cudaEventRecordWithFlags", "cuda_record", NULL },
+	{ "cudaEventRecordWithFlags_ptsz", "cuda_record_ptsz", NULL },
+	{ "cudaStreamWaitEvent", "cuda_wait", NULL },
+	{ "cudaStreamWaitEvent_ptsz", "cuda_wait_ptsz", NULL },
+	{ "cudaStreamSynchronize", "cuda_stream_sync", "cuda_ret" },
+	{ "cudaStreamSynchronize_ptsz", "cuda_stream_sync_ptsz", "cuda_ret" },
+	{ "cudaStreamQuery", "cuda_stream_query", "cuda_ret" },
+	{ "cudaStreamQuery_ptsz", "cuda_stream_query_ptsz", "cuda_ret" },
+	{ "cudaEventSynchronize", "cuda_event_sync", "cuda_ret" },
+	{ "cudaEventQuery", "cuda_event_query", "cuda_ret" },
+	{ "cudaDeviceSynchronize", "cuda_device_sync", "cuda_ret" },
+	{ "cudaMemcpy", "cuda_copy", "cuda_ret" },
+	{ "cudaMemcpy_ptds", "cuda_copy_ptsz", "cuda_ret" },
+	{ "cudaStreamBeginCapture", "capture_begin", NULL },
+	{ "cudaStreamBeginCapture_ptsz", "capture_begin_ptsz", NULL },
+	{ "cudaStreamEndCapture", "capture_end", NULL },
+	{ "cudaStreamEndCapture_ptsz", "capture_end_ptsz", NULL },
+	/* driver: libcuda.so.1 */
+	{ "cuLaunchKernel", "cu_launch", NULL },
+	{ "cuLaunchKernel_ptsz", "cu_launch_ptsz", NULL },
+	{ "cuLaunchCooperativeKernel", "cu_launch", NULL },
+	{ "cuLaunchCooperativeKernel_ptsz", "cu_launch_ptsz", NULL },
+	{ "cuLaunchKernelEx", "cu_launch_ex", NULL },
+	{ "cuLaunchKernelEx_ptsz", "cu_launch_ex_ptsz", NULL },
+	{ "cuGraphLaunch", "cu_graph", NULL },
+	{ "cuGraphLaunch_ptsz", "cu_graph_ptsz", NULL },
+	{ "cuMemcpyDtoHAsync_v2", "cu_copy_async", NULL },
+	{ "cuMemcpyDtoHAsync_v2_ptsz", "cu_copy_async_ptsz", NULL },
+	{ "cuMemcpyAsync", "cu_copy_async", NULL },
+	{ "cuMemcpyAsync_ptsz", "cu_copy_async_ptsz", NULL },
+	{ "cuEventRecord", "cu_record", NULL },
+	{ "cuEventRecord_ptsz", "cu_record_ptsz", NULL },
+	{ "cuEventRecordWithFlags", "cu_record", NULL },
+	{ "cuEventRecordWithFlags_ptsz", "cu_record_ptsz", NULL },
+	{ "cuStreamWaitEvent", "cu_wait", NULL },
+	{ "cuStreamWaitEvent_ptsz", "cu_wait_ptsz", NULL },
+	{ "cuStreamSynchronize", "cu_stream_sync", "cu_ret" },
+	{ "cuStreamSynchronize_ptsz", "cu_stream_sync_ptsz", "cu_ret" },
+	{ "cuStreamQuery", "cu_stream_query", "cu_ret" },
+	{ "cuStreamQuery_ptsz", "cu_stream_query_ptsz", "cu_ret" },
+	{ "cuEventSynchronize", "cu_event_sync", "cu_ret" },
+	{ "cuEventQuery", "cu_event_query", "cu_ret" },
+	{ "cuCtxSynchronize", "cu_ctx_sync", "cu_ret" },
+	{ "cuMemcpyDtoH_v2", "cu_copy", "cu_ret" },
+	{ "cuMemcpyDtoH_v2_ptds", "cu_copy_ptsz", "cu_ret" },
+	{ "cuStreamBeginCapture", "capture_begin", NULL },
+	{ "cuStreamBeginCapture_v2", "capture_begin", NULL },
+	{ "cuStreamBeginCapture_ptsz", "capture_begin_ptsz", NULL },
+	{ "cuStreamBeginCapture_v2_ptsz", "capture_begin_ptsz", NULL },
+	{ "cuStreamEndCapture", "capture_end", NULL },
+	{ "cuStreamEndCapture_ptsz", "capture_end_ptsz", NULL },
+	{ "cuModuleGetFunction", "cu_get_function", "cu_get_function_ret" },
+	{ "cuLibraryGetKernel", "cu_get_function", "cu_get_function_ret" },
+	{ "cuKernelGetFunction", "cu_kernel_get_function", "cu_get_function_ret" },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A library or executable that exports SSL_read and SSL_write is an OpenSSL. */
+static bool tls_file(const char *base, const uint64_t *off)
+{
+	return off[0] && off[2];
+}
+
+/* glibc 2.34+ has dlopen in libc itself; older ones in libdl. */
+static bool libc_file(const char *base, const uint64_t *off)
+{
+	return off[0] && (!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8));
+}
+
+static bool any_symbol(const char *base, const uint64_t *off)
+{
+	return true;
+}
+
+/*
+ * The uprobe sets: which family's programs go on which files. A new uprobe family is one
+ * entry here (and its object in user/live.c); a file is examined once for all of them.
+ */
+enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET__N };
+
+static const struct uprobe_set {
+	const char *name;   /* shown in the start line and with -v */
+	const char *family; /* the BPF object holding the programs */
+	const struct uprobe_spec *probes;
+	size_t n;
+	bool (*wants)(const char *base, const uint64_t *off); /* does this file get them */
+} sets[SET__N] = {
+	[SET_TLS] = { "TLS", "tls", tls_uprobes, ARRAY_LEN(tls_uprobes), tls_file },
+	[SET_DLOPEN] = { "dlopen", "tls", dlopen_uprobes, ARRAY_LEN(dlopen_uprobes), libc_file },
+	[SET_CUDA] = { "CUDA", "cuda", cuda_uprobes, ARRAY_LEN(cuda_uprobes), any_symbol },
+};
+
+#define MAX_SYMS (ARRAY_LEN(tls_uprobes) + ARRAY_LEN(dlopen_uprobes) + ARRAY_LEN(cuda_uprobes))
+
+struct seen_file {
+	dev_t dev;
+	ino_t ino;
+	unsigned sets; /* bit per uprobe set it got */
+};
+
+struct rescan {
+	pid_t pid;
+	uint64_t due_ns;
+	unsigned step;
+};
+
+struct attacher {
+	struct bpf_object *objs[SET__N]; /* per set, its family's object (NULL: not loaded) */
+	size_t files[SET__N];		 /* files that got each set */
+	attacher_cuda_fn on_cuda;	 /* a process maps a CUDA file */
+	void *on_cuda_ctx;
+	unsigned last_sets; /* examine(): the sets the file just looked at has */
+	int verbose;
+	struct seen_file *seen; /* every file already examined, probed or not */
+	size_t nseen, seencap;
+	struct bpf_link **links; /* perf-event uprobes (libbpf's) */
+	size_t nlinks, linkcap;
+	bool uprobe_multi;	 /* else perf-event uprobes */
+	int *multi_fds;		 /* uprobe_multi links */
+	size_t nmulti, multicap;
+	struct rescan *rescans;
+	size_t nrescans, rescancap;
+	size_t probes_off; /* probes that stayed unattached after their retries */
+};
+
+/* Not in Debian 12's UAPI headers (linux/bpf.h of 6.1): from the kernel's. */
+#define TS_BPF_TRACE_UPROBE_MULTI 48
+#define TS_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* BPF_LINK_CREATE's attributes for a uprobe_multi link (union bpf_attr, link_create). */
+struct uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 _pad;
+};
+
+/* A uprobe_multi link of prog on one function of path (pid 0: every process). */
+static int link_uprobe_multi(int prog_fd, bool ret, const char *path, uint64_t off)
+{
+	struct uprobe_multi_attr attr = {
+		.prog_fd = (__u32)prog_fd,
+		.attach_type = TS_BPF_TRACE_UPROBE_MULTI,
+		.path = (__u64)(uintptr_t)path,
+		.offsets = (__u64)(uintptr_t)&off,
+		.cnt = 1,
+		.multi_flags = ret ? TS_BPF_F_UPROBE_MULTI_RETURN : 0,
+	};
+
+	return (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+}
+
+bool attacher__uprobe_multi_works(void)
+{
+	static const struct bpf_insn ret0[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = TS_BPF_TRACE_UPROBE_MULTI);
+	static const char *const here[] = { "attacher__uprobe_multi_works" };
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	uint64_t off = 0;
+	int prog, link;
+
+	/* A kernel that loads such a program but cannot link it would fail every probe: link it
+	 * too, on this very function (an empty program; closed before this returns). */
+	if (n <= 0)
+		return false;
+	self[n] = 0;
+	if (elfsym__offsets(self, here, 1, &off) != 1)
+		return false;
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ts_multi_probe", "Dual BSD/GPL", ret0, 2, &opts);
+	if (prog < 0)
+		return false;
+	link = link_uprobe_multi(prog, false, self, off);
+	close(prog);
+	if (link < 0)
+		return false;
+	close(link);
+	return true;
+}
+
+void attacher__prepare_uprobe_multi(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		const char *sec = bpf_program__section_name(prog);
+
+		if (!strcmp(sec, "uprobe") || !strcmp(sec, "uretprobe"))
+			bpf_program__set_expected_attach_type(prog, TS_BPF_TRACE_UPROBE_MULTI);
+	}
+}
+
+struct attacher *attacher__new(int verbose, bool uprobe_multi)
+{
+	struct attacher *a = calloc(1, sizeof(*a));
+
+	if (a) {
+		a->verbose = verbose;
+		a->uprobe_multi = uprobe_multi;
+	}
+	return a;
+}
+
+void attacher__add_family(struct attacher *a, const char *family, struct bpf_object *obj)
+{
+	for (size_t i = 0; i < SET__N; i++) {
+		if (!strcmp(sets[i].family, family))
+			a->objs[i] = obj;
+	}
+}
+
+void attacher__free(struct attacher *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->nlinks; i++)
+		bpf_link__destroy(a->links[i]);
+	free(a->links);
+	for (size_t i = 0; i < a->nmulti; i++)
+		close(a->multi_fds[i]);
+	free(a->multi_fds);
+	free(a->seen);
+	free(a->rescans);
+	free(a);
+}
+
+size_t attacher__files(const struct attacher *a, const char *set)
+{
+	for (size_t i = 0; i < SET__N; i++) {
+		if (!strcmp(sets[i].name, set))
+			return a->files[i];
+	}
+	return 0;
+}
+
+void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
+{
+	a->on_cuda = fn;
+	a->on_cuda_ctx = ctx;
+}
+
+/* Returns true the first time a file is seen; a->last_sets tells what it got. */
+static bool first_sight(struct attacher *a, const struct stat *st)
+{
+	for (size_t i = 0; i < a->nseen; i++) {
+		if (a->seen[i].dev == st->st_dev && a->seen[i].ino == st->st_ino) {
+			a->last_sets = a->seen[i].sets;
+			return false;
+		}
+	}
+	a->last_sets = 0;
+	if (!array__reserve((void **)&a->seen, &a->seencap, a->nseen + 1, sizeof(*a->seen)))
+		return false;
+	a->seen[a->nseen++] = (struct seen_file){ st->st_dev, st->st_ino, 0 };
+	return true;
+}
+
+#define ATTACH_TRIES 4
+#define ATTACH_RETRY_US 10000 /* doubled after each try */
+
+/* Attaching can fail for a moment (another instance registering or removing a probe on the
+ * same function): try again before giving up. A missing function or memory is not retried. */
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	return 0;
+}
+
+/* One try: stored in a's links on success; -errno on failure. */
+static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, const char *path,
+		       uint64_t off)
+{
+	struct bpf_link *l;
+	int fd;
+
+	if (a->uprobe_multi) {
+		if (!array__reserve((void **)&a->multi_fds, &a->multicap, a->nmulti + 1,
+				    sizeof(*a->multi_fds)))
+			return -ENOMEM;
+		fd = link_uprobe_multi(bpf_program__fd(prog), ret, path, off);
+		if (fd < 0)
+			return -errno;
+		a->multi_fds[a->nmulti++] = fd;
+		return 0;
+	}
+	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
+		return -ENOMEM;
+	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+	if (!l)
+		return -errno;
+	a->links[a->nlinks++] = l;
+	return 0;
+}
+
+static int attach_retrying(struct attacher *a, struct bpf_program *prog, bool ret,
+			   const char *path, uint64_t off)
+{
+	/* libbpf's own line per failed try is left out: attach_one says it once, better */
+	libbpf_print_fn_t print = a->verbose > 1 ? NULL : libbpf_set_print(libbpf_quiet);
+	int err = 0;
+
+	for (int i = 0; i < ATTACH_TRIES; i++) {
+		err = attach_once(a, prog, ret, path, off);
+		if (!err || err == -ENOENT || err == -ENOMEM)
+			break;
+		usleep(ATTACH_RETRY_US << i);
+	}
+	if (a->verbose <= 1)
+		libbpf_set_print(print);
+	return err;
+}
+
+static int attach_one(struct attacher *a, struct bpf_object *obj, const char *prog_name, bool ret,
+		      const char *path, uint64_t off, const char *sym)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, prog_name);
+	int err;
+
+	if (!prog) {
+		fprintf(stderr, "tokenscope: no BPF program %s for %s\n", prog_name, sym);
+		return -ENOENT;
+	}
+	err = attach_retrying(a, prog, ret, path, off);
+	if (err) {
+		char safe[TEXT_SAFE_MAX(PATH_MAX)];
+
+		/* The kernel refuses a second uprobe on an address another one holds with a
+		 * different ref_ctr_offset (bcc's sslsniff registers them so) with EINVAL. */
+		a->probes_off++;
+		fprintf(stderr, "tokenscope: warning: %s in %s stays unprobed (%s probe: %s)%s; its "
+				"calls there are not seen\n",
+			sym, text__safe(safe, sizeof(safe), path), ret ? "return" : "entry",
+			strerror(-err),
+			err == -EINVAL ? ": another tracer may hold this function with a uprobe of "
+					 "another ref_ctr_offset (bcc's sslsniff does; see dmesg)"
+				       : "");
+		return err;
+	}
+	return 0;
+}
+
+size_t attacher__probes_off(const struct attacher *a)
+{
+	return a->probes_off;
+}
+
+/* Every probe of the set whose function the file has. */
+static void attach_set(struct attacher *a, size_t set, const char *path, const uint64_t *off)
+{
+	const struct uprobe_set *us = &sets[set];
+	int attached = 0;
+
+	for (size_t i = 0; i < us->n; i++) {
+		const struct uprobe_spec *p = &us->probes[i];
+
+		if (!off[i])
+			continue;
+		/* Return probe first: an entry seen without its return would leave a stale call. */
+		if (p->ret && attach_one(a, a->objs[set], p->ret, true, path, off[i], p->sym))
+			continue;
+		if (p->enter && attach_one(a, a->objs[set], p->enter, false, path, off[i], p->sym))
+			continue;
+		attached++;
+	}
+	if (!attached)
+		return;
+	a->files[set]++;
+	a->seen[a->nseen - 1].sets |= 1u << set;
+	a->last_sets |= 1u << set;
+	if (a->verbose && set != SET_DLOPEN) {
+		char safe[TEXT_SAFE_MAX(PATH_MAX)];
+
+		fprintf(stderr, "tokenscope: %s probes on %s (%d functions)\n", us->name,
+			text__safe(safe, sizeof(safe), path), attached);
+	}
+}
+
+/* Look at one file, once: does it export what any uprobe set probes? */
+static void examine(struct attacher *a, const char *path)
+{
+	const char *names[MAX_SYMS];
+	uint64_t off[MAX_SYMS];
+	size_t n = 0, first[SET__N];
+	const char *base;
+	struct stat st;
+
+	if (stat(path, &st) || !S_ISREG(st.st_mode) || !first_sight(a, &st))
+		return;
+	for (size_t set = 0; set < SET__N; set++) {
+		first[set] = n;
+		for (size_t i = 0; a->objs[set] && i < sets[set].n; i++)
+			names[n++] = sets[set].probes[i].sym;
+	}
+	if (elfsym__offsets(path, names, n, off) <= 0)
+		return;
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	for (size_t set = 0; set < SET__N; set++) {
+		if (a->objs[set] && sets[set].wants(base, off + first[set]))
+			attach_set(a, set, path, off + first[set]);
+	}
+}
+
+void attacher__scan_system(struct attacher *a)
+{
+	static const char *const patterns[] = {
+		"/lib/x86_64-linux-gnu/libssl.so.3",	 "/usr/lib/x86_64-linux-gnu/libssl.so.3",
+		"/lib/x86_64-linux-gnu/libssl.so.1.1",	 "/usr/lib/x86_64-linux-gnu/libssl.so.1.1",
+		"/usr/lib64/libssl.so.3",		 "/usr/lib/libssl.so.3",
+		"/lib/x86_64-linux-gnu/libc.so.6",	 "/usr/lib/x86_64-linux-gnu/libc.so.6",
+		/* the CUDA driver and toolkit runtimes where installers put them */
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1",
+		"/usr/local/nvidia/lib64/libcuda.so.1",	 "/usr/local/cuda*/lib64/libcudart.so.*",
+		"/usr/local/cuda*/targets/x86_64-linux/lib/libcudart.so.*",
+	};
+
+	for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+		glob_t g;
+
+		if (glob(patterns[i], 0, NULL, &g))
+			continue;
+		for (size_t k = 0; k < g.gl_pathc; k++)
+			examine(a, g.gl_pathv[k]);
+		globfree(&g);
+	}
+}
+
+/* A path from /proc/PID/maps names a file in that process's mount namespace: reach it through
+ * /proc/PID/root unless it is the same file as seen from here. */
+static void examine_mapped(struct attacher *a, pid_t pid, const char *path)
+{
+	char rooted[PATH_MAX];
+	struct stat here, there;
+
+	if (snprintf(rooted, sizeof(rooted), "/proc/%d/root%s", pid, path) >= (int)sizeof(rooted))
+		return;
+	if (stat(rooted, &there))
+		return;
+	if (!stat(path, &here) && here.st_dev == there.st_dev && here.st_ino == there.st_ino)
+		examine(a, path);
+	else
+		examine(a, rooted);
+}
+
+static void scan_one(struct attacher *a, pid_t pid)
+{
+	char fn[64], line[PATH_MAX + 256], exe[PATH_MAX];
+	bool cuda = false;
+	FILE *f;
+	ssize_t n;
+
+	a->last_sets = 0;
+	/* The executable first: node and static builds carry OpenSSL inside. */
+	snprintf(fn, sizeof(fn), "/proc/%d/exe", pid);
+	n = readlink(fn, exe, sizeof(exe) - 1);
+	if (n > 0 && exe[0] == '/') {
+		exe[n] = 0;
+		if (!strstr(exe, " (deleted)"))
+			examine_mapped(a, pid, exe);
+	}
+	cuda = a->last_sets & (1u << SET_CUDA);
+	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
+	f = fopen(fn, "re");
+	if (!f)
+		return; /* gone already, or not ours to read */
+	while (fgets(line, sizeof(line), f)) {
+		struct maps_entry e;
+
+		if (procmaps__parse(line, &e) || !procmaps__is_exec_file(&e))
+			continue;
+		a->last_sets = 0;
+		examine_mapped(a, pid, e.path);
+		cuda |= a->last_sets & (1u << SET_CUDA);
+	}
+	fclose(f);
+	if (cuda && a->on_cuda)
+		a->on_cuda(a->on_cuda_ctx, pid);
+}
+
+void attacher__scan_pid(struct attacher *a, pid_t pid)
+{
+	struct dirent *de;
+	DIR *d;
+
+	if (pid > 0) {
+		scan_one(a, pid);
+		return;
+	}
+	d = opendir("/proc");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (isdigit((unsigned char)de->d_name[0]))
+			scan_one(a, (pid_t)atoi(de->d_name));
+	}
+	closedir(d);
+}
+
+void attacher__on_exec(struct attacher *a, pid_t pid, uint64_t now_ns)
+{
+	scan_one(a, pid);
+	if (!array__reserve((void **)&a->rescans, &a->rescancap, a->nrescans + 1,
+			    sizeof(*a->rescans)))
+		return;
+	a->rescans[a->nrescans++] = (struct rescan){ pid, now_ns + rescan_after_ns[0], 0 };
+}
+
+int attacher__next_due_ms(const struct attacher *a, uint64_t now_ns, int max_ms)
+{
+	uint64_t best = (uint64_t)max_ms * 1000000ull;
+
+	for (size_t i = 0; i < a->nrescans; i++) {
+		uint64_t d = a->rescans[i].due_ns > now_ns ? a->rescans[i].due_ns - now_ns : 0;
+
+		if (d < best)
+			best = d;
+	}
+	return (int)((best + 999999) / 1000000);
+}
+
+void attacher__tick(struct attacher *a, uint64_t now_ns)
+{
+	size_t i = 0;
+
+	while (i < a->nrescans) {
+		struct rescan *r = &a->rescans[i];
+
+		if (r->due_ns > now_ns) {
+			i++;
+			continue;
+		}
+		scan_one(a, r->pid);
+		if (++r->step < NRESCAN) {
+			r->due_ns = now_ns + rescan_after_ns[r->step] - rescan_after_ns[r->step - 1];
+			i++;
+		} else {
+			a->rescans[i] = a->rescans[--a->nrescans];
+		}
+	}
+}

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Client <-> server matching (match.h). The last MATCH_KEEP finished requests are kept. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm/request.h"
+#include "engine/match.h"
+
+#define MATCH_KEEP 8192
+#define MATCH_HOPS 4			 /* proxies followed, at most */
+#define MATCH_EARLY_NS (1000000ull)	 /* a server may read the request before the client's
+					    write returned (timestamped at its return) */
+
+struct seen {
+	uint64_t id;
+	uint32_t pid;
+	enum role role;
+	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+	uint64_t start, first, end;
+	bool used; /* a proxy's request and its upstream call, once matched to each other */
+};
+
+#define MATCH_CLIENT_PIDS 256
+
+struct match {
+	struct seen *v; /* a ring, in the order requests finished */
+	size_t n, next;
+	uint32_t clients[MATCH_CLIENT_PIDS]; /* processes that made LLM API calls */
+	size_t nclients;
+};
+
+/* The j-th newest kept request. */
+static struct seen *newest(struct match *m, size_t j)
+{
+	return &m->v[(m->next + MATCH_KEEP - 1 - j) % MATCH_KEEP];
+}
+
+struct match *match__new(void)
+{
+	struct match *m = calloc(1, sizeof(*m));
+
+	if (m && !(m->v = calloc(MATCH_KEEP, sizeof(*m->v)))) {
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void match__free(struct match *m)
+{
+	if (!m)
+		return;
+	free(m->v);
+	free(m);
+}
+
+/* The server record of the connection `local`-`peer` as its client saw it, begun within
+ * [from, to]. */
+static struct seen *server_of(struct match *m, const char *local, const char *peer, uint64_t from,
+			      uint64_t to)
+{
+	if (!local[0] || !peer[0])
+		return NULL;
+	for (size_t j = 0; j < m->n; j++) {
+		struct seen *s = newest(m, j);
+
+		if (s->end + MATCH_EARLY_NS < from)
+			break; /* it, and all before it, ended before the client began */
+		if (s->role == ROLE_SERVER && !strcmp(s->local, peer) && !strcmp(s->peer, local) &&
+		    s->start + MATCH_EARLY_NS >= from && s->start <= to)
+			return s;
+	}
+	return NULL;
+}
+
+void match__exit(struct match *m, uint32_t pid)
+{
+	for (size_t i = 0; i < m->nclients; i++) {
+		if (m->clients[i] == pid) {
+			m->clients[i] = m->clients[--m->nclients];
+			return;
+		}
+	}
+}
+
+static bool is_client(const struct match *m, uint32_t pid)
+{
+	for (size_t i = 0; i < m->nclients; i++) {
+		if (m->clients[i] == pid)
+			return true;
+	}
+	return false;
+}
+
+/* How well upstream call c fits proxy server record s: a proxy passes the request on, and the
+ * first token back, at once. UINT64_MAX: it cannot be s's (begun outside s, or its first token
+ * after s wrote its own). The ends are no help: a slow client holds the proxy's last write
+ * back. */
+static uint64_t fit(const struct seen *s, const struct seen *c)
+{
+	if (c->pid != s->pid || c->start < s->start || c->start > s->end || !c->first ||
+	    (s->first && c->first > s->first))
+		return UINT64_MAX;
+	return (c->start - s->start) + (s->first ? s->first - c->first : 0);
+}
+
+/* Whether no other open request of the proxy fits c better than s does. */
+static bool best_for(struct match *m, const struct seen *s, const struct seen *c, uint64_t cost)
+{
+	for (size_t j = 0; j < m->n; j++) {
+		const struct seen *o = newest(m, j);
+
+		if (o->end < c->start)
+			break;
+		if (o != s && o->role == ROLE_SERVER && !o->used && fit(o, c) < cost)
+			return false;
+	}
+	return true;
+}
+
+/* The upstream call proxy server record s made for its request: of the calls that fit it and
+ * are not matched yet, the best fitting one that fits no other of the proxy's requests better
+ * (else the best fitting one). */
+static struct seen *upstream_of(struct match *m, const struct seen *s)
+{
+	struct seen *best = NULL, *mutual = NULL;
+	uint64_t best_cost = UINT64_MAX, mutual_cost = UINT64_MAX;
+
+	for (size_t j = 0; j < m->n; j++) {
+		struct seen *c = newest(m, j);
+		uint64_t cost;
+
+		if (c->end < s->start)
+			break;
+		if (c->role != ROLE_CLIENT || c->used || (cost = fit(s, c)) == UINT64_MAX)
+			continue;
+		if (cost < best_cost) {
+			best = c;
+			best_cost = cost;
+		}
+		if (cost < mutual_cost && best_for(m, s, c, cost)) {
+			mutual = c;
+			mutual_cost = cost;
+		}
+	}
+	return mutual ? mutual : best;
+}
+
+void match__request(struct match *m, struct request *r)
+{
+	struct seen *s = &m->v[m->next], *srv;
+
+	*s = (struct seen){ .id = r->id, .pid = r->pid, .role = r->role, .start = r->start_ns,
+			    .first = r->first_token_ns, .end = r->end_ns ? r->end_ns : r->last_token_ns };
+	memcpy(s->local, r->local, sizeof(s->local));
+	memcpy(s->peer, r->peer, sizeof(s->peer));
+	m->next = (m->next + 1) % MATCH_KEEP;
+	if (m->n < MATCH_KEEP)
+		m->n++;
+	if (r->role != ROLE_CLIENT)
+		return;
+	if (!is_client(m, r->pid) && m->nclients < MATCH_CLIENT_PIDS)
+		m->clients[m->nclients++] = r->pid;
+	srv = server_of(m, r->local, r->peer, r->start_ns, s->end);
+	for (int hop = 0; srv && hop < MATCH_HOPS && is_client(m, srv->pid); hop++) {
+		struct seen *up = upstream_of(m, srv), *next;
+
+		if (!up)
+			break;
+		next = server_of(m, up->local, up->peer, up->start, up->end);
+		if (!next)
+			break;
+		up->used = srv->used = true;
+		srv = next;
+	}
+	if (!srv)
+		return;
+	r->server_id = srv->id;
+	if (r->first_token_ns && srv->first) {
+		r->upstream_set = true;
+		r->upstream_ns = (int64_t)(r->first_token_ns - r->start_ns) -
+				 (int64_t)(srv->first - srv->start);
+	}
+}

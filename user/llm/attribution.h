@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A server request's attribution record: its TTFT split and each token gap's steps, as
+ * engine/attrib.c found them (definitions: docs/attribution.md). It is part of the request
+ * record (request.attr), so the record's layer owns and frees it; the engine layer fills it.
+ */
+#ifndef TS_ATTRIBUTION_H
+#define TS_ATTRIBUTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATTRIB_MAX_PIDS 8
+#define ATTRIB_ERROR_MAX 160
+
+/* What was inferred rather than observed (the record's "estimated" list). */
+enum attrib_estimate {
+	EST_PREFILL_START = 1u << 0, /* chunked prefill: the first chunk's step was inferred */
+	EST_GPU_DONE = 1u << 1,	     /* the first token's step completion is an upper bound */
+	EST_ENGINE = 1u << 2,	     /* the engine was found through the process tree */
+	EST_TOKEN_STEPS = 1u << 3,   /* token events were aligned to steps one token per step,
+					not to the latest step seen before them */
+};
+
+struct attrib_gap {
+	uint64_t gap_ns;       /* since the previous token event */
+	uint32_t steps;	       /* engine steps the host saw completed inside the gap */
+	uint64_t decode_ns;    /* their GPU time (capped at the gap) */
+	uint64_t host_ns;      /* gap - decode */
+	uint64_t interference_ns; /* their time above the decode baseline, where they carried
+				     another request's prefill */
+	bool interfered;       /* one of them carried another request's prefill */
+	uint64_t producer_start_ns; /* first launch of the step that produced the token event
+				       ending the gap (the latest seen complete before it) */
+};
+
+struct attribution {
+	bool ok;			 /* false: error says why nothing is attributed */
+	char error[ATTRIB_ERROR_MAX];
+	uint32_t engine_pids[ATTRIB_MAX_PIDS];
+	uint32_t nengine_pids;
+	uint64_t prefill_start_ns;
+	uint64_t queue_ns, queue_busy_ns, queue_idle_ns, prefill_ns, emit_ns;
+	uint32_t prefill_steps;
+	uint64_t decode_ns, host_ns, interference_ns; /* summed over the gaps */
+	uint32_t steps;				     /* prefill steps + steps inside the gaps */
+	uint64_t *interfered_by;		     /* request ids, ascending, no repeats */
+	size_t ninterfered_by;
+	uint32_t estimated; /* enum attrib_estimate bits */
+	struct attrib_gap *gaps; /* token_events - 1 of them */
+	size_t ngaps;
+};
+
+void attribution__free(struct attribution *a);
+/* The names of the estimate bits, in order, for outputs. */
+const char *attribution__estimate_name(uint32_t bit);
+
+#endif

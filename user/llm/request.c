@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/stats.h"
+#include "llm/attribution.h"
+#include "llm/request.h"
+
+const char *role__name(enum role r)
+{
+	return r == ROLE_SERVER ? "server" : "client";
+}
+
+struct request *request__new(void)
+{
+	struct request *r = calloc(1, sizeof(*r));
+
+	if (r) {
+		r->stream = -1;
+		r->path = "";
+		r->model = "";
+		r->response_model = "";
+	}
+	return r;
+}
+
+bool request__set_str(const char **field, const char *s, size_t n)
+{
+	char *copy = NULL;
+
+	n = strnlen(s, n);
+	if (!strncmp(*field, s, n) && !(*field)[n])
+		return true; /* the same again: each SSE event names the model */
+	if (n && !(copy = strndup(s, n)))
+		return false;
+	if (**field)
+		free((char *)*field);
+	*field = copy ? copy : "";
+	return true;
+}
+
+bool request__set_path(struct request *r, const char *path)
+{
+	return request__set_str(&r->path, path, strlen(path));
+}
+
+void request__free(struct request *r)
+{
+	if (!r)
+		return;
+	free(r->gaps_ns);
+	if (*r->path)
+		free((char *)r->path);
+	if (*r->model)
+		free((char *)r->model);
+	if (*r->response_model)
+		free((char *)r->response_model);
+	attribution__free(r->attr);
+	free(r);
+}
+
+void request__token(struct request *r, uint64_t ts)
+{
+	if (r->token_events) {
+		if (!array__reserve((void **)&r->gaps_ns, &r->gaps_cap, r->token_events,
+				    sizeof(*r->gaps_ns))) {
+			request__error(r, "out_of_memory");
+			r->lossy = true;
+			return;
+		}
+		/* Events of one stream are delivered in order; a clock step back reads as 0. */
+		r->gaps_ns[r->token_events - 1] = ts > r->last_token_ns ? ts - r->last_token_ns : 0;
+	} else {
+		r->first_token_ns = ts;
+		if (r->on_first_token)
+			r->on_first_token(r->hook_ctx, r);
+	}
+	r->last_token_ns = ts;
+	r->token_events++;
+}
+
+void request__error(struct request *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->error[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(r->error, sizeof(r->error), fmt, ap);
+	va_end(ap);
+}
+
+static double ns_ms(uint64_t a, uint64_t b)
+{
+	return (double)(b - a) / 1e6;
+}
+
+void request__metrics(const struct request *r, struct request_metrics *m)
+{
+	size_t ngaps = r->token_events ? r->token_events - 1 : 0;
+
+	m->complete = r->response_done && !r->lossy;
+	m->ttft_ms = m->tpot_ms = m->e2e_ms = NAN;
+	m->itl_p50_ms = m->itl_p90_ms = m->itl_p99_ms = m->itl_max_ms = NAN;
+
+	if (r->output_tokens.set) {
+		m->output_tokens = r->output_tokens;
+		m->output_tokens_estimated = false;
+	} else {
+		m->output_tokens.set = r->token_events > 0 || r->response_done;
+		m->output_tokens.v = r->token_events;
+		m->output_tokens_estimated = m->output_tokens.set;
+	}
+	m->cache_hit = r->cached_tokens.set ? r->cached_tokens.v > 0 : -1;
+
+	/* A request whose bytes were lost gets no latency figure rather than a wrong one. */
+	if (r->lossy || !r->token_events || !r->start_ns)
+		return;
+	m->ttft_ms = ns_ms(r->start_ns, r->first_token_ns);
+	m->e2e_ms = ns_ms(r->start_ns, r->last_token_ns);
+	if (m->output_tokens.set && m->output_tokens.v > 1 && r->last_token_ns > r->first_token_ns)
+		m->tpot_ms = ns_ms(r->first_token_ns, r->last_token_ns) /
+			     (double)(m->output_tokens.v - 1);
+	if (ngaps) {
+		uint64_t *tmp = malloc(ngaps * sizeof(*tmp));
+
+		if (!tmp)
+			return;
+		memcpy(tmp, r->gaps_ns, ngaps * sizeof(*tmp));
+		sort_ns(tmp, ngaps); /* once, for the four figures */
+		m->itl_p50_ms = pct_sorted_ns_ms(tmp, ngaps, 50);
+		m->itl_p90_ms = pct_sorted_ns_ms(tmp, ngaps, 90);
+		m->itl_p99_ms = pct_sorted_ns_ms(tmp, ngaps, 99);
+		m->itl_max_ms = pct_sorted_ns_ms(tmp, ngaps, 100);
+		free(tmp);
+	}
+}

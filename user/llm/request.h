@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One LLM API call as seen on one connection, and the metrics derived from it
+ * (definitions: docs/metrics.md).
+ */
+#ifndef TS_REQUEST_H
+#define TS_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "proto/http1.h"
+#include "tokenscope.h"
+
+enum api {
+	API_UNKNOWN = 0,
+	API_OPENAI_CHAT,
+	API_OPENAI_COMPLETIONS,
+	API_OPENAI_RESPONSES,
+	API_ANTHROPIC_MESSAGES,
+	API_GEMINI,
+	API_OLLAMA,
+	API_LLAMACPP,
+	API_TGI,
+	API__COUNT,
+};
+
+enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
+
+#define REQ_MODEL_MAX 128
+#define REQ_ADDR_MAX 48 /* "[IPv6]:port" */
+#define REQ_REASON_MAX 32
+#define REQ_ERROR_MAX 64
+
+/* A count that may be unknown (null in JSON, never 0). */
+struct opt_u64 {
+	bool set;
+	uint64_t v;
+};
+
+struct attribution;
+
+struct request {
+	uint64_t id; /* unique in the run, in the order requests began */
+	/* who */
+	uint32_t pid;
+	char comm[TS_COMM_LEN];
+	enum role role;
+	const char *transport;	   /* "tls" or "tcp" */
+	char local[REQ_ADDR_MAX];  /* "ip:port" of this end; "" when unknown */
+	char peer[REQ_ADDR_MAX];   /* of the other end */
+	/* what */
+	enum api api;
+	/* Strings of their own size, "" (not freed) until set (request__set_str): most requests
+	 * of an open stream never need the room of a fixed array. */
+	const char *model;	    /* as requested; at most REQ_MODEL_MAX - 1 bytes */
+	const char *response_model; /* as the response named it; the same */
+	char method[HTTP_METHOD_MAX];
+	const char *path; /* without the query string: a heap copy of its size (request__set_path),
+			     or "" (not freed) */
+	int status; /* 0 until the response head is seen */
+	int stream; /* -1 unknown, 0 no, 1 yes (from the request body, else the response type) */
+
+	/* when (CLOCK_MONOTONIC ns; 0 = not seen) */
+	uint64_t start_ns;	 /* first request byte */
+	uint64_t response_ns;	 /* response head */
+	uint64_t first_token_ns;
+	uint64_t last_token_ns;
+	uint64_t end_ns;	 /* end of the response (terminator, last byte or close) */
+	bool stream_end_seen;	 /* [DONE], message_stop, response.completed, done:true, ... */
+
+	/* token events and gaps between them */
+	uint64_t token_events;
+	uint64_t *gaps_ns; /* token_events - 1 inter-token gaps */
+	size_t gaps_cap;
+
+	/* usage, as the stream reported it */
+	struct opt_u64 output_tokens;
+	struct opt_u64 input_tokens;  /* whole prompt, cached part included */
+	struct opt_u64 cached_tokens;
+	char finish_reason[REQ_REASON_MAX];
+
+	/* health */
+	bool response_done; /* the response body ended where its framing said */
+	bool lossy;	    /* capture lost bytes of this request or its response */
+	char error[REQ_ERROR_MAX]; /* first error: HTTP status, API error, parse or capture */
+
+	/* client role: the server record that served it, traced on this host (match.h) */
+	uint64_t server_id; /* 0: not found */
+	bool upstream_set;
+	int64_t upstream_ns; /* client TTFT - server TTFT */
+
+	/* server role: the TTFT split and the gaps' steps (llm/attribution.h); NULL until attributed */
+	struct attribution *attr;
+	/* called once, when the first token is written (the pipeline registers it) */
+	void (*on_first_token)(void *ctx, struct request *r);
+	void *hook_ctx;
+};
+
+struct request *request__new(void);
+void request__free(struct request *r);
+/* Set one of the request's heap strings (path, model, response_model) to a copy of the
+ * first n bytes of s (cut at REQ_MODEL_MAX - 1 for the models, as before); false without
+ * memory, the string then unchanged. Setting the same value again allocates nothing. */
+bool request__set_str(const char **field, const char *s, size_t n);
+bool request__set_path(struct request *r, const char *path);
+/* A token-bearing event arrived at ts. */
+void request__token(struct request *r, uint64_t ts);
+/* Record the first error only: later ones are consequences. */
+void request__error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *role__name(enum role r);
+
+/* Derived metrics; NAN when not defined for this request. */
+struct request_metrics {
+	double ttft_ms, tpot_ms, e2e_ms;
+	double itl_p50_ms, itl_p90_ms, itl_p99_ms, itl_max_ms;
+	struct opt_u64 output_tokens; /* usage, else token events */
+	bool output_tokens_estimated;
+	int cache_hit; /* -1 unknown */
+	bool complete;
+};
+
+void request__metrics(const struct request *r, struct request_metrics *m);
+
+#endif

@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Prometheus metrics (metrics.h; families in docs/metrics-export.md). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm/dialect.h"
+#include "engine/attrib.h"
+#include "engine/cuda_steps.h"
+#include "out/metrics.h"
+
+#define MAX_LABELS 10
+#define EXPO_MAX (64u << 20) /* an exposition larger than this is cut (and fails the render) */
+
+/* OpenTelemetry GenAI semantic conventions' explicit bucket boundaries. */
+static const double b_duration[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+				     1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92 };
+static const double b_tokens[] = { 1,	    4,	     16,      64,	256,	  1024,	    4096,
+				   16384,   65536,   262144,  1048576,	4194304,  16777216, 67108864 };
+static const double b_server_ttft[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+					0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0 };
+static const double b_server_tpot[] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+					0.3,  0.4,   0.5,  0.75,  1.0, 2.5 };
+/* tokenscope's own: gaps and components are milliseconds long */
+static const double b_fine[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+				 0.2,	 0.5,	1,     2,     5,    10,	  30,	60 };
+
+#define N(a) (sizeof(a) / sizeof(*(a)))
+
+/* label sets */
+#define GENAI_LABELS                                                                              \
+	"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model",                  \
+		"gen_ai_response_model", "server_address", "server_port", "error_type", "process"
+static const char *const l_genai[] = { GENAI_LABELS };
+static const char *const l_usage[] = { GENAI_LABELS, "gen_ai_token_type" };
+static const char *const l_cache[] = { "process", "role", "gen_ai_request_model", "cache" };
+static const char *const l_gap[] = { "process", "role", "gen_ai_request_model" };
+static const char *const l_component[] = { "process", "gen_ai_request_model", "component" };
+static const char *const l_process[] = { "process" };
+
+enum fam_id {
+	F_CLIENT_DURATION,
+	F_CLIENT_TTFC,
+	F_CLIENT_TPOC,
+	F_CLIENT_TOKENS,
+	F_SERVER_DURATION,
+	F_SERVER_TTFT,
+	F_SERVER_TPOT,
+	F_TTFT,
+	F_GAP,
+	F_TTFT_COMPONENT,
+	F_GAP_COMPONENT,
+	F_STEP,
+	F_STEPS,
+	F_LAUNCHES,
+	F__COUNT,
+};
+
+struct family_def {
+	const char *name, *help;
+	bool histogram; /* else a counter */
+	const double *bounds;
+	size_t nbounds;
+	const char *const *labels;
+	size_t nlabels;
+};
+
+#define HIST(n, h, b, l) { n, h, true, b, N(b), l, N(l) }
+#define COUNTER(n, h, l) { n, h, false, NULL, 0, l, N(l) }
+
+static const struct family_def defs[F__COUNT] = {
+	[F_CLIENT_DURATION] = HIST("gen_ai_client_operation_duration_seconds",
+				   "GenAI operation duration, client side (request to end of response).",
+				   b_duration, l_genai),
+	[F_CLIENT_TTFC] = HIST("gen_ai_client_operation_time_to_first_chunk_seconds",
+			       "Time to the first chunk with content, client side.", b_duration, l_genai),
+	[F_CLIENT_TPOC] = HIST("gen_ai_client_operation_time_per_output_chunk_seconds",
+			       "Time between content chunks after the first, client side (one sample "
+			       "per chunk).",
+			       b_duration, l_genai),
+	[F_CLIENT_TOKENS] = HIST("gen_ai_client_token_usage",
+				 "Tokens used, by type (input, output), as the response reported them.",
+				 b_tokens, l_usage),
+	[F_SERVER_DURATION] = HIST("gen_ai_server_request_duration_seconds",
+				   "GenAI request duration, server side (request to end of response).",
+				   b_duration, l_genai),
+	[F_SERVER_TTFT] = HIST("gen_ai_server_time_to_first_token_seconds",
+			       "Time to the first content token, server side.", b_server_ttft, l_genai),
+	[F_SERVER_TPOT] = HIST("gen_ai_server_time_per_output_token_seconds",
+			       "Time per output token after the first, server side (one sample per "
+			       "request).",
+			       b_server_tpot, l_genai),
+	[F_TTFT] = HIST("tokenscope_ttft_seconds",
+			"Time to the first content token, by role and prompt-cache hit (hit, miss, "
+			"unknown).",
+			b_duration, l_cache),
+	[F_GAP] = HIST("tokenscope_inter_token_gap_seconds",
+		       "Gaps between content events after the first.", b_fine, l_gap),
+	[F_TTFT_COMPONENT] = HIST("tokenscope_ttft_component_seconds",
+				  "Server TTFT split: queue_busy, queue_idle, prefill, emit "
+				  "(docs/attribution.md).",
+				  b_fine, l_component),
+	[F_GAP_COMPONENT] = HIST("tokenscope_token_gap_component_seconds",
+				 "Server token gaps split: decode (without interference), "
+				 "interference, host.",
+				 b_fine, l_component),
+	[F_STEP] = HIST("tokenscope_gpu_step_duration_seconds",
+			"GPU step time, first launch to completion (docs/gpu.md).", b_fine, l_process),
+	[F_STEPS] = COUNTER("tokenscope_gpu_steps_total", "GPU steps observed.", l_process),
+	[F_LAUNCHES] = COUNTER("tokenscope_gpu_launches_total",
+			       "Kernel and graph launches in the observed steps.", l_process),
+};
+
+struct series {
+	char *values[MAX_LABELS];
+	uint64_t *counts; /* per bucket, not cumulative; [nbounds] is the +Inf overflow */
+	double sum;
+	uint64_t count;
+	struct series *next;
+};
+
+struct family {
+	struct series *head, **tail;
+	size_t n;
+};
+
+struct metrics {
+	size_t max_series;
+	uint64_t folded; /* samples put in gen_ai_request_model="other", or dropped */
+	struct family f[F__COUNT];
+};
+
+struct metrics *metrics__new(size_t max_series)
+{
+	struct metrics *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->max_series = max_series ? max_series : METRICS_MAX_SERIES_DEFAULT;
+	for (size_t i = 0; i < F__COUNT; i++)
+		m->f[i].tail = &m->f[i].head;
+	return m;
+}
+
+static void series_free(struct series *s, size_t nlabels)
+{
+	for (size_t i = 0; i < nlabels; i++)
+		free(s->values[i]);
+	free(s->counts);
+	free(s);
+}
+
+void metrics__free(struct metrics *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < F__COUNT; i++) {
+		while (m->f[i].head) {
+			struct series *s = m->f[i].head;
+
+			m->f[i].head = s->next;
+			series_free(s, defs[i].nlabels);
+		}
+	}
+	free(m);
+}
+
+static struct series *find(struct family *f, const struct family_def *d, const char *const *v)
+{
+	for (struct series *s = f->head; s; s = s->next) {
+		size_t i;
+
+		for (i = 0; i < d->nlabels && !strcmp(s->values[i], v[i]); i++)
+			;
+		if (i == d->nlabels)
+			return s;
+	}
+	return NULL;
+}
+
+static struct series *add(struct family *f, const struct family_def *d, const char *const *v)
+{
+	struct series *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->counts = calloc(d->nbounds + 1, sizeof(*s->counts));
+	for (size_t i = 0; i < d->nlabels; i++)
+		s->values[i] = strdup(v[i]);
+	for (size_t i = 0; i < d->nlabels; i++) {
+		if (!s->values[i] || !s->counts) {
+			series_free(s, d->nlabels);
+			return NULL;
+		}
+	}
+	*f->tail = s;
+	f->tail = &s->next;
+	f->n++;
+	return s;
+}
+
+/* The series of these label values; past max_series, the one with gen_ai_request_model
+ * "other" (NULL, counted, when the family has no such label or memory ran out). */
+static struct series *series_of(struct metrics *m, enum fam_id id, const char **v)
+{
+	const struct family_def *d = &defs[id];
+	struct family *f = &m->f[id];
+	struct series *s = find(f, d, v);
+
+	if (s)
+		return s;
+	if (f->n < m->max_series)
+		return add(f, d, v);
+	m->folded++;
+	for (size_t i = 0; i < d->nlabels; i++) {
+		if (!strcmp(d->labels[i], "gen_ai_request_model")) {
+			v[i] = "other";
+			s = find(f, d, v);
+			return s ? s : add(f, d, v);
+		}
+	}
+	return NULL;
+}
+
+static void observe(struct metrics *m, enum fam_id id, const char **v, double x)
+{
+	const struct family_def *d = &defs[id];
+	struct series *s;
+	size_t b;
+
+	if (isnan(x) || x < 0)
+		return;
+	s = series_of(m, id, v);
+	if (!s)
+		return;
+	for (b = 0; b < d->nbounds && x > d->bounds[b]; b++)
+		;
+	s->counts[b]++;
+	s->sum += d->histogram ? x : 0;
+	s->count++;
+}
+
+static void count(struct metrics *m, enum fam_id id, const char **v, uint64_t n)
+{
+	struct series *s = series_of(m, id, v);
+
+	if (s) {
+		s->sum += (double)n;
+		s->count += n;
+	}
+}
+
+/* ---- label values of a request ---- */
+
+static const char *operation_of(enum api a)
+{
+	switch (a) {
+	case API_OPENAI_CHAT:
+	case API_OPENAI_RESPONSES:
+	case API_ANTHROPIC_MESSAGES:
+	case API_OLLAMA:
+		return "chat";
+	case API_OPENAI_COMPLETIONS:
+	case API_LLAMACPP:
+	case API_TGI:
+		return "text_completion";
+	case API_GEMINI:
+		return "generate_content";
+	default:
+		return "";
+	}
+}
+
+static const char *provider_of(enum api a)
+{
+	switch (a) {
+	case API_OPENAI_CHAT:
+	case API_OPENAI_COMPLETIONS:
+	case API_OPENAI_RESPONSES:
+		return "openai";
+	case API_ANTHROPIC_MESSAGES:
+		return "anthropic";
+	case API_GEMINI:
+		return "gcp.gemini";
+	case API_OLLAMA:
+		return "ollama";
+	case API_LLAMACPP:
+		return "llama.cpp";
+	case API_TGI:
+		return "tgi";
+	default:
+		return "";
+	}
+}
+
+/* "1.2.3.4:80" or "[::1]:80" -> address and port */
+static void split_addr(const char *a, char *host, size_t hn, char *port, size_t pn)
+{
+	const char *colon = strrchr(a, ':');
+
+	host[0] = port[0] = 0;
+	if (!colon)
+		return;
+	if (a[0] == '[' && colon > a + 1 && colon[-1] == ']')
+		snprintf(host, hn, "%.*s", (int)(colon - a - 2), a + 1);
+	else
+		snprintf(host, hn, "%.*s", (int)(colon - a), a);
+	snprintf(port, pn, "%s", colon + 1);
+}
+
+struct req_labels {
+	char host[REQ_ADDR_MAX], port[8], error[REQ_ERROR_MAX + 8];
+	const char *v[MAX_LABELS];
+};
+
+static void genai_labels(struct req_labels *l, const struct request *r,
+			 const struct request_metrics *rm)
+{
+	const char *model = r->model[0] ? r->model : r->response_model;
+
+	split_addr(r->role == ROLE_CLIENT ? r->peer : r->local, l->host, sizeof(l->host), l->port,
+		   sizeof(l->port));
+	if (r->status >= 400)
+		snprintf(l->error, sizeof(l->error), "%d", r->status);
+	else if (r->error[0])
+		snprintf(l->error, sizeof(l->error), "%s", r->error);
+	else if (!rm->complete)
+		snprintf(l->error, sizeof(l->error), "incomplete");
+	else
+		l->error[0] = 0;
+	l->v[0] = operation_of(r->api);
+	l->v[1] = provider_of(r->api);
+	l->v[2] = model;
+	l->v[3] = r->response_model;
+	l->v[4] = l->host;
+	l->v[5] = l->port;
+	l->v[6] = l->error;
+	l->v[7] = r->comm;
+}
+
+static const char *role_name(const struct request *r)
+{
+	return r->role == ROLE_SERVER ? "server" : "client";
+}
+
+void metrics__request(struct metrics *m, const struct request *r, const struct request_metrics *rm)
+{
+	struct req_labels l;
+	const char *model = r->model[0] ? r->model : r->response_model;
+	const char *v[MAX_LABELS];
+	bool server = r->role == ROLE_SERVER;
+
+	genai_labels(&l, r, rm);
+	memcpy(v, l.v, sizeof(v));
+	observe(m, server ? F_SERVER_DURATION : F_CLIENT_DURATION, v, rm->e2e_ms / 1e3);
+	memcpy(v, l.v, sizeof(v));
+	observe(m, server ? F_SERVER_TTFT : F_CLIENT_TTFC, v, rm->ttft_ms / 1e3);
+	if (server) {
+		memcpy(v, l.v, sizeof(v));
+		observe(m, F_SERVER_TPOT, v, rm->tpot_ms / 1e3);
+	} else {
+		for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++) {
+			memcpy(v, l.v, sizeof(v));
+			observe(m, F_CLIENT_TPOC, v, (double)r->gaps_ns[i] / 1e9);
+		}
+		if (r->input_tokens.set) {
+			memcpy(v, l.v, sizeof(v));
+			v[8] = "input";
+			observe(m, F_CLIENT_TOKENS, v, (double)r->input_tokens.v);
+		}
+		if (rm->output_tokens.set && !rm->output_tokens_estimated) {
+			memcpy(v, l.v, sizeof(v));
+			v[8] = "output";
+			observe(m, F_CLIENT_TOKENS, v, (double)rm->output_tokens.v);
+		}
+	}
+
+	v[0] = r->comm, v[1] = role_name(r), v[2] = model;
+	v[3] = rm->cache_hit > 0 ? "hit" : rm->cache_hit == 0 ? "miss" : "unknown";
+	observe(m, F_TTFT, v, rm->ttft_ms / 1e3);
+	for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++) {
+		v[0] = r->comm, v[1] = role_name(r), v[2] = model;
+		observe(m, F_GAP, v, (double)r->gaps_ns[i] / 1e9);
+	}
+	if (!server || !r->attr || !r->attr->ok)
+		return;
+	const struct attribution *a = r->attr;
+	const struct {
+		const char *name;
+		uint64_t ns;
+	} ttft_parts[] = { { "queue_busy", a->queue_busy_ns }, { "queue_idle", a->queue_idle_ns },
+			   { "prefill", a->prefill_ns },       { "emit", a->emit_ns } };
+
+	for (size_t i = 0; i < N(ttft_parts); i++) {
+		v[0] = r->comm, v[1] = model, v[2] = ttft_parts[i].name;
+		observe(m, F_TTFT_COMPONENT, v, (double)ttft_parts[i].ns / 1e9);
+	}
+	for (size_t g = 0; g < a->ngaps; g++) {
+		const struct attrib_gap *gp = &a->gaps[g];
+
+		v[0] = r->comm, v[1] = model, v[2] = "decode";
+		observe(m, F_GAP_COMPONENT, v, (double)(gp->decode_ns - gp->interference_ns) / 1e9);
+		v[0] = r->comm, v[1] = model, v[2] = "interference";
+		observe(m, F_GAP_COMPONENT, v, (double)gp->interference_ns / 1e9);
+		v[0] = r->comm, v[1] = model, v[2] = "host";
+		observe(m, F_GAP_COMPONENT, v, (double)gp->host_ns / 1e9);
+	}
+}
+
+void metrics__step(struct metrics *m, const struct engine_step *s)
+{
+	const char *v[MAX_LABELS] = { s->comm };
+
+	if (s->end_ns > s->start_ns)
+		observe(m, F_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
+	v[0] = s->comm;
+	count(m, F_STEPS, v, 1);
+	v[0] = s->comm;
+	if (s->cuda)
+		count(m, F_LAUNCHES, v, (uint64_t)s->cuda->launches + s->cuda->graph_launches);
+}
+
+/* ---- the exposition ---- */
+
+static int put(struct buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int put(struct buf *out, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -1;
+	return buf__add(out, tmp, (size_t)n, EXPO_MAX);
+}
+
+/* A label value as the text format wants it: \, " and newline escaped. */
+static int put_value(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		const char *esc = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+
+		if (esc ? buf__add(out, esc, 2, EXPO_MAX) : buf__add(out, s, 1, EXPO_MAX))
+			return -1;
+	}
+	return 0;
+}
+
+/* {a="x",b="y"[,le="..."]} */
+static int put_labels(struct buf *out, const struct family_def *d, const struct series *s,
+		      const char *le)
+{
+	int err = buf__add(out, "{", 1, EXPO_MAX);
+
+	for (size_t i = 0; i < d->nlabels; i++) {
+		err |= put(out, "%s%s=\"", i ? "," : "", d->labels[i]);
+		err |= put_value(out, s->values[i]);
+		err |= buf__add(out, "\"", 1, EXPO_MAX);
+	}
+	if (le)
+		err |= put(out, "%sle=\"%s\"", d->nlabels ? "," : "", le);
+	return err | buf__add(out, "}", 1, EXPO_MAX);
+}
+
+static int put_family(struct buf *out, const struct family_def *d, const struct family *f)
+{
+	int err = put(out, "# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name,
+		      d->histogram ? "histogram" : "counter");
+
+	for (const struct series *s = f->head; s; s = s->next) {
+		uint64_t cum = 0;
+		char le[32];
+
+		if (!d->histogram) {
+			err |= put(out, "%s", d->name);
+			err |= put_labels(out, d, s, NULL);
+			err |= put(out, " %llu\n", (unsigned long long)s->count);
+			continue;
+		}
+		for (size_t b = 0; b <= d->nbounds; b++) {
+			cum += s->counts[b];
+			if (b < d->nbounds)
+				snprintf(le, sizeof(le), "%.15g", d->bounds[b]);
+			else
+				snprintf(le, sizeof(le), "+Inf");
+			err |= put(out, "%s_bucket", d->name);
+			err |= put_labels(out, d, s, le);
+			err |= put(out, " %llu\n", (unsigned long long)cum);
+		}
+		err |= put(out, "%s_sum", d->name);
+		err |= put_labels(out, d, s, NULL);
+		err |= put(out, " %.17g\n", s->sum);
+		err |= put(out, "%s_count", d->name);
+		err |= put_labels(out, d, s, NULL);
+		err |= put(out, " %llu\n", (unsigned long long)s->count);
+	}
+	return err;
+}
+
+static int put_counter(struct buf *out, const char *name, const char *help, uint64_t v)
+{
+	return put(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+		   (unsigned long long)v);
+}
+
+static int put_health(struct buf *out, const struct health *h)
+{
+	int err = 0;
+
+	err |= put_counter(out, "tokenscope_capture_events_total", "Data records consumed.",
+			   h->events);
+	err |= put_counter(out, "tokenscope_capture_bytes_total", "Payload bytes consumed.",
+			   h->bytes);
+	err |= put_counter(out, "tokenscope_capture_drops_total",
+			   "Records the kernel could not put in the full ring buffer.",
+			   h->bpf[TS_CNT_DROPS] + h->bpf[TS_CNT_OTHER_DROPS]);
+	err |= put_counter(out, "tokenscope_capture_lost_pieces_total",
+			   "Sequence gaps seen in streams (pieces lost).", h->lost_pieces);
+	err |= put_counter(out, "tokenscope_capture_truncated_calls_total",
+			   "Calls larger than the capture budget.", h->bpf[TS_CNT_TRUNCATED]);
+	err |= put_counter(out, "tokenscope_capture_bad_records_total",
+			   "Malformed records.", h->bad_events);
+	err |= put_counter(out, "tokenscope_gpu_marks_dropped_total",
+			   "CUDA marks lost (ring buffer full).", h->bpf[TS_CNT_GPU_DROPS]);
+	err |= put(out, "# HELP tokenscope_unsupported_streams_total Streams or responses not "
+			"measured, by kind.\n# TYPE tokenscope_unsupported_streams_total counter\n");
+	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"http2\"} %llu\n",
+		   (unsigned long long)h->streams_http2);
+	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"non_http\"} %llu\n",
+		   (unsigned long long)h->streams_other);
+	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"malformed\"} %llu\n",
+		   (unsigned long long)h->streams_malformed);
+	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"encoding\"} %llu\n",
+		   (unsigned long long)h->unsupported_encodings);
+	err |= put_counter(out, "tokenscope_requests_total", "LLM API requests reported.",
+			   h->requests);
+	err |= put_counter(out, "tokenscope_requests_incomplete_total",
+			   "LLM API requests reported incomplete (capture loss, cut streams).",
+			   h->requests_incomplete);
+	return err;
+}
+
+int metrics__render(struct metrics *m, const struct health *h, struct buf *out)
+{
+	int err = 0;
+
+	buf__reset(out);
+	for (size_t i = 0; i < F__COUNT; i++)
+		err |= put_family(out, &defs[i], &m->f[i]);
+	if (h)
+		err |= put_health(out, h);
+	err |= put_counter(out, "tokenscope_metrics_series_dropped_total",
+			   "Samples folded into gen_ai_request_model=\"other\" (or dropped) past "
+			   "--metrics-max-series label sets in a family.",
+			   m->folded);
+	return err || out->overflow ? -1 : 0;
+}

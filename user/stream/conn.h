@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * One connection (a TLS object or a socket of one process) and its two byte streams. Finds the role (a process that
+ * writes a request is a client, one that reads one is a server), runs an HTTP/1.1 parser per
+ * direction, pairs responses with requests in order (keep-alive, pipelining), and drives the
+ * response body through decoding, SSE/NDJSON framing and the API dialect into a request record.
+ */
+#ifndef TS_CONN_H
+#define TS_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llm/request.h"
+
+struct pipeline;
+
+/* What carries a connection's bytes: a TLS object's plaintext, or a plain socket's. */
+enum transport {
+	TRANSPORT_TLS = 0, /* SSL_read/SSL_write on an SSL* */
+	TRANSPORT_TCP = 1, /* read/write family syscalls on a TCP socket */
+};
+
+/* Which byte stream a connection is. */
+struct stream_key {
+	uint32_t pid;
+	enum transport transport;
+	uint64_t id; /* TLS: the SSL* in the process; TCP: the socket */
+};
+
+enum conn_kind {
+	CONN_UNKNOWN = 0, /* no request start seen yet */
+	CONN_HTTP1,
+	CONN_HTTP2,	  /* client preface seen: counted as unsupported */
+	CONN_OTHER,	  /* bytes that never looked like HTTP */
+};
+
+/* Where finished requests and health counts go. */
+struct conn_sink {
+	void (*on_request)(void *ctx, struct request *r); /* takes ownership */
+	void (*on_first_token)(void *ctx, struct request *r); /* NULL: not wanted */
+	void *ctx;
+	uint64_t *next_id; /* request ids, counted up */
+	uint64_t *unpaired_responses; /* responses with no request to pair with */
+	uint64_t *malformed_streams;  /* HTTP framing errors */
+	uint64_t *unsupported_encodings;
+	uint64_t *decode_budget_exceeded;
+	uint64_t *no_memory; /* requests not tracked for lack of memory */
+};
+
+struct conn;
+
+struct conn *conn__new(const struct stream_key *key, const char *comm,
+		       const struct conn_sink *sink);
+void conn__free(struct conn *c);
+/* One more stream carries c (an SSL object both processes use after a fork). */
+void conn__ref(struct conn *c);
+/* A stream that carried c is gone: true when it was the last (then close and free c). */
+bool conn__unref(struct conn *c);
+bool conn__shared(const struct conn *c);
+/* No byte has reached it yet. */
+bool conn__untouched(const struct conn *c);
+/* Bytes moved by one call (or piece of one); data may be modified (credential masking). */
+void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64_t ts);
+/* n bytes of one direction are known to be missing (truncated call, unreadable memory). */
+void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts);
+/* Pieces were lost, direction and size unknown: in-flight requests become incomplete. */
+void conn__lost(struct conn *c, uint64_t ts, const char *reason);
+/* The connection ended (SSL_free, close, process exit, end of capture). Unfinished requests are
+ * reported incomplete with reason. */
+void conn__close(struct conn *c, uint64_t ts, const char *reason);
+enum conn_kind conn__kind(const struct conn *c);
+/* Requests of this connection still waiting for the end of their response. */
+size_t conn__inflight(const struct conn *c);
+/* The socket's addresses ("ip:port"), for the requests of this connection. */
+void conn__set_addresses(struct conn *c, const char *local, const char *peer);
+bool conn__has_addresses(const struct conn *c);
+/* Are a and b the two ends of one socket (each one's local address the other's peer)? */
+bool conn__is_peer(const struct conn *a, const struct conn *b);
+/* The process at the other end died with requests of c in flight: those that do not end
+ * whole say peer_exited, whatever ends them. */
+void conn__peer_exited(struct conn *c);
+const char *transport__name(enum transport t);
+
+#endif

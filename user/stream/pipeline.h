@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Everything above the probes: raw events (from the ring buffer or a recording, the same
+ * bytes) in, finished requests, GPU steps and capture health out.
+ *
+ *   data record -> pipeline__feed -> stream (pid, transport, SSL* or socket) -> conn -> http
+ *               -> decode -> sse -> dialect -> request -> report (line, JSON Lines, summary)
+ *   GPU mark    -> pipeline__feed -> gpu (segments, steps) -> report
+ *                                                          -> attrib (kept for correlation)
+ *   finished request -> (while GPU steps are seen) held ATTRIB_SETTLE_NS of record time
+ *                    -> attrib__compute (server role) -> report
+ * Requests leave in the order their responses ended, whatever their role.
+ */
+#ifndef TS_PIPELINE_H
+#define TS_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "engine/attrib.h"
+#include "engine/step.h"
+#include "tokenscope.h"
+
+struct request;
+struct request_metrics;
+struct recording;
+
+struct health {
+	__u64 bpf[TS_CNT__MAX];  /* kernel-side counters (drops, truncations, ...) */
+	uint64_t events;	    /* data events consumed */
+	uint64_t bytes;		    /* payload bytes consumed */
+	uint64_t bad_events;	    /* records too short or of unknown type */
+	uint64_t lost_pieces;	    /* sequence gaps seen per stream */
+	uint64_t streams;	    /* connections seen */
+	uint64_t streams_http1;
+	uint64_t streams_http2;	    /* unsupported */
+	uint64_t streams_other;	    /* non-HTTP: unsupported */
+	uint64_t streams_malformed; /* HTTP framing errors */
+	uint64_t unsupported_encodings;
+	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */
+	uint64_t unpaired_responses;
+	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
+	uint64_t streams_aged_out;  /* streams let go after a long idle time (end never seen) */
+	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no
+				       user buffer */
+	uint64_t recording_errors;  /* records that could not be written to the recording */
+	uint64_t requests;	    /* LLM requests reported */
+	uint64_t requests_incomplete;
+	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
+	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
+	uint64_t gpu_steps;	    /* steps reported */
+	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
+	uint64_t attributed;	    /* server requests whose TTFT was split */
+	uint64_t not_attributed;    /* server requests with attribution null (and why) */
+};
+
+/* Called for each finished LLM request, with its metrics; the pipeline frees it afterwards. */
+typedef void (*request_fn)(void *ctx, const struct request *r, const struct request_metrics *m);
+
+struct pipeline;
+
+/* A process exited, and none of its requests is waiting any more (same ctx). */
+typedef void (*exit_fn)(void *ctx, uint32_t pid);
+
+/* on_step may be NULL. */
+struct pipeline *pipeline__new(request_fn fn, step_fn on_step, void *ctx);
+void pipeline__free(struct pipeline *p);
+/* Copy every consumed record (credentials masked) to rec; NULL stops recording. */
+void pipeline__set_recording(struct pipeline *p, struct recording *rec);
+/* One record as it came from the ring buffer or a recording. The payload may be modified
+ * (credential masking). Returns 0, or -1 for a malformed record (counted, skipped). */
+int pipeline__feed(struct pipeline *p, void *rec, size_t size);
+/* Kernel-side counters: live, read from the BPF map; replayed, from the recording. */
+void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
+/* End of capture at ts (0: the newest record's time): connections still open report their
+ * requests incomplete. */
+void pipeline__finish(struct pipeline *p, uint64_t ts);
+const struct health *pipeline__health(struct pipeline *p);
+void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
+/* The correlation state: for --engine overrides and the summary's engine figures. */
+struct attrib *pipeline__attrib(struct pipeline *p);
+
+#endif
