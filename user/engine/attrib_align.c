@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Which step produced each token event (attrib_state.h): one the host saw complete before
+ * it, placed so that a request's events are on successive steps (attrib_align_tokens), which
+ * undoes the delay of a server that writes late; a stream interval puts them on a grid.
+ * Finished requests' first tokens are placed so at once (attrib__finished), for the requests
+ * attributed after them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "engine/attrib_state.h"
+
+/* Index of the latest step seen complete at or before t; n when none. */
+size_t attrib_latest_seen(const struct estep *v, size_t n, uint64_t t)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (v[mid].seen <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? lo - 1 : n;
+}
+
+static int by_size(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static int by_mark(const void *x, const void *y)
+{
+	const struct mark *a = x, *b = y;
+
+	return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* The step of the window that produced first token f: the one its own alignment found, else
+ * the latest seen complete before it. n when none. */
+static size_t step_of(const struct first_token *f, const struct estep *v, size_t n)
+{
+	size_t k = attrib_latest_seen(v, n, f->ft);
+
+	if (k == n || !f->step_start)
+		return k;
+	for (size_t back = 0; back < 256 && back <= k; back++) {
+		if (v[k - back].start == f->step_start)
+			return k - back;
+	}
+	return k;
+}
+
+/* The first tokens of this engine's requests written in [v[0].seen, to], on their steps. A
+ * request still streaming is not aligned yet: its first token is put as far behind the latest
+ * step seen before it as the aligned ones around it were (the HTTP server's delay). */
+void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_t own_pid,
+			       struct estep *v, size_t n, uint64_t to)
+{
+	size_t f = 0, hi = a->nfts, m = 0, nlags = 0, lag = 0, lags[64];
+
+	a->nmarks = 0;
+	while (n && f < hi) {
+		size_t mid = (f + hi) / 2;
+
+		if (a->fts[mid].ft < v[0].seen)
+			f = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t pass = 0; pass < 2; pass++) {
+		for (size_t i = f; n && i < a->nfts && a->fts[i].ft <= to; i++) {
+			const struct first_token *ft = &a->fts[i];
+			size_t k, ls;
+
+			if (!attrib_serves(a, ft->http_pid, own_pid, e) || (pass == 0) != !!ft->step_start)
+				continue;
+			ls = attrib_latest_seen(v, n, ft->ft);
+			if (ls == n)
+				continue;
+			k = ft->step_start ? step_of(ft, v, n) : ls - (lag < ls ? lag : ls);
+			if (pass == 0 && nlags < 64)
+				lags[nlags++] = ls - k;
+			if (!array__reserve((void **)&a->marks, &a->capmarks, a->nmarks + 1,
+					    sizeof(*a->marks)))
+				continue;
+			a->marks[a->nmarks++] = (struct mark){ k, i, ls, !!ft->step_start };
+		}
+		if (pass == 0 && nlags) {
+			qsort(lags, nlags, sizeof(*lags), by_size);
+			lag = lags[nlags / 2];
+		}
+	}
+	if (a->nmarks)
+		qsort(a->marks, a->nmarks, sizeof(*a->marks), by_mark);
+	for (size_t k = 0; k < n; k++) {
+		v[k].mk_lo = m;
+		while (m < a->nmarks && a->marks[m].k == k)
+			m++;
+		v[k].mk_hi = m;
+	}
+	/* where an unaligned first token came from is a guess: any step between the latest seen
+	 * before it and as far back as the HTTP server was seen to lag may be it */
+	for (size_t i = 0; i < a->nmarks; i++) {
+		size_t ls = a->marks[i].ls, back = nlags ? lags[nlags - 1] + 1 : 2;
+
+		for (size_t k = ls > back ? ls - back : 0; !a->marks[i].aligned && k <= ls; k++)
+			v[k].maybe_first = true;
+	}
+}
+
+#define GRID_MAX 64 /* stream intervals looked for: 2 .. GRID_MAX - 1 steps */
+
+/* The stream interval of events 1 .. ne - 2 (not the first token's, not the last, which may
+ * be a remainder), placed lag steps behind their latest seen steps: the commonest spacing k
+ * of at least two thirds of the spacings, and the commonest step number modulo k of at least
+ * two thirds of the events. Returns k (0: no interval found) and the phase. */
+static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
+{
+	uint32_t count[GRID_MAX] = { 0 };
+	size_t m = ne >= 2 ? ne - 2 : 0, k = 2;
+
+	if (m < 4)
+		return 0;
+	for (size_t i = 1; i + 1 < ne - 1; i++) {
+		size_t d = q[i + 1] - q[i];
+
+		if (d < GRID_MAX)
+			count[d]++;
+	}
+	for (size_t d = 3; d < GRID_MAX; d++) {
+		if (count[d] > count[k])
+			k = d;
+	}
+	if (3 * count[k] < 2 * (m - 1))
+		return 0;
+	memset(count, 0, sizeof(count));
+	for (size_t i = 1; i < ne - 1; i++)
+		count[(q[i] - (q[i] >= lag ? lag : q[i])) % k]++;
+	*phase = 0;
+	for (size_t p = 1; p < k; p++) {
+		if (count[p] > count[*phase])
+			*phase = p;
+	}
+	return 3 * count[*phase] >= 2 * m ? k : 0;
+}
+
+/*
+ * Which step produced each token event (q[0]: the first token's). A token written at t comes
+ * from a step the host saw complete before t, at the latest the latest one (ls). An HTTP
+ * server that falls behind writes later than that, so its latest is too late. But a running
+ * request gets one token per engine step (continuous batching that runs prefills and decodes
+ * in the same steps, as vLLM V1), so event i comes from i steps after the first token's:
+ * ls[j] - j, for every event j, bounds where the first token's step s0 can be, and the event
+ * written with the least delay sets it. Then:
+ *   - one token per event (usage says so, or the events follow the steps one to one): event i
+ *     comes from step s0 + i;
+ *   - several (a stream interval, merged outputs): each event is as late behind its latest
+ *     seen step as the first (or, with a token count, the last, if less) was, and the last
+ *     one ends on s0 + tokens - 1 when usage gives the count. With a stream interval of k
+ *     steps, the events between are k steps apart (merged ones a multiple): one that fell
+ *     off that grid (the server a step behind for a moment) goes back down onto it.
+ * Returns false when that is not consistent with a first step that began after arrival
+ * (then the latest-seen rule is used throughout).
+ */
+bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
+			 bool *moved)
+{
+	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
+	bool known = r->output_tokens.set && r->output_tokens.v >= ne;
+	uint64_t total = known ? r->output_tokens.v : ne;
+	uint64_t t = r->first_token_ns;
+	bool one_each;
+
+	*moved = false;
+	for (size_t i = 0; i < ne; i++) {
+		size_t ls;
+
+		if (i)
+			t += r->gaps_ns[i - 1];
+		ls = attrib_latest_seen(v, n, t);
+		if (ls == n || ls < i)
+			return false;
+		q[i] = ls;
+		if (ls - i < s0)
+			s0 = ls - i;
+	}
+	one_each = known ? total == ne : ne < 3 || (q[ne - 1] - q[0]) * 2 < 3 * (ne - 1);
+	if (one_each) {
+		for (size_t i = 0; i < ne; i++) {
+			if (i == 0 && v[s0].start < r->start_ns)
+				return false;
+			*moved |= s0 + i != q[i];
+			q[i] = s0 + i;
+		}
+		return true;
+	}
+	if (known) {
+		if (q[ne - 1] + 1 < total)
+			return false;
+		if (q[ne - 1] + 1 - total < s0)
+			s0 = q[ne - 1] + 1 - total;
+	}
+	if (v[s0].start < r->start_ns)
+		return false;
+	/* how far behind its latest seen step the server wrote: known for the first event and,
+	 * with a token count, the last; the smaller is taken (a delay at the start of a stream
+	 * does not last) */
+	lag = q[0] - s0;
+	if (known && q[ne - 1] - (s0 + total - 1) < lag)
+		lag = q[ne - 1] - (s0 + total - 1);
+	grid = stream_grid(q, ne, lag, &phase);
+	for (size_t i = 0; i < ne; i++) {
+		size_t want = q[i] - (q[i] >= lag ? lag : q[i]);
+
+		if (i == 0)
+			want = s0;
+		else if (i == ne - 1 && known)
+			want = s0 + total - 1;
+		else if (grid && i < ne - 1) {
+			size_t above = (want % grid + grid - phase) % grid; /* steps past the grid */
+
+			if (above <= want)
+				want -= above;
+		}
+		if (want > q[i])
+			want = q[i];
+		if (i && want <= q[i - 1])
+			want = q[i - 1] + 1;
+		if (want > q[i])
+			return false;
+		*moved |= want != q[i];
+		q[i] = want;
+	}
+	return true;
+}
+
+void attrib__finished(struct attrib *a, const struct request *r)
+{
+	struct attribution at = { 0 };
+	uint64_t end = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
+	uint64_t from = r->start_ns > LOOKBACK_NS ? r->start_ns - LOOKBACK_NS : 0;
+	size_t lo = 0, hi = a->nfts, *q;
+	struct estep *v = NULL;
+	bool moved;
+	long n;
+
+	if (!r->first_token_ns || r->lossy || attrib_find_engine(a, r, end, &at))
+		return;
+	while (lo < hi) { /* its entry: by first token time, then id */
+		size_t mid = (lo + hi) / 2;
+
+		if (a->fts[mid].ft < r->first_token_ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo < a->nfts && a->fts[lo].ft == r->first_token_ns && a->fts[lo].id != r->id)
+		lo++;
+	if (lo == a->nfts || a->fts[lo].id != r->id)
+		return;
+	n = attrib_gather_steps(a, &at, from, end, &v, at.error, sizeof(at.error));
+	q = n > 0 ? calloc(r->token_events, sizeof(*q)) : NULL;
+	if (q && attrib_align_tokens(v, (size_t)n, r, q, &moved))
+		a->fts[lo].step_start = v[q[0]].start;
+	free(q);
+	free(v);
+}

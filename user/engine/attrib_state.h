@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The attribution's kept state and the engine steps of one request's window, shared by its
+ * four files (engine/attrib.h is the interface; nothing outside engine/attrib*.c includes
+ * this), one per question:
+ *   attrib_serving.c  which processes serve which HTTP server: --engine, the process tree,
+ *                     tensor-parallel ranks in lockstep, merged into one engine's steps;
+ *   attrib_align.c    which step produced each token event: the alignment and the
+ *                     stream-interval grid;
+ *   attrib_prefill.c  which steps carried prefill: first tokens, the decode baseline,
+ *                     earlier chunks of a long prompt;
+ *   attrib.c          what is kept, and the split itself (docs/attribution.md).
+ */
+#ifndef TS_ATTRIB_STATE_H
+#define TS_ATTRIB_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/attrib.h"
+#include "llm/request.h"
+
+#define KEEP_NS (900ull * 1000000000ull)    /* steps and first tokens kept: 15 min */
+#define LOOKBACK_NS (2000000000ull)	     /* steps before arrival read for baselines */
+#define BASELINE_STEPS 8		     /* decode baseline: from at least this many steps */
+#define MAX_ANCESTORS 16
+#define TREE_BUCKETS 1024
+#define MAX_LOSSES 256
+
+/* A step of one GPU process, as much as attribution needs. */
+struct astep {
+	uint64_t start; /* first launch */
+	uint64_t done;	/* GPU completion (or its upper bound) */
+	uint64_t seen;	/* host observed completion */
+	bool bound;
+};
+
+struct gpu_proc {
+	uint32_t pid;
+	struct astep *v; /* by seen, oldest first */
+	size_t n, cap;
+};
+
+struct tree {
+	uint32_t pid;
+	uint32_t anc[MAX_ANCESTORS];
+	uint32_t n;
+	struct tree *next;
+};
+
+struct first_token {
+	uint64_t ft, arrival, id;
+	uint64_t step_start; /* first launch of the step that produced it, once the request
+				finished and its events were aligned (0: the latest seen before ft) */
+	uint32_t http_pid;
+};
+
+/* A first token placed on a step of the window being attributed. */
+struct mark {
+	size_t k;  /* the step */
+	size_t f;  /* fts[f] */
+	size_t ls; /* the latest step seen before it */
+	bool aligned;
+};
+
+struct engine {
+	uint32_t pids[ATTRIB_MAX_PIDS];
+	uint32_t npids;
+	bool chunked;		  /* in the window being attributed */
+	uint64_t chunk_excess_ns; /* typical excess of a full prefill chunk over decode */
+	uint64_t counted_to;	  /* steps seen up to here are in the stats */
+	struct attrib_engine_stats st;
+	struct engine *next;
+};
+
+struct http_engine {
+	uint32_t http_pid;
+	struct engine *e;
+};
+
+struct override {
+	uint32_t http_pid;
+	uint32_t pids[ATTRIB_MAX_PIDS];
+	uint32_t npids;
+};
+
+struct attrib {
+	struct gpu_proc *procs;
+	size_t nprocs, capprocs;
+	struct tree *trees[TREE_BUCKETS];
+	struct first_token *fts; /* by ft */
+	size_t nfts, capfts;
+	uint64_t losses[MAX_LOSSES];
+	size_t nlosses;
+	uint64_t pruned_before; /* nothing older than this is kept */
+	struct engine *engines;
+	struct http_engine *http;
+	size_t nhttp, caphttp;
+	struct override *overrides;
+	size_t noverrides;
+	uint32_t *clients; /* processes that made LLM API calls themselves: proxies, gateways */
+	size_t nclients, capclients;
+	struct mark *marks; /* of the window being attributed, by step */
+	size_t nmarks, capmarks;
+};
+
+/* A step of the engine (merged across tensor-parallel ranks) in the window of one request. */
+struct estep {
+	uint64_t start, done, seen, busy_start;
+	bool bound;
+	uint32_t ranks;		/* bit per engine pid */
+	size_t mk_lo, mk_hi;	/* the first tokens it produced: marks[mk_lo..mk_hi) */
+	uint64_t baseline;	/* the window's decode baseline (0: not known) */
+	bool orphan;		/* carried prefill that produced no first token: an earlier chunk */
+	bool maybe_first;	/* a first token not aligned yet may have come from it */
+};
+
+/* GPU time of a window step: from when the GPU got to it (busy_start) to its end. */
+static inline uint64_t estep_busy(const struct estep *s)
+{
+	return s->done > s->busy_start ? s->done - s->busy_start : 0;
+}
+
+static inline int attrib_cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* attrib.c: what is kept */
+struct gpu_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create);
+bool attrib_is_client(const struct attrib *a, uint32_t pid);
+
+/* attrib_serving.c: the engine of an HTTP process, and its steps around one request */
+int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
+		       struct attribution *out);
+struct engine *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t n);
+void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine *e);
+bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid,
+		   const struct engine *e);
+long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_t from,
+			 uint64_t to, struct estep **out, char *err, size_t errn);
+
+/* attrib_align.c: which step produced each token event */
+size_t attrib_latest_seen(const struct estep *v, size_t n, uint64_t t);
+void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_t own_pid,
+			       struct estep *v, size_t n, uint64_t to);
+bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
+			 bool *moved);
+
+/* attrib_prefill.c: which steps carried prefill */
+void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
+			   struct estep *v, size_t n, uint64_t to);
+bool attrib_prefill_of_other(const struct attrib *a, const struct estep *s, uint64_t id);
+size_t attrib_prefill_start_step(const struct attrib *a, const struct engine *e,
+				 const struct estep *v, size_t sft, const struct request *r,
+				 struct attribution *at);
+
+#endif
