@@ -52,7 +52,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers unit unit-sanitized asan fuzz soak replay integration demo bench deps \
+.PHONY: all clean test layers options unit unit-sanitized asan fuzz soak replay integration demo bench deps \
 	fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
@@ -113,6 +113,12 @@ layers:
 	$(Q)python3 tests/check_layers.py
 	$(Q)python3 tests/check_layers.py --self-test
 
+# README's option table against the options the binary accepts (its usage, built from the
+# same table as its parser), and that the check catches a difference.
+options: tokenscope
+	$(Q)python3 tests/check_options.py ./tokenscope README.md
+	$(Q)python3 tests/check_options.py ./tokenscope README.md --self-test
+
 unit: $(UNIT_BINS)
 	$(Q)./tests/unit/run.sh $(UNIT_BINS)
 
@@ -127,7 +133,7 @@ integration: tokenscope fixtures gpu-testbed
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s layers
-	$(Q)$(MAKE) -s all unit
+	$(Q)$(MAKE) -s all unit options
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The option table, and what is built from it (options.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/types.h>
+
+#include "out/exporter.h"
+#include "capture/live.h"
+#include "cli/options.h"
+#include "tokenscope.h"
+
+#define TS_VERSION "0.1.0"
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* What each option does with its argument: 0, or -1 having said why. */
+
+static int set_pid(struct options *o, const char *arg)
+{
+	long v;
+
+	if (parse_long(arg, 1, INT_MAX, &v) || o->npids == OPTIONS_MAX_PIDS) {
+		fprintf(stderr, "tokenscope: invalid PID '%s'\n", arg);
+		return -1;
+	}
+	o->pids[o->npids++] = (pid_t)v;
+	return 0;
+}
+
+static int set_comm(struct options *o, const char *arg)
+{
+	if (strlen(arg) >= TS_COMM_LEN) {
+		fprintf(stderr, "tokenscope: command names are at most %d characters\n",
+			TS_COMM_LEN - 1);
+		return -1;
+	}
+	o->comm = arg;
+	return 0;
+}
+
+static int set_port(struct options *o, const char *arg)
+{
+	long v;
+
+	if (parse_long(arg, 1, 65535, &v) || o->nports == OPTIONS_MAX_PORTS) {
+		fprintf(stderr, "tokenscope: invalid port '%s'\n", arg);
+		return -1;
+	}
+	o->ports[o->nports++] = (uint16_t)v;
+	return 0;
+}
+
+static int set_engine(struct options *o, const char *arg)
+{
+	if (o->nengines == OPTIONS_MAX_ENGINES) {
+		fprintf(stderr, "tokenscope: at most %d --engine\n", OPTIONS_MAX_ENGINES);
+		return -1;
+	}
+	o->engines[o->nengines++] = arg; /* checked by attrib__override */
+	return 0;
+}
+
+static int set_metrics(struct options *o, const char *arg)
+{
+	char addr[64];
+	unsigned port;
+
+	if (exporter__parse(arg, addr, sizeof(addr), &port)) {
+		fprintf(stderr, "tokenscope: --metrics wants [ADDR:]PORT (IPv4), not '%s'\n", arg);
+		return -1;
+	}
+	o->metrics_addr = arg;
+	return 0;
+}
+
+static int set_metrics_max_series(struct options *o, const char *arg)
+{
+	if (parse_long(arg, 1, 1000000, &o->metrics_max_series)) {
+		fprintf(stderr, "tokenscope: invalid --metrics-max-series '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_duration(struct options *o, const char *arg)
+{
+	if (parse_long(arg, 1, 365L * 86400, &o->duration_s)) {
+		fprintf(stderr, "tokenscope: invalid duration '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int set_ringbuf_mb(struct options *o, const char *arg)
+{
+	long v;
+
+	if (parse_long(arg, 1, 1024, &v) || (v & (v - 1))) {
+		fprintf(stderr, "tokenscope: ring buffer size must be a power of two between 1 and "
+				"1024 MB\n");
+		return -1;
+	}
+	o->ringbuf_mb = v;
+	return 0;
+}
+
+/* Options that only set a field. */
+enum opt_kind {
+	SET_FN,	  /* the option's own set() */
+	SET_FLAG, /* bool at off = true */
+	SET_PATH, /* const char * at off = arg */
+	SET_COUNT, /* int at off += 1 */
+	PRINT_HELP,
+	PRINT_VERSION,
+};
+
+struct opt_spec {
+	const char *name; /* --name */
+	char short_name;  /* -x, or 0 */
+	const char *arg;  /* the argument in the usage; NULL: takes none */
+	enum opt_kind kind;
+	size_t off;
+	int (*set)(struct options *o, const char *arg);
+	bool in_report; /* taken by `report FILE` too */
+	const char *help; /* '\n' starts a continuation line */
+};
+
+#define FN(f) SET_FN, 0, f
+#define FIELD(kind, field) kind, offsetof(struct options, field), NULL
+
+/* The options, in the usage's order. */
+static const struct opt_spec specs[] = {
+	{ "pid", 'p', "PID", FN(set_pid), false, "trace only this process (repeatable)" },
+	{ "comm", 'c', "NAME", FN(set_comm), false,
+	  "trace only processes with this command name" },
+	{ "port", 0, "PORT", FN(set_port), false,
+	  "plaintext TCP: only sockets with this local or peer port\n(repeatable)" },
+	{ "no-plaintext", 0, NULL, FIELD(SET_FLAG, no_plaintext), false,
+	  "no plaintext TCP capture: TLS (and CUDA) only" },
+	{ "engine", 0, "HTTP_PID=GPU_PID[,GPU_PID...]", FN(set_engine), true,
+	  "the GPU processes serving an HTTP server's requests (found\nthrough the process tree "
+	  "when not given; repeatable)" },
+	{ "gaps", 0, NULL, FIELD(SET_FLAG, gaps), true, "request records list each token gap's steps" },
+	{ "metrics", 0, "[ADDR:]PORT", FN(set_metrics), false,
+	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n(ADDR 127.0.0.1 unless given; "
+	  "OpenTelemetry GenAI names)" },
+	{ "metrics-file", 0, "FILE", FIELD(SET_PATH, metrics_file), true,
+	  "write the metrics exposition to FILE at the end" },
+	{ "metrics-max-series", 0, "N", FN(set_metrics_max_series), true,
+	  "label sets per metric family (default 1000); more\nare folded into "
+	  "gen_ai_request_model=\"other\"" },
+	{ "output", 'o', "FILE", FIELD(SET_PATH, jsonl_path), true,
+	  "write one JSON object per request (JSON Lines, mode 0600)" },
+	{ "record", 'r', "FILE", FIELD(SET_PATH, record_path), false,
+	  "record the event stream for `tokenscope report` (holds\ndecrypted prompts and "
+	  "completions; credentials masked)" },
+	{ "duration", 'd', "SECS", FN(set_duration), false, "stop after SECS seconds" },
+	{ "ringbuf-mb", 'b', "MB", FN(set_ringbuf_mb), false,
+	  "ring buffer size, a power of two (default: 32 per CPU, 8 to\n256, at most 1/256 of "
+	  "the memory)" },
+	{ "quiet", 'q', NULL, FIELD(SET_FLAG, quiet), true, "no per-request lines, only the summary" },
+	{ "verbose", 'v', NULL, FIELD(SET_COUNT, verbose), true,
+	  "which files were probed (repeat for libbpf debug output)" },
+	{ "help", 'h', NULL, PRINT_HELP, 0, NULL, true, "this help" },
+	{ "version", 'V', NULL, PRINT_VERSION, 0, NULL, true, "the version" },
+};
+#define NSPECS (sizeof(specs) / sizeof(specs[0]))
+
+#define HELP_COLUMN 24
+
+static void usage(FILE *f)
+{
+	fputs("Usage: tokenscope [OPTIONS]              trace LLM API calls live\n"
+	      "       tokenscope report FILE [OPTIONS]  replay a recording (FILE - : standard input)\n"
+	      "\n"
+	      "Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
+	      "hits of every streamed LLM API call that a process makes or serves, over OpenSSL or\n"
+	      "plain HTTP on TCP.\n"
+	      "\n",
+	      f);
+	for (size_t i = 0; i < NSPECS; i++) {
+		const struct opt_spec *s = &specs[i];
+		char left[64];
+		int n = snprintf(left, sizeof(left), "%c%c%c --%s%s%s", s->short_name ? '-' : ' ',
+				 s->short_name ? s->short_name : ' ', s->short_name ? ',' : ' ',
+				 s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+
+		/* the help beside the option where it fits, else below it */
+		if (n <= HELP_COLUMN - 4)
+			fprintf(f, "  %-*s", HELP_COLUMN - 2, left);
+		else if (n <= 30)
+			fprintf(f, "  %s  ", left);
+		else
+			fprintf(f, "  %s\n%*s", left, HELP_COLUMN, "");
+		for (const char *h = s->help; *h;) {
+			size_t len = strcspn(h, "\n");
+
+			fprintf(f, "%.*s\n", (int)len, h);
+			h += len;
+			if (*h == '\n' && *++h)
+				fprintf(f, "%*s", HELP_COLUMN, "");
+		}
+	}
+}
+
+/* What `report FILE` takes, for its error line. */
+static void say_report_options(void)
+{
+	fprintf(stderr, "tokenscope: report takes only");
+	for (size_t i = 0, said = 0; i < NSPECS; i++) {
+		if (specs[i].in_report && specs[i].kind != PRINT_HELP && specs[i].kind != PRINT_VERSION)
+			fprintf(stderr, "%s --%s", said++ ? "," : "", specs[i].name);
+	}
+	fprintf(stderr, "\n");
+}
+
+/* Does what the option says: 0, 1 (printed the help or the version), or -1. */
+static int apply(const struct opt_spec *s, struct options *o, const char *arg)
+{
+	char *field = (char *)o + s->off;
+
+	if (o->replay_path && !s->in_report) {
+		fprintf(stderr, "tokenscope: --%s is for live tracing\n", s->name);
+		say_report_options();
+		return -1;
+	}
+	switch (s->kind) {
+	case SET_FN:
+		return s->set(o, arg);
+	case SET_FLAG:
+		*(bool *)field = true;
+		return 0;
+	case SET_PATH:
+		*(const char **)field = arg;
+		return 0;
+	case SET_COUNT:
+		(*(int *)field)++;
+		return 0;
+	case PRINT_HELP:
+		usage(stdout);
+		return 1;
+	case PRINT_VERSION:
+		printf("tokenscope %s\n", TS_VERSION);
+		return 1;
+	}
+	return -1;
+}
+
+/* The table index of -c; -1 when none ('?': getopt found no such option). */
+static int spec_of_short(int c)
+{
+	for (size_t i = 0; i < NSPECS; i++) {
+		if (specs[i].short_name == c)
+			return (int)i;
+	}
+	return -1;
+}
+
+int options__parse(int argc, char **argv, struct options *o)
+{
+	struct option longopts[NSPECS + 1];
+	char shorts[2 * NSPECS + 1], *sp = shorts;
+	int c, idx, ret;
+
+	o->ringbuf_mb = live__default_ringbuf_mb();
+	if (argc > 1 && !strcmp(argv[1], "report")) {
+		if (argc < 3 || (argv[2][0] == '-' && argv[2][1])) {
+			fprintf(stderr, "tokenscope: report needs a recording FILE\n");
+			return -1;
+		}
+		o->replay_path = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
+	/* getopt_long's array and short-option string, from the table: a long option's val is
+	 * 256 + its index, a short one is its letter */
+	for (size_t i = 0; i < NSPECS; i++) {
+		longopts[i] = (struct option){ specs[i].name,
+					       specs[i].arg ? required_argument : no_argument, NULL,
+					       256 + (int)i };
+		if (specs[i].short_name) {
+			*sp++ = specs[i].short_name;
+			if (specs[i].arg)
+				*sp++ = ':';
+		}
+	}
+	longopts[NSPECS] = (struct option){ 0 };
+	*sp = 0;
+	while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+		idx = c >= 256 ? c - 256 : spec_of_short(c);
+		if (idx < 0) { /* getopt said what was wrong */
+			usage(stderr);
+			return -1;
+		}
+		ret = apply(&specs[idx], o, optarg);
+		if (ret)
+			return ret;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tokenscope: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The command line. One table in options.c lists every option: getopt_long's array, its
+ * short-option string and the usage text are built from it, and README's option table is
+ * checked against the usage (tests/check_options.py).
+ */
+#ifndef TS_OPTIONS_H
+#define TS_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define OPTIONS_MAX_PIDS 64
+#define OPTIONS_MAX_PORTS 64
+#define OPTIONS_MAX_ENGINES 16
+
+struct options {
+	pid_t pids[OPTIONS_MAX_PIDS];
+	int npids;
+	const char *comm;
+	uint16_t ports[OPTIONS_MAX_PORTS];
+	int nports;
+	bool no_plaintext;
+	const char *jsonl_path;
+	const char *record_path;
+	const char *replay_path; /* `report FILE` */
+	long duration_s;
+	long ringbuf_mb;
+	bool quiet;
+	int verbose;
+	const char *engines[OPTIONS_MAX_ENGINES]; /* --engine HTTP_PID=GPU_PID[,GPU_PID...] */
+	int nengines;
+	bool gaps;
+	const char *metrics_addr; /* --metrics [ADDR:]PORT */
+	const char *metrics_file; /* --metrics-file FILE */
+	long metrics_max_series;
+};
+
+/* `tokenscope [report FILE] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the
+ * version (the run is over, successfully); -1 when the line is wrong (said on stderr). */
+int options__parse(int argc, char **argv, struct options *o);
+
+#endif
