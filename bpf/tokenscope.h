@@ -27,6 +27,7 @@ enum ts_event_type {
 	TS_EV_SOCK_DATA = 8, /* bytes moved on a plaintext TCP socket (read/write syscalls) */
 	TS_EV_SOCK_CLOSE = 9, /* close() of the fd of a socket that carried (or may carry) HTTP */
 	TS_EV_TLS_SOCK = 10, /* an SSL* moves its bytes over this TCP socket: its addresses */
+	TS_EV_LLAMA_STEP = 11, /* a llama_decode or llama_encode call returned: its batch, summed */
 };
 
 enum ts_dir {
@@ -233,6 +234,43 @@ struct ts_gpu_kname {
 	char name[TS_KNAME_LEN];
 };
 
+/* llama.cpp: sequence ids 0 .. TS_LLAMA_SEQS - 1 are summed one by one, the tokens of other
+ * ids together; at most TS_LLAMA_MAX_TOKENS tokens of a batch are read, the rest counted. */
+#define TS_LLAMA_SEQS 64
+#define TS_LLAMA_MAX_TOKENS 8192
+
+/* ts_llama_step.flags */
+#define TS_LLAMA_ENCODE (1u << 0)      /* llama_encode (else llama_decode) */
+#define TS_LLAMA_NO_POS (1u << 1)      /* batch.pos NULL: llama.cpp placed the tokens itself,
+					  positions are not known (first_pos, last_pos -1) */
+#define TS_LLAMA_LAST_OUTPUT (1u << 2) /* batch.logits NULL: only the last token has an output */
+#define TS_LLAMA_UNREAD (1u << 3)      /* not every token was read: see unread_tokens */
+
+/* One sequence's part of a batch. */
+struct ts_llama_seq {
+	__s32 seq;	 /* llama_seq_id */
+	__u32 tokens;	 /* its tokens in the batch */
+	__s32 first_pos; /* the position of its first token in the batch (its KV cells before) */
+	__s32 last_pos;	 /* of its last */
+	__u32 outputs;	 /* its tokens that asked for logits (an output: a token sampled) */
+};
+
+/* One llama_decode/llama_encode call: one engine step. The record ends after seqs[nseqs - 1]. */
+struct ts_llama_step {
+	struct ts_event_hdr hdr;  /* ts_ns: when the call returned */
+	__u64 ctx;		  /* struct llama_context *: a step stream per context */
+	__u64 enter_ns;		  /* when the call was entered */
+	__s32 result;		  /* 0: done; 1 no KV slot, 2 aborted, < 0 error: no work done */
+	__u32 flags;		  /* TS_LLAMA_* */
+	__u32 n_tokens;		  /* batch.n_tokens */
+	__u32 outputs;		  /* over every sequence */
+	__u32 other_seq_tokens;	  /* tokens of sequence ids outside 0 .. TS_LLAMA_SEQS - 1 */
+	__u32 shared_tokens;	  /* tokens of several sequences (summed under their first) */
+	__u32 unread_tokens;	  /* tokens not read (past TS_LLAMA_MAX_TOKENS, or a read fault) */
+	__u32 nseqs;		  /* seqs[] that follow, as their ids first appear in the batch */
+	struct ts_llama_seq seqs[TS_LLAMA_SEQS];
+};
+
 /* Counters kept in a per-CPU array in BPF, summed by userspace. */
 enum ts_counter {
 	TS_CNT_DATA_EVENTS = 0, /* pieces sent */
@@ -256,6 +294,9 @@ enum ts_counter {
 	TS_CNT_SOCK_SPLICE,	/* splice calls to or from captured sockets: bytes not seen */
 	TS_CNT_SOCK_IO_URING,	/* io_uring requests on TCP sockets: bytes not seen */
 	TS_CNT_PROBES_OFF,	/* uprobes that could not be attached (set by userspace) */
+	TS_CNT_LLAMA_STEPS,	/* llama_decode/llama_encode calls sent */
+	TS_CNT_LLAMA_NESTED,	/* calls inside a probed call on the same thread (a shim's): once */
+	TS_CNT_LLAMA_DROPS,	/* llama steps lost: ring buffer full, or no room for the call */
 	TS_CNT__MAX,
 };
 
@@ -300,5 +341,11 @@ TS_FIELD(ts_gpu_mark, enter_ns, 72);
 TS_FIELD(ts_gpu_mark, work, 80);
 TS_LAYOUT(ts_gpu_kname, 576);
 TS_FIELD(ts_gpu_kname, name, 64);
+TS_LAYOUT(ts_llama_seq, 20);
+TS_LAYOUT(ts_llama_step, 88 + 20 * TS_LLAMA_SEQS);
+TS_FIELD(ts_llama_step, ctx, 40);
+TS_FIELD(ts_llama_step, enter_ns, 48);
+TS_FIELD(ts_llama_step, nseqs, 84);
+TS_FIELD(ts_llama_step, seqs, 88);
 
 #endif /* TOKENSCOPE_H */

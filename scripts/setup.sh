@@ -32,9 +32,17 @@ if [ -n "$missing" ]; then
 		$missing >/dev/null
 fi
 
-# The official SDK clients used by the integration tests, pinned by package-lock.json.
+# The official SDK clients used by the integration tests, and node-llama-cpp (a prebuilt CPU
+# llama.cpp: the real engine of the llama.cpp step tests), pinned by package-lock.json. Its
+# GPU builds are optional packages (700 MB) and not installed; its install script would only
+# test the prebuilt binary. `npm install` with the lock file, not `npm ci`: the lock cannot
+# list the optional builds that node-llama-cpp names for other platforms and npm cannot
+# resolve, and `npm ci` refuses a lock without them.
 here=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -d "$here/tests/node/node_modules/openai" ] || [ ! -d "$here/tests/node/node_modules/@anthropic-ai/sdk" ]; then
-	echo "setup: installing test clients from npm (openai, @anthropic-ai/sdk)"
-	(cd "$here/tests/node" && npm ci --no-audit --no-fund --loglevel=error)
+nm="$here/tests/node/node_modules"
+if [ ! -d "$nm/openai" ] || [ ! -d "$nm/@anthropic-ai/sdk" ] || [ ! -d "$nm/node-llama-cpp" ] ||
+	[ ! -d "$nm/@node-llama-cpp/linux-x64" ]; then
+	echo "setup: installing test clients and engines from npm (openai, @anthropic-ai/sdk, node-llama-cpp)"
+	(cd "$here/tests/node" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
+		npm install --omit=optional --no-audit --no-fund --loglevel=error)
 fi

@@ -2,8 +2,9 @@
 """Integration tests with real eBPF probes (root): real clients against a local TLS fixture
 server, traced live by ./tokenscope, checked against the ground truth the fixture writes;
 then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
-attribution of TTFT and token gaps to GPU steps (attribution_checks.py), and the Prometheus
-endpoint (metrics_checks.py).
+attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
+endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
+(llama_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -21,6 +22,7 @@ import time
 
 from attribution_checks import run_attribution_checks
 from gpu_checks import run_gpu_checks
+from llama_checks import run_llama_checks
 from metrics_checks import run_metrics_checks
 from plaintext_checks import run_plaintext_checks
 
@@ -200,7 +202,8 @@ def main():
     work = tempfile.mkdtemp(prefix="tokenscope-it-")
     print(f"integration: with {TOKENSCOPE}", flush=True)
     phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
-              "attribution": run_attribution_checks, "metrics": run_metrics_checks}
+              "attribution": run_attribution_checks, "metrics": run_metrics_checks,
+              "llama": run_llama_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -215,7 +218,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics]")
+        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -633,6 +636,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: --metrics scraped under load, and abused
     run_metrics_checks(ctx)
+
+    # phase: llama.cpp's own steps (node-llama-cpp), against an interposer's and the server's
+    run_llama_checks(ctx)
 
 
 if __name__ == "__main__":

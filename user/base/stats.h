@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SAMPLE_MAX 65536
 
@@ -27,6 +28,8 @@ double sample__max(struct sample *s);
 /* Values added (not only those kept). */
 uint64_t sample__count(const struct sample *s);
 void sample__free(struct sample *s);
+/* The summary's line for s (nothing when empty): label, count, p50, p90, p99, max. */
+void sample__print(FILE *out, const char *label, struct sample *s);
 /* Sort nanosecond values in place, once; then read any number of percentiles from them. */
 void sort_ns(uint64_t *v, size_t n);
 /* The p-th percentile of sorted nanosecond values, in milliseconds (NAN when n is 0). */

@@ -121,6 +121,13 @@ static const struct uprobe_spec cuda_uprobes[] = {
 	{ "cuKernelGetFunction", "cu_kernel_get_function", "cu_get_function_ret" },
 };
 
+/* llama.cpp's step functions: libllama.so under any name, a binary that links llama.cpp, or
+ * a shim that exports them (its calls into the real one are the same step: bpf/llama.bpf.c). */
+static const struct uprobe_spec llama_uprobes[] = {
+	{ "llama_decode", "llama_decode_enter", "llama_step_exit" },
+	{ "llama_encode", "llama_encode_enter", "llama_step_exit" },
+};
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A library or executable that exports SSL_read and SSL_write is an OpenSSL. */
@@ -142,9 +149,9 @@ static bool any_symbol(const char *base, const uint64_t *off)
 
 /*
  * The uprobe sets: which family's programs go on which files. A new uprobe family is one
- * entry here (and its object in user/live.c); a file is examined once for all of them.
+ * entry here (and its object in user/capture/live.c); a file is examined once for all of them.
  */
-enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET__N };
+enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET_LLAMA, SET__N };
 
 static const struct uprobe_set {
 	const char *name;   /* shown in the start line and with -v */
@@ -156,9 +163,12 @@ static const struct uprobe_set {
 	[SET_TLS] = { "TLS", "tls", tls_uprobes, ARRAY_LEN(tls_uprobes), tls_file },
 	[SET_DLOPEN] = { "dlopen", "tls", dlopen_uprobes, ARRAY_LEN(dlopen_uprobes), libc_file },
 	[SET_CUDA] = { "CUDA", "cuda", cuda_uprobes, ARRAY_LEN(cuda_uprobes), any_symbol },
+	[SET_LLAMA] = { "llama.cpp", "llama", llama_uprobes, ARRAY_LEN(llama_uprobes), any_symbol },
 };
 
-#define MAX_SYMS (ARRAY_LEN(tls_uprobes) + ARRAY_LEN(dlopen_uprobes) + ARRAY_LEN(cuda_uprobes))
+#define MAX_SYMS                                                                              \
+	(ARRAY_LEN(tls_uprobes) + ARRAY_LEN(dlopen_uprobes) + ARRAY_LEN(cuda_uprobes) +          \
+	 ARRAY_LEN(llama_uprobes))
 
 struct seen_file {
 	dev_t dev;

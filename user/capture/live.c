@@ -24,6 +24,7 @@
 #include "capture/ring.h"
 #include "capture/tracefs.h"
 #include "cuda.skel.h"
+#include "llama.skel.h"
 #include "sock.skel.h"
 #include "tls.skel.h"
 
@@ -58,6 +59,7 @@
 SKELETON_GLUE(tls)
 SKELETON_GLUE(cuda)
 SKELETON_GLUE(sock)
+SKELETON_GLUE(llama)
 
 struct live;
 
@@ -103,6 +105,7 @@ static const struct probe_family families[] = {
 	FAMILY(tls, "TLS", false, NULL, NULL, NULL, NULL),
 	FAMILY(cuda, "CUDA", true, NULL, NULL, cuda_before, cuda_after),
 	FAMILY(sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
+	FAMILY(llama, "llama.cpp", true, NULL, NULL, NULL, NULL),
 };
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
@@ -475,7 +478,8 @@ static void on_event(void *ctx, const void *data, size_t size)
 		x->flags = TS_EXIT_SOCKET_CLOSES;
 		x->_pad = 0;
 	}
-	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK)
+	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK ||
+	    h->type == TS_EV_LLAMA_STEP)
 		note_process(lv, h->pid);
 	/* what needs the process's /proc first: a short program may be gone by the end of a
 	 * probe attach */

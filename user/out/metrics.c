@@ -39,6 +39,7 @@ static const char *const l_cache[] = { "process", "role", "gen_ai_request_model"
 static const char *const l_gap[] = { "process", "role", "gen_ai_request_model" };
 static const char *const l_component[] = { "process", "gen_ai_request_model", "component" };
 static const char *const l_process[] = { "process" };
+static const char *const l_engine[] = { "process", "source", "kind" };
 
 enum fam_id {
 	F_CLIENT_DURATION,
@@ -55,6 +56,10 @@ enum fam_id {
 	F_STEP,
 	F_STEPS,
 	F_LAUNCHES,
+	F_ENGINE_STEP,
+	F_ENGINE_STEPS,
+	F_ENGINE_TOKENS,
+	F_ENGINE_FAILED,
 	F__COUNT,
 };
 
@@ -111,6 +116,20 @@ static const struct family_def defs[F__COUNT] = {
 	[F_STEPS] = COUNTER("tokenscope_gpu_steps_total", "GPU steps observed.", l_process),
 	[F_LAUNCHES] = COUNTER("tokenscope_gpu_launches_total",
 			       "Kernel and graph launches in the observed steps.", l_process),
+	[F_ENGINE_STEP] = HIST("tokenscope_engine_step_duration_seconds",
+			       "An engine's own step time (llama.cpp: one llama_decode call), by "
+			       "kind: prefill, decode, chunk, mixed.",
+			       b_fine, l_engine),
+	[F_ENGINE_STEPS] = COUNTER("tokenscope_engine_steps_total",
+				   "Engine steps that did work, by kind.", l_engine),
+	[F_ENGINE_TOKENS] = COUNTER("tokenscope_engine_step_tokens_total",
+				    "Tokens the engine's steps carried (prompt and decode), by step "
+				    "kind.",
+				    l_engine),
+	[F_ENGINE_FAILED] = COUNTER("tokenscope_engine_steps_failed_total",
+				    "Engine step calls that did no work (llama_decode returned an "
+				    "error: no KV slot, aborted).",
+				    l_engine),
 };
 
 struct series {
@@ -409,10 +428,31 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 	}
 }
 
+/* A step of an engine's own (not CUDA's): its families beside the GPU ones. */
+static void engine_step(struct metrics *m, const struct engine_step *s)
+{
+	const char *v[MAX_LABELS] = { s->comm, "llama.cpp", step_kind__name(step__kind(s)) };
+
+	if (s->failed) {
+		v[2] = "failed";
+		count(m, F_ENGINE_FAILED, v, 1);
+		return;
+	}
+	observe(m, F_ENGINE_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
+	v[0] = s->comm, v[1] = "llama.cpp", v[2] = step_kind__name(step__kind(s));
+	count(m, F_ENGINE_STEPS, v, 1);
+	v[0] = s->comm, v[1] = "llama.cpp", v[2] = step_kind__name(step__kind(s));
+	count(m, F_ENGINE_TOKENS, v, s->tokens);
+}
+
 void metrics__step(struct metrics *m, const struct engine_step *s)
 {
 	const char *v[MAX_LABELS] = { s->comm };
 
+	if (s->source != STEP_SOURCE_CUDA) {
+		engine_step(m, s);
+		return;
+	}
 	if (s->end_ns > s->start_ns)
 		observe(m, F_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
 	v[0] = s->comm;
@@ -528,6 +568,8 @@ static int put_health(struct buf *out, const struct health *h)
 			   "Malformed records.", h->bad_events);
 	err |= put_counter(out, "tokenscope_gpu_marks_dropped_total",
 			   "CUDA marks lost (ring buffer full).", h->bpf[TS_CNT_GPU_DROPS]);
+	err |= put_counter(out, "tokenscope_engine_steps_dropped_total",
+			   "llama.cpp steps lost (ring buffer full).", h->bpf[TS_CNT_LLAMA_DROPS]);
 	err |= put(out, "# HELP tokenscope_unsupported_streams_total Streams or responses not "
 			"measured, by kind.\n# TYPE tokenscope_unsupported_streams_total counter\n");
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"http2\"} %llu\n",

@@ -13,6 +13,7 @@
 #include "engine/cuda_steps.h"
 #include "out/metrics.h"
 #include "out/report.h"
+#include "out/steps.h"
 
 /* One summary line: requests of one command, role, API and model, from however many processes
  * (a fork-per-request client, cron jobs, CLI calls): a line per process would grow without
@@ -48,15 +49,6 @@ struct gap_split {
 	uint64_t gap, interference, decode, host;
 };
 
-/* GPU steps of one process. */
-struct step_group {
-	uint32_t pid;
-	char comm[TS_COMM_LEN];
-	uint64_t n, bound, first_ns, last_ns;
-	struct sample step_ms, launches;
-	struct step_group *next;
-};
-
 struct report {
 	FILE *lines;
 	struct outfile *jsonl;
@@ -64,16 +56,21 @@ struct report {
 	const struct attrib *attr;
 	struct metrics *metrics;
 	struct group *groups;
-	struct step_group *steps;
+	struct step_summary *steps;
 };
 
 struct report *report__new(FILE *lines, struct outfile *jsonl)
 {
 	struct report *rp = calloc(1, sizeof(*rp));
 
-	if (rp) {
-		rp->lines = lines;
-		rp->jsonl = jsonl;
+	if (!rp)
+		return NULL;
+	rp->lines = lines;
+	rp->jsonl = jsonl;
+	rp->steps = step_summary__new();
+	if (!rp->steps) {
+		free(rp);
+		return NULL;
 	}
 	return rp;
 }
@@ -119,14 +116,7 @@ void report__free(struct report *rp)
 {
 	if (!rp)
 		return;
-	while (rp->steps) {
-		struct step_group *sg = rp->steps;
-
-		rp->steps = sg->next;
-		sample__free(&sg->step_ms);
-		sample__free(&sg->launches);
-		free(sg);
-	}
+	step_summary__free(rp->steps);
 	while (rp->groups) {
 		struct group *g = rp->groups;
 
@@ -459,86 +449,15 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 		add_attribution(g, r);
 }
 
-char *report__step_json(const struct engine_step *es)
-{
-	const struct cuda_step *s = es->cuda;
-	json_t *o = json_object(), *ks = json_array();
-	char hex[32], buf[64];
-	char *out;
-
-	snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)s->stream);
-	json_object_set_new(o, "type", json_string("gpu_step"));
-	json_object_set_new(o, "pid", json_integer(s->pid));
-	json_object_set_new(o, "tid", json_integer(s->tid));
-	json_object_set_new(o, "comm", json_string(s->comm));
-	json_object_set_new(o, "stream", json_string(hex));
-	json_object_set_new(o, "launches", json_integer(s->launches));
-	json_object_set_new(o, "graph_launches", json_integer(s->graph_launches));
-	json_object_set_new(o, "copies", json_integer(s->copies));
-	json_object_set_new(o, "first_launch_ns", json_integer((json_int_t)s->first_launch_ns));
-	json_object_set_new(o, "last_launch_ns", json_integer((json_int_t)s->last_launch_ns));
-	json_object_set_new(o, "gpu_done_ns", json_integer((json_int_t)s->gpu_done_ns));
-	json_object_set_new(o, "host_seen_ns", json_integer((json_int_t)s->host_seen_ns));
-	json_object_set_new(o, "done_bound", json_boolean(s->done_bound));
-	for (uint32_t i = 0; i < s->nkernels; i++) {
-		const struct ts_kernel_sample *k = &s->k[i];
-		json_t *kj = json_object();
-
-		json_object_set_new(kj, "name", json_string(cuda_steps__kernel_name(es->cuda_names, s->pid, k, buf, sizeof(buf))));
-		json_object_set_new(kj, "count", json_integer(k->count));
-		if (!(k->flags & TS_KS_GRAPH)) {
-			json_object_set_new(kj, "grid", json_pack("[iii]", k->grid[0], k->grid[1], k->grid[2]));
-			json_object_set_new(kj, "block", json_pack("[iii]", k->block[0], k->block[1], k->block[2]));
-		}
-		json_array_append_new(ks, kj);
-	}
-	json_object_set_new(o, "kernels", ks);
-	json_object_set_new(o, "other_launches", json_integer(s->other_launches));
-	out = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(o);
-	return out;
-}
-
 void report__step(void *ctx, const struct engine_step *s)
 {
 	struct report *rp = ctx;
-	struct step_group *sg, **link;
 
 	if (rp->metrics)
 		metrics__step(rp->metrics, s);
-	if (rp->jsonl && s->cuda)
-		write_line(rp->jsonl, report__step_json(s));
-	for (link = &rp->steps; *link && (*link)->pid != s->pid; link = &(*link)->next)
-		;
-	sg = *link;
-	if (!sg) {
-		sg = calloc(1, sizeof(*sg));
-		if (!sg)
-			return;
-		sg->pid = s->pid;
-		memcpy(sg->comm, s->comm, sizeof(sg->comm));
-		sg->first_ns = s->start_ns;
-		*link = sg;
-	}
-	sg->n++;
-	sg->bound += s->end_bound;
-	if (s->start_ns && s->start_ns < sg->first_ns)
-		sg->first_ns = s->start_ns;
-	if (s->host_seen_ns > sg->last_ns)
-		sg->last_ns = s->host_seen_ns;
-	if (s->start_ns && s->end_ns >= s->start_ns)
-		sample__add(&sg->step_ms, (double)(s->end_ns - s->start_ns) / 1e6);
-	if (s->cuda)
-		sample__add(&sg->launches, s->cuda->launches + s->cuda->graph_launches);
-}
-
-static void print_pcts(FILE *out, const char *label, struct sample *s)
-{
-	if (!sample__count(s))
-		return;
-	fprintf(out, "    %-14s n=%-6llu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label,
-		(unsigned long long)sample__count(s),
-		sample__pct(s, 50), sample__pct(s, 90), sample__pct(s, 99), sample__max(s));
+	if (rp->jsonl && (s->cuda || s->llama))
+		write_line(rp->jsonl, steps__json(s));
+	step_summary__add(rp->steps, s);
 }
 
 static int by_ttft(const void *x, const void *y)
@@ -602,15 +521,15 @@ static void print_tail(FILE *out, struct group *g)
 /* A server group's TTFT and gap components, and the tail in words. */
 static void print_attribution(FILE *out, struct group *g)
 {
-	print_pcts(out, "queue_ms", &g->queue);
-	print_pcts(out, "queue_busy_ms", &g->queue_busy);
-	print_pcts(out, "queue_idle_ms", &g->queue_idle);
-	print_pcts(out, "prefill_ms", &g->prefill);
-	print_pcts(out, "prefill_steps", &g->prefill_steps);
-	print_pcts(out, "emit_ms", &g->emit);
-	print_pcts(out, "gap_decode_ms", &g->gap_decode);
-	print_pcts(out, "gap_host_ms", &g->gap_host);
-	print_pcts(out, "gap_interf_ms", &g->gap_interference);
+	sample__print(out, "queue_ms", &g->queue);
+	sample__print(out, "queue_busy_ms", &g->queue_busy);
+	sample__print(out, "queue_idle_ms", &g->queue_idle);
+	sample__print(out, "prefill_ms", &g->prefill);
+	sample__print(out, "prefill_steps", &g->prefill_steps);
+	sample__print(out, "emit_ms", &g->emit);
+	sample__print(out, "gap_decode_ms", &g->gap_decode);
+	sample__print(out, "gap_host_ms", &g->gap_host);
+	sample__print(out, "gap_interf_ms", &g->gap_interference);
 	print_tail(out, g);
 	if (g->not_attributed)
 		fprintf(out, "    not attributed: %llu (their records say why)\n",
@@ -635,7 +554,7 @@ static void print_engine(void *ctx, const struct attrib_engine_stats *e)
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
-	if (!rp->groups && !rp->steps)
+	if (!rp->groups && !step_summary__any(rp->steps))
 		fprintf(out, "no LLM API requests or GPU steps seen\n");
 	for (struct group *g = rp->groups; g; g = g->next) {
 		char comm[TS_COMM_LEN * 8], model[SAFE_MAX];
@@ -650,29 +569,20 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			text__safe(comm, sizeof(comm), g->comm), who, role__name(g->role),
 			api__name(g->api), g->model[0] ? text__safe(model, sizeof(model), g->model) : "-",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
-		print_pcts(out, "ttft_ms", &g->ttft);
-		print_pcts(out, "ttft_ms hit", &g->ttft_hit);
-		print_pcts(out, "ttft_ms miss", &g->ttft_miss);
-		print_pcts(out, "ttft_ms cache?", &g->ttft_cache_unknown);
-		print_pcts(out, "tpot_ms", &g->tpot);
-		print_pcts(out, "itl_ms", &g->itl);
-		print_pcts(out, "e2e_ms", &g->e2e);
-		print_pcts(out, "output_tokens", &g->out_tokens);
+		sample__print(out, "ttft_ms", &g->ttft);
+		sample__print(out, "ttft_ms hit", &g->ttft_hit);
+		sample__print(out, "ttft_ms miss", &g->ttft_miss);
+		sample__print(out, "ttft_ms cache?", &g->ttft_cache_unknown);
+		sample__print(out, "tpot_ms", &g->tpot);
+		sample__print(out, "itl_ms", &g->itl);
+		sample__print(out, "e2e_ms", &g->e2e);
+		sample__print(out, "output_tokens", &g->out_tokens);
 		if (g->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}
 	if (rp->attr)
 		attrib__engines(rp->attr, print_engine, out);
-	for (struct step_group *sg = rp->steps; sg; sg = sg->next) {
-		double span = (double)(sg->last_ns - sg->first_ns) / 1e9;
-		char comm[TS_COMM_LEN * 8];
-
-		fprintf(out, "%s[%u] gpu steps=%llu (%llu with completion bounded) steps/s=%.1f\n",
-			text__safe(comm, sizeof(comm), sg->comm), sg->pid, (unsigned long long)sg->n, (unsigned long long)sg->bound,
-			span > 0 ? (double)sg->n / span : 0.0);
-		print_pcts(out, "step_ms", &sg->step_ms);
-		print_pcts(out, "launches/step", &sg->launches);
-	}
+	step_summary__print(rp->steps, out);
 	if (h->gpu_marks)
 		fprintf(out, "gpu: marks=%llu launches=%llu nested_deduped=%llu captured=%llu "
 			     "steps=%llu unobserved=%llu drops=%llu streams_over_limit=%llu\n",
@@ -681,6 +591,11 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_GPU_CAPTURED], (unsigned long long)h->gpu_steps,
 			(unsigned long long)h->gpu_unobserved, (unsigned long long)h->bpf[TS_CNT_GPU_DROPS],
 			(unsigned long long)h->bpf[TS_CNT_GPU_NO_SLOT]);
+	if (h->llama_steps || h->bpf[TS_CNT_LLAMA_DROPS])
+		fprintf(out, "llama.cpp: steps=%llu failed=%llu nested_deduped=%llu drops=%llu\n",
+			(unsigned long long)h->llama_steps, (unsigned long long)h->failed_steps,
+			(unsigned long long)h->bpf[TS_CNT_LLAMA_NESTED],
+			(unsigned long long)h->bpf[TS_CNT_LLAMA_DROPS]);
 	fprintf(out,
 		"capture: events=%llu bytes=%llu drops=%llu (%llu bytes) lost_pieces=%llu "
 		"truncated_calls=%llu (%llu bytes) read_faults=%llu other_drops=%llu stale_calls=%llu "

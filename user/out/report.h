@@ -32,8 +32,6 @@ void report__process_exit(void *rp, uint32_t pid);
 /* A step_fn for pipeline__new. */
 void report__step(void *rp, const struct engine_step *s);
 void report__summary(struct report *rp, FILE *out, const struct health *h);
-/* The JSON Lines object of one CUDA step (caller frees with free()). */
-char *report__step_json(const struct engine_step *s);
 /* The JSON Lines object of one request (caller frees with free()). */
 char *report__request_json(const struct request *r, const struct request_metrics *m);
 

@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "llm/request.h"
 #include "engine/cuda_steps.h"
+#include "engine/llama_steps.h"
 #include "engine/match.h"
 #include "stream/conn.h"
 #include "stream/pipeline.h"
@@ -176,8 +177,13 @@ static void on_step(void *ctx, const struct engine_step *s)
 {
 	struct pipeline *p = ctx;
 
-	p->h.gpu_steps++;
-	attrib__step(p->attr, s);
+	if (s->source == STEP_SOURCE_CUDA)
+		p->h.gpu_steps++;
+	else
+		p->h.llama_steps++;
+	p->h.failed_steps += s->failed;
+	if (!s->failed) /* a call that did no work is no step of the engine's */
+		attrib__step(p->attr, s);
 	if (p->on_step)
 		p->on_step(p->ctx, s);
 }
@@ -732,6 +738,14 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		}
 		cuda_steps__kname(p->cuda, rec);
 		break;
+	case TS_EV_LLAMA_STEP: {
+		struct engine_step es;
+
+		err = llama_steps__read(rec, size, &es);
+		if (!err)
+			on_step(p, &es);
+		break;
+	}
 	case TS_EV_EXEC:
 	case TS_EV_DLOPEN:
 		break; /* attach work, done by the live loop */
@@ -754,9 +768,10 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 
 void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 {
-	/* Lost CUDA marks: no request whose time covers this is attributed. */
+	/* Lost CUDA marks or llama.cpp steps: no request whose time covers this is attributed. */
 	if (c[TS_CNT_GPU_DROPS] > p->h.bpf[TS_CNT_GPU_DROPS] ||
-	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT])
+	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT] ||
+	    c[TS_CNT_LLAMA_DROPS] > p->h.bpf[TS_CNT_LLAMA_DROPS])
 		attrib__gpu_loss(p->attr, p->last_ts);
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
 }

@@ -51,7 +51,9 @@ struct health {
 	uint64_t requests_incomplete;
 	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
 	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
-	uint64_t gpu_steps;	    /* steps reported */
+	uint64_t gpu_steps;	    /* CUDA steps reported */
+	uint64_t llama_steps;	    /* llama.cpp steps reported (llama_decode/llama_encode calls) */
+	uint64_t failed_steps;	    /* of either, those that did no work (an error returned) */
 	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
 	uint64_t attributed;	    /* server requests whose TTFT was split */
 	uint64_t not_attributed;    /* server requests with attribution null (and why) */

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * llama.cpp's engine steps: uprobes on llama_decode and llama_encode (libllama.so under any
+ * name, or a binary that links llama.cpp and keeps the symbol).
+ *
+ *   int32_t llama_decode(struct llama_context *ctx, struct llama_batch batch);
+ *
+ * One call is one step. Its batch (56 bytes, passed in memory: at entry it starts at sp + 8)
+ * is read at entry and summed per sequence id: tokens, first and last position, outputs
+ * asked for. Nothing per token leaves the kernel; one TS_EV_LLAMA_STEP record goes at the
+ * call's return, with its result. A call made inside a probed call on the same thread (a shim
+ * that exports llama_decode and calls the real one) is the same step: only the outermost one
+ * is recorded.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* struct llama_batch (include/llama.h), as it lies on the stack at entry. */
+struct llama_batch {
+	__s32 n_tokens;
+	__s32 _pad;
+	__u64 token;	/* llama_token * */
+	__u64 embd;	/* float * */
+	__u64 pos;	/* llama_pos * */
+	__u64 n_seq_id; /* int32_t * */
+	__u64 seq_id;	/* llama_seq_id ** */
+	__u64 logits;	/* int8_t * */
+};
+
+/* A call in progress on a thread, from entry to return. */
+struct llama_call {
+	__u32 depth; /* probed calls open on the thread: the outermost is the step */
+	__u32 _pad;
+	__u64 seqs_seen; /* bit per sequence id that has its entry in rec.seqs */
+	struct ts_llama_step rec;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct llama_call);
+} llama_calls SEC(".maps");
+
+/* Processes that made a step: only their exits are reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} llama_pids SEC(".maps");
+
+#define CHUNK 32 /* tokens read at a time: one read per array, then one per token's seq id */
+#define MAX_CHUNKS (TS_LLAMA_MAX_TOKENS / CHUNK)
+
+/* The batch being read at entry, between steps of bpf_loop: per-CPU, as an entry program runs
+ * on one CPU to its end. The call is built here and copied into llama_calls once read. */
+struct llama_scratch {
+	struct llama_call call;
+	struct llama_batch b;
+	__u32 done;	   /* tokens read */
+	__s32 last_seq;	   /* the last token's first sequence id */
+	__u8 slot[TS_LLAMA_SEQS]; /* a seen sequence id's entry in rec.seqs */
+	__s32 pos[CHUNK];
+	__s32 nseq[CHUNK];
+	__u64 seqp[CHUNK];
+	__s8 logits[CHUNK];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct llama_scratch);
+} llama_scratch SEC(".maps");
+
+/* A call whose return was never seen (its thread died inside it) is forgotten after this. */
+#define STALE_NS (600ull * 1000000000ull)
+
+static __always_inline void add_token(struct llama_scratch *s, __s32 seq, __s32 pos, bool out)
+{
+	struct ts_llama_step *r = &s->call.rec;
+	struct ts_llama_seq *q;
+
+	s->last_seq = seq;
+	r->outputs += out;
+	if (seq < 0 || seq >= TS_LLAMA_SEQS) {
+		r->other_seq_tokens++;
+		return;
+	}
+	if (!(s->call.seqs_seen & (1ull << seq))) {
+		/* entries in the order their sequences first appear: the record stays compact */
+		s->call.seqs_seen |= 1ull << seq;
+		s->slot[seq & (TS_LLAMA_SEQS - 1)] = (__u8)r->nseqs;
+		q = &r->seqs[r->nseqs++ & (TS_LLAMA_SEQS - 1)];
+		q->seq = seq;
+		q->first_pos = pos;
+		q->tokens = 0;
+		q->outputs = 0;
+	} else {
+		q = &r->seqs[s->slot[seq & (TS_LLAMA_SEQS - 1)] & (TS_LLAMA_SEQS - 1)];
+	}
+	q->tokens++;
+	q->last_pos = pos;
+	q->outputs += out;
+}
+
+/* n entries of elem bytes from a batch array, starting at entry `from` (an absent array
+ * reads as nothing). */
+static __always_inline long read_part(void *dst, __u64 arr, __u64 from, __u64 n, __u64 elem)
+{
+	__u64 size = n * elem;
+
+	if (!arr)
+		return 0;
+	/* the bound must be checked on the register the call gets, not on a copy of it */
+	barrier_var(size);
+	if (size > CHUNK * elem)
+		return -1;
+	return bpf_probe_read_user(dst, size, (void *)(arr + from * elem));
+}
+
+/* One chunk of the batch: each array's part in one read, then each token's first seq id. */
+static long read_chunk(__u64 index, void *unused)
+{
+	__u32 zero = 0;
+	__u64 n;
+	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
+	struct ts_llama_step *r;
+
+	if (!s)
+		return 1;
+	r = &s->call.rec;
+	if (s->done >= r->n_tokens || s->done >= TS_LLAMA_MAX_TOKENS)
+		return 1;
+	n = (__u64)r->n_tokens - s->done;
+	if (n > CHUNK)
+		n = CHUNK;
+	if (read_part(s->pos, s->b.pos, s->done, n, 4) ||
+	    read_part(s->seqp, s->b.seq_id, s->done, n, 8) ||
+	    read_part(s->nseq, s->b.n_seq_id, s->done, n, 4) ||
+	    read_part(s->logits, s->b.logits, s->done, n, 1))
+		return 1; /* the rest is counted unread */
+	for (__u32 i = 0; i < CHUNK && i < n; i++) {
+		__s32 seq = 0;
+
+		if (s->b.seq_id && s->seqp[i] &&
+		    bpf_probe_read_user(&seq, sizeof(seq), (void *)s->seqp[i]))
+			return 1;
+		if (s->b.n_seq_id && s->nseq[i] > 1)
+			r->shared_tokens++;
+		add_token(s, seq, s->b.pos ? s->pos[i] : -1, s->b.logits && s->logits[i]);
+	}
+	s->done += n;
+	return 0;
+}
+
+static __always_inline int step_enter(struct pt_regs *ctx, __u32 flags)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, zero = 0;
+	struct llama_call *c;
+	struct llama_scratch *s;
+	struct ts_llama_step *r;
+
+	if (!ts_traced(id >> 32))
+		return 0;
+	c = bpf_map_lookup_elem(&llama_calls, &tid);
+	if (c && c->depth && bpf_ktime_get_ns() - c->rec.enter_ns < STALE_NS) {
+		c->depth++; /* the call a shim makes: the same step */
+		ts_count(TS_CNT_LLAMA_NESTED, 1);
+		return 0;
+	}
+	s = bpf_map_lookup_elem(&llama_scratch, &zero);
+	if (!s)
+		return 0;
+	/* seqs[id] is only read once seqs_seen has its bit, and then it was set whole */
+	r = &s->call.rec;
+	s->call.depth = 1;
+	s->call.seqs_seen = 0;
+	r->outputs = r->other_seq_tokens = r->shared_tokens = r->unread_tokens = 0;
+	r->result = 0;
+	r->nseqs = 0;
+	if (bpf_probe_read_user(&s->b, sizeof(s->b), (void *)(PT_REGS_SP(ctx) + 8)))
+		s->b = (struct llama_batch){ 0 };
+	s->done = 0;
+	s->last_seq = 0;
+	r->ctx = PT_REGS_PARM1(ctx);
+	r->flags = flags;
+	r->n_tokens = s->b.n_tokens > 0 ? (__u32)s->b.n_tokens : 0;
+	if (!s->b.pos)
+		r->flags |= TS_LLAMA_NO_POS;
+	if (!s->b.logits)
+		r->flags |= TS_LLAMA_LAST_OUTPUT;
+	bpf_loop(MAX_CHUNKS, read_chunk, NULL, 0);
+	if (s->done < r->n_tokens) {
+		r->unread_tokens = r->n_tokens - s->done;
+		r->flags |= TS_LLAMA_UNREAD;
+	}
+	if (!s->b.logits && s->done && s->done == r->n_tokens) {
+		/* llama.cpp gives the last token an output when the batch asks for none */
+		r->outputs++;
+		if (s->last_seq >= 0 && s->last_seq < TS_LLAMA_SEQS)
+			r->seqs[s->slot[s->last_seq & (TS_LLAMA_SEQS - 1)] & (TS_LLAMA_SEQS - 1)]
+				.outputs++;
+	}
+	/* stamped once the batch is read: the call's work starts after this program */
+	r->enter_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&llama_calls, &tid, &s->call, BPF_ANY))
+		ts_count(TS_CNT_LLAMA_DROPS, 1);
+	return 0;
+}
+
+SEC("uprobe")
+int llama_decode_enter(struct pt_regs *ctx)
+{
+	return step_enter(ctx, 0);
+}
+
+SEC("uprobe")
+int llama_encode_enter(struct pt_regs *ctx)
+{
+	return step_enter(ctx, TS_LLAMA_ENCODE);
+}
+
+SEC("uretprobe")
+int llama_step_exit(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 size;
+	struct llama_call *c = bpf_map_lookup_elem(&llama_calls, &tid);
+	struct ts_llama_step *r;
+
+	if (!c)
+		return 0;
+	if (c->depth > 1) {
+		c->depth--;
+		return 0;
+	}
+	r = &c->rec;
+	r->result = (__s32)PT_REGS_RC(ctx);
+	size = sizeof(*r) - sizeof(r->seqs) + (__u64)r->nseqs * sizeof(r->seqs[0]);
+	barrier_var(size);
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	ts_fill_hdr(&r->hdr, TS_EV_LLAMA_STEP, size, bpf_ktime_get_ns());
+	if (bpf_ringbuf_output(&events, r, size, ts_quiet()))
+		ts_count(TS_CNT_LLAMA_DROPS, 1);
+	else
+		ts_count(TS_CNT_LLAMA_STEPS, 1);
+	bpf_map_delete_elem(&llama_calls, &tid);
+	bpf_map_update_elem(&llama_pids, &(__u32){ id >> 32 }, &(__u8){ 1 }, BPF_ANY);
+	return 0;
+}
+
+/* A thread that dies inside a call must not leave its tid looking nested; a process that made
+ * steps is reported gone, so that what userspace keeps of its contexts is let go. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(llama_thread_exit, struct task_struct *p)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+
+	bpf_map_delete_elem(&llama_calls, &tid);
+	if (tid != tgid || !bpf_map_lookup_elem(&llama_pids, &tgid))
+		return 0;
+	bpf_map_delete_elem(&llama_pids, &tgid);
+	ts_send_proc(TS_EV_EXIT);
+	return 0;
+}

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* llama.cpp steps: the record read into the source-neutral step, what kind of step a batch
+ * makes, and the step through the whole pipeline to its JSON Lines object, summary lines and
+ * metrics, failed calls and malformed records included. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "base/buf.h"
+#include "base/outfile.h"
+#include "engine/llama_steps.h"
+#include "stream/pipeline.h"
+#include "out/metrics.h"
+#include "out/report.h"
+
+#define MS 1000000ull
+
+/* A step record of ctx with n sequences: seq i has tokens[i] tokens from position pos[i], and
+ * outputs[i] outputs. Returns its size. */
+static size_t make_step(struct ts_llama_step *r, uint64_t ctx, uint64_t start, uint64_t end,
+			int32_t result, uint32_t n, const uint32_t *tokens, const int32_t *pos,
+			const uint32_t *outputs)
+{
+	memset(r, 0, sizeof(*r));
+	r->hdr.type = TS_EV_LLAMA_STEP;
+	r->hdr.ts_ns = end;
+	r->hdr.pid = 4242;
+	r->hdr.tid = 4243;
+	memcpy(r->hdr.comm, "node", 5);
+	r->ctx = ctx;
+	r->enter_ns = start;
+	r->result = result;
+	r->nseqs = n;
+	for (uint32_t i = 0; i < n; i++) {
+		r->seqs[i] = (struct ts_llama_seq){ (int32_t)i, tokens[i], pos[i],
+						    pos[i] + (int32_t)tokens[i] - 1, outputs[i] };
+		r->n_tokens += tokens[i];
+		r->outputs += outputs[i];
+	}
+	r->hdr.size = (uint32_t)(offsetof(struct ts_llama_step, seqs) + n * sizeof(r->seqs[0]));
+	return r->hdr.size;
+}
+
+static void test_record_to_step(void **state)
+{
+	struct ts_llama_step r;
+	struct engine_step s;
+	const uint32_t tokens[] = { 7, 1 }, outputs[] = { 1, 1 };
+	const int32_t pos[] = { 12, 40 };
+	size_t size = make_step(&r, 0xc0ffee, 10 * MS, 13 * MS, 0, 2, tokens, pos, outputs);
+
+	assert_int_equal(llama_steps__read(&r, size, &s), 0);
+	assert_int_equal(s.source, STEP_SOURCE_LLAMA);
+	assert_int_equal(s.pid, 4242);
+	assert_string_equal(s.comm, "node");
+	assert_int_equal(s.start_ns, 10 * MS);
+	assert_int_equal(s.end_ns, 13 * MS);
+	assert_false(s.end_bound); /* the call's return is the end itself */
+	assert_int_equal(s.host_seen_ns, 13 * MS);
+	assert_int_equal(s.context, 0xc0ffee);
+	assert_false(s.failed);
+	assert_int_equal(s.tokens, 8);
+	assert_int_equal(s.nseqs, 2);
+	assert_int_equal(s.seqs[0].tokens, 7);
+	assert_int_equal(s.seqs[0].first_pos, 12); /* 12 cells of KV cache reused */
+	assert_int_equal(s.seqs[0].last_pos, 18);
+	assert_int_equal(s.seqs[1].outputs, 1);
+	assert_ptr_equal(s.llama, &r);
+	assert_int_equal(step__kind(&s), STEP_KIND_MIXED);
+	assert_string_equal(llama_steps__call(&r), "decode");
+
+	/* a size that does not hold its sequences, too many sequences, an end before the start */
+	assert_int_equal(llama_steps__read(&r, size - 1, &s), -1);
+	assert_int_equal(llama_steps__read(&r, offsetof(struct ts_llama_step, seqs) - 4, &s), -1);
+	r.nseqs = TS_LLAMA_SEQS + 1;
+	assert_int_equal(llama_steps__read(&r, sizeof(r), &s), -1);
+	make_step(&r, 1, 13 * MS, 10 * MS, 0, 2, tokens, pos, outputs);
+	assert_int_equal(llama_steps__read(&r, size, &s), -1);
+}
+
+static void test_step_kinds(void **state)
+{
+	struct engine_step s = { .nseqs = 2 };
+
+	assert_int_equal(step__kind(&(struct engine_step){ 0 }), STEP_KIND_UNKNOWN);
+	s.seqs[0] = (struct step_seq){ 0, 1, 20, 20, 1 };
+	s.seqs[1] = (struct step_seq){ 1, 1, 30, 30, 1 };
+	assert_int_equal(step__kind(&s), STEP_KIND_DECODE);
+	s.seqs[1] = (struct step_seq){ 1, 64, 0, 63, 1 };
+	assert_int_equal(step__kind(&s), STEP_KIND_MIXED);
+	s.nseqs = 1;
+	s.seqs[0] = (struct step_seq){ 0, 512, 0, 511, 0 }; /* a chunk: samples nothing */
+	assert_int_equal(step__kind(&s), STEP_KIND_CHUNK);
+	s.seqs[0].outputs = 1;
+	assert_int_equal(step__kind(&s), STEP_KIND_PREFILL);
+	assert_string_equal(step_kind__name(STEP_KIND_CHUNK), "chunk");
+}
+
+static char *slurp(FILE *f)
+{
+	static char text[65536];
+	size_t n;
+
+	rewind(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = 0;
+	return text;
+}
+
+/* Three steps of one context (a prefill of two prompts, a decode, a call that found no KV
+ * slot), one of another context, and a malformed record: their JSON Lines objects, the
+ * summary's lines per context, the metrics families. */
+static void test_steps_through_the_pipeline(void **state)
+{
+	char path[] = "/tmp/tokenscope-llama-XXXXXX", *text;
+	int fd = mkstemp(path);
+	struct outfile jsonl = { .fd = -1 };
+	FILE *lines = tmpfile(), *f;
+	struct report *rp;
+	struct pipeline *pl;
+	struct metrics *m = metrics__new(100);
+	struct buf expo = { 0 };
+	struct ts_llama_step r;
+	const uint32_t prompt[] = { 9, 5 }, one[] = { 1, 1 }, outs[] = { 1, 1 }, none[] = { 0, 0 };
+	const int32_t zero[] = { 0, 0 }, after[] = { 9, 5 };
+	size_t size;
+
+	assert_true(fd >= 0 && lines && m);
+	close(fd);
+	assert_int_equal(outfile__open(&jsonl, path), 0);
+	assert_int_equal(outfile__start(&jsonl), 0);
+	rp = report__new(NULL, &jsonl);
+	pl = pipeline__new(report__request, report__step, rp);
+	assert_non_null(pl);
+	report__set_metrics(rp, m);
+	size = make_step(&r, 0xa0, 10 * MS, 14 * MS, 0, 2, prompt, zero, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	size = make_step(&r, 0xa0, 15 * MS, 16 * MS, 0, 2, one, after, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	size = make_step(&r, 0xa0, 17 * MS, 17 * MS + 10000, 1, 2, one, after, none);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	size = make_step(&r, 0xb0, 18 * MS, 19 * MS, 0, 1, one, after, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	assert_int_equal(pipeline__feed(pl, &r, size - 4), -1); /* counted as a bad record */
+	pipeline__finish(pl, 20 * MS);
+	assert_int_equal(pipeline__health(pl)->llama_steps, 4);
+	assert_int_equal(pipeline__health(pl)->failed_steps, 1);
+	assert_int_equal(pipeline__health(pl)->bad_events, 1);
+	assert_true(attrib__has_steps(pipeline__attrib(pl))); /* the failed call is not one */
+	report__summary(rp, lines, pipeline__health(pl));
+	assert_int_equal(outfile__close(&jsonl), 0);
+
+	f = fopen(path, "r");
+	text = slurp(f);
+	fclose(f);
+	assert_non_null(strstr(text, "{\"type\":\"engine_step\",\"source\":\"llama.cpp\",\"pid\":4242,"
+				     "\"tid\":4243,\"comm\":\"node\",\"context\":\"0xa0\",\"call\":"
+				     "\"decode\",\"start_ns\":10000000,\"end_ns\":14000000,"
+				     "\"duration_ms\":4.0,\"result\":0,\"did_work\":true,\"kind\":"
+				     "\"prefill\",\"tokens\":14,\"outputs\":2,\"sequences\":[{\"seq\":0,"
+				     "\"tokens\":9,\"first_pos\":0,\"last_pos\":8,\"outputs\":1},"));
+	assert_non_null(strstr(text, "\"result\":1,\"did_work\":false,"));
+	assert_non_null(strstr(text, "\"context\":\"0xb0\""));
+
+	text = slurp(lines);
+	assert_non_null(strstr(text, "node[4242] llama.cpp context 0xa0 steps=3 (failed 1)"));
+	assert_non_null(strstr(text, "    time by kind: decode 1 steps 1.0 ms prefill 1 steps 4.0 ms\n"));
+	assert_non_null(strstr(text, "node[4242] llama.cpp context 0xb0 steps=1 (failed 0)"));
+
+	assert_int_equal(metrics__render(m, pipeline__health(pl), &expo), 0);
+	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_total{process=\"node\",source="
+					"\"llama.cpp\",kind=\"prefill\"} 1\n"));
+	assert_non_null(strstr(expo.p, "tokenscope_engine_step_tokens_total{process=\"node\","
+					"source=\"llama.cpp\",kind=\"decode\"} 3\n"));
+	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_failed_total{process=\"node\","
+					"source=\"llama.cpp\",kind=\"failed\"} 1\n"));
+	assert_null(strstr(expo.p, "tokenscope_gpu_steps_total{")); /* no CUDA step here */
+
+	buf__free(&expo);
+	pipeline__free(pl);
+	report__free(rp);
+	metrics__free(m);
+	fclose(lines);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_record_to_step),
+		cmocka_unit_test(test_step_kinds),
+		cmocka_unit_test(test_steps_through_the_pipeline),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
