@@ -13,6 +13,8 @@
 
 #include "base/buf.h"
 #include "base/outfile.h"
+#include "llm/request.h"
+#include "engine/attrib.h"
 #include "engine/llama_steps.h"
 #include "stream/pipeline.h"
 #include "out/metrics.h"
@@ -189,12 +191,134 @@ static void test_steps_through_the_pipeline(void **state)
 	unlink(path);
 }
 
+#define US 1000ull
+#define CTX 0xa0
+#define HTTP_PID 100 /* serves and steps: llama.cpp in the HTTP server's process */
+
+/* A step of CTX from start to end (us), its sequences {seq, tokens, first_pos, outputs}. */
+static void llama_step(struct attrib *a, uint64_t start, uint64_t end, uint32_t n,
+		       const struct step_seq *seqs)
+{
+	struct engine_step s = { .source = STEP_SOURCE_LLAMA, .pid = HTTP_PID, .start_ns = start * US,
+				 .end_ns = end * US, .host_seen_ns = end * US, .context = CTX,
+				 .nseqs = n };
+
+	for (uint32_t i = 0; i < n; i++) {
+		s.seqs[i] = seqs[i];
+		s.tokens += seqs[i].tokens;
+	}
+	attrib__step(a, &s);
+}
+
+static struct request *request_at(uint64_t id, uint64_t arrival_us, uint64_t prompt_tokens)
+{
+	struct request *r = request__new();
+
+	assert_non_null(r);
+	r->id = id;
+	r->pid = HTTP_PID;
+	r->role = ROLE_SERVER;
+	r->start_ns = arrival_us * US;
+	r->input_tokens = (struct opt_u64){ true, prompt_tokens };
+	return r;
+}
+
+static void token_at(struct attrib *a, struct request *r, uint64_t us)
+{
+	bool first = !r->token_events;
+
+	request__token(r, us * US);
+	r->output_tokens = (struct opt_u64){ true, r->token_events };
+	r->end_ns = r->last_token_ns + 50 * US;
+	if (first)
+		attrib__first_token(a, r);
+}
+
+/*
+ * Two requests on one context, their split from the sequences the steps name:
+ *   A (seq 0, arrives at 1 ms): a 16-token prompt over two steps (a chunk, then the step that
+ *   samples), 4 tokens of cache before it; then decodes, one of them beside B's prompt;
+ *   B (seq 1, arrives at 6 ms): a 10-token prompt in that step, then a decode.
+ */
+static void test_attribution_by_sequence(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *ra = request_at(1, 1000, 20), *rb = request_at(2, 6000, 10);
+	struct request *wrong = request_at(3, 1000, 21);
+	const struct attribution *at;
+
+	assert_non_null(a);
+	llama_step(a, 2000, 3000, 1, (struct step_seq[]){ { 0, 8, 4, 11, 0 } });
+	llama_step(a, 3000, 5000, 1, (struct step_seq[]){ { 0, 8, 12, 19, 1 } });
+	token_at(a, ra, 5500);
+	llama_step(a, 6000, 6500, 1, (struct step_seq[]){ { 0, 1, 20, 20, 1 } });
+	token_at(a, ra, 6800);
+	llama_step(a, 7000, 9000, 2, (struct step_seq[]){ { 0, 1, 21, 21, 1 }, { 1, 10, 0, 9, 1 } });
+	token_at(a, ra, 9200);
+	token_at(a, rb, 9400);
+	llama_step(a, 9500, 10000, 2, (struct step_seq[]){ { 0, 1, 22, 22, 1 }, { 1, 1, 10, 10, 1 } });
+	token_at(a, ra, 10200);
+	token_at(a, rb, 10300);
+	token_at(a, wrong, 5500);
+
+	attrib__compute(a, ra);
+	at = ra->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_true(at->by_sequence);
+	assert_true(at->estimated & EST_SEQUENCE);
+	assert_int_equal(at->seq, 0);
+	assert_int_equal(at->context, CTX);
+	assert_int_equal(at->cached_tokens, 4);
+	assert_int_equal(at->prompt_tokens, 16);
+	assert_int_equal(at->prefill_steps, 2);
+	assert_int_equal(at->prefill_chunks, 1);
+	assert_int_equal(at->prefill_start_ns, 2000 * US);
+	assert_int_equal(at->queue_ns, 1000 * US);
+	assert_int_equal(at->queue_idle_ns, 1000 * US);
+	assert_int_equal(at->prefill_ns, 3000 * US);
+	assert_int_equal(at->emit_ns, 500 * US);
+	assert_int_equal(at->ngaps, 3);
+	assert_int_equal(at->gaps[0].producer_start_ns, 6000 * US);
+	assert_false(at->gaps[0].interfered);
+	assert_int_equal(at->gaps[1].producer_start_ns, 7000 * US);
+	assert_true(at->gaps[1].interfered); /* B's prompt shared the step */
+	assert_int_equal(at->gaps[1].decode_ns, 2000 * US);
+	assert_int_equal(at->gaps[1].host_ns, 400 * US);
+	assert_int_equal(at->ninterfered_by, 1);
+	assert_int_equal(at->interfered_by[0], 2);
+	assert_int_equal(at->gaps[2].producer_start_ns, 9500 * US);
+
+	attrib__compute(a, rb);
+	at = rb->attr;
+	assert_true(at->ok);
+	assert_int_equal(at->seq, 1);
+	assert_int_equal(at->cached_tokens, 0);
+	assert_int_equal(at->prefill_chunks, 0);
+	assert_int_equal(at->queue_ns, 1000 * US);
+	assert_int_equal(at->queue_busy_ns, 500 * US); /* A's decode from 6 to 6.5 ms */
+	assert_int_equal(at->prefill_ns, 2000 * US);
+	assert_int_equal(at->emit_ns, 400 * US);
+	assert_int_equal(at->gaps[0].producer_start_ns, 9500 * US);
+
+	/* a prompt length no sequence had: not attributed, and said why */
+	attrib__compute(a, wrong);
+	assert_false(wrong->attr->ok);
+	assert_non_null(strstr(wrong->attr->error, "no sequence of its engine's steps matches"));
+
+	request__free(ra);
+	request__free(rb);
+	request__free(wrong);
+	attrib__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_record_to_step),
 		cmocka_unit_test(test_step_kinds),
 		cmocka_unit_test(test_steps_through_the_pipeline),
+		cmocka_unit_test(test_attribution_by_sequence),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

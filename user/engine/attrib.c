@@ -27,8 +27,11 @@ void attrib__free(struct attrib *a)
 {
 	if (!a)
 		return;
-	for (size_t i = 0; i < a->nprocs; i++)
+	for (size_t i = 0; i < a->nprocs; i++) {
+		for (size_t k = 0; k < a->procs[i].n; k++)
+			free(a->procs[i].v[k].seqs);
 		free(a->procs[i].v);
+	}
 	free(a->procs);
 	for (size_t b = 0; b < TREE_BUCKETS; b++) {
 		while (a->trees[b]) {
@@ -88,11 +91,21 @@ struct gpu_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create)
 void attrib__step(struct attrib *a, const struct engine_step *s)
 {
 	struct gpu_proc *p = attrib_proc_of(a, s->pid, true);
-	struct astep st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound };
+	struct astep st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound, 0, s->context,
+			    NULL };
 	size_t i;
 
 	if (!p || !array__reserve((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
 		return; /* a lost step is a loss: requests in its time are not attributed */
+	if (s->nseqs) {
+		st.seqs = malloc(s->nseqs * sizeof(*st.seqs));
+		if (!st.seqs)
+			return; /* the same */
+		st.nseqs = s->nseqs;
+		for (uint32_t q = 0; q < s->nseqs; q++)
+			st.seqs[q] = (struct aseq){ s->seqs[q].seq, s->seqs[q].tokens,
+						    s->seqs[q].first_pos, s->seqs[q].outputs };
+	}
 	/* Steps come in the order the host saw them, nearly: keep the array sorted by seen. */
 	for (i = p->n; i > 0 && p->v[i - 1].seen > st.seen; i--)
 		;
@@ -161,7 +174,7 @@ void attrib__prune(struct attrib *a, uint64_t ts)
 		struct gpu_proc *p = &a->procs[i];
 
 		for (k = 0; k < p->n && p->v[k].seen < before; k++)
-			;
+			free(p->v[k].seqs);
 		if (k) {
 			memmove(p->v, p->v + k, (p->n - k) * sizeof(*p->v));
 			p->n -= k;
@@ -380,6 +393,13 @@ void attrib__compute(struct attrib *a, struct request *r)
 		return;
 	}
 	attrib_remember_http(a, r->pid, e);
+	switch (attrib_by_sequence(a, e, r, at, from, to)) {
+	case 0:
+		at->ok = true;
+		return;
+	case -1:
+		return;
+	}
 	n = attrib_gather_steps(a, at, from, to, &v, at->error, sizeof(at->error));
 	if (n < 0)
 		return;

@@ -29,11 +29,22 @@
 #define MAX_LOSSES 256
 
 /* A step of one GPU process, as much as attribution needs. */
+/* A sequence's part of a step, where the source names them (llama.cpp). */
+struct aseq {
+	int32_t seq;
+	uint32_t tokens;
+	int32_t first_pos;
+	uint32_t outputs;
+};
+
 struct astep {
-	uint64_t start; /* first launch */
-	uint64_t done;	/* GPU completion (or its upper bound) */
+	uint64_t start; /* first launch (CUDA), the call (llama.cpp) */
+	uint64_t done;	/* completion (or its upper bound) */
 	uint64_t seen;	/* host observed completion */
 	bool bound;
+	uint32_t nseqs;	  /* 0: the source does not name sequences */
+	uint64_t context; /* the step stream within the process */
+	struct aseq *seqs;
 };
 
 struct gpu_proc {
@@ -149,6 +160,11 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_
 			       struct estep *v, size_t n, uint64_t to);
 bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
 			 bool *moved);
+
+/* attrib_seqs.c: where the steps name their sequences, the request's own, and the split */
+/* 0: attributed; -1: not (at->error says why); 1: the steps do not name sequences. */
+int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request *r,
+		       struct attribution *at, uint64_t from, uint64_t to);
 
 /* attrib_prefill.c: which steps carried prefill */
 void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,

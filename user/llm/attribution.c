@@ -4,7 +4,7 @@
 #include "llm/attribution.h"
 
 static const char *const estimate_names[] = { "prefill_start", "gpu_done", "engine",
-						      "token_steps" };
+						      "token_steps", "sequence" };
 
 const char *attribution__estimate_name(uint32_t bit)
 {

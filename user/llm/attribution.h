@@ -21,6 +21,8 @@ enum attrib_estimate {
 	EST_ENGINE = 1u << 2,	     /* the engine was found through the process tree */
 	EST_TOKEN_STEPS = 1u << 3,   /* token events were aligned to steps one token per step,
 					not to the latest step seen before them */
+	EST_SEQUENCE = 1u << 4,	     /* the engine's sequence that served the request was
+					matched to it by prompt length and token times */
 };
 
 struct attrib_gap {
@@ -50,6 +52,13 @@ struct attribution {
 	uint32_t estimated; /* enum attrib_estimate bits */
 	struct attrib_gap *gaps; /* token_events - 1 of them */
 	size_t ngaps;
+	/* Where the engine's steps name their sequences (llama.cpp): the request's own. */
+	bool by_sequence;
+	uint64_t context;	 /* the engine's context (llama_context *) */
+	int32_t seq;		 /* its sequence id there */
+	uint32_t cached_tokens;	 /* prompt tokens the sequence held already: its KV cache hit */
+	uint32_t prompt_tokens;	 /* prompt tokens the prefill steps computed */
+	uint32_t prefill_chunks; /* prefill steps that sampled nothing: earlier prompt chunks */
 };
 
 void attribution__free(struct attribution *a);

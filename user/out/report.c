@@ -177,11 +177,21 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 	json_object_set_new(o, "interfered_by", v);
 	json_object_set_new(o, "steps", json_integer(a->steps));
 	v = json_array();
-	for (uint32_t bit = 1; bit <= EST_TOKEN_STEPS; bit <<= 1) {
+	for (uint32_t bit = 1; bit <= EST_SEQUENCE; bit <<= 1) {
 		if (a->estimated & bit)
 			json_array_append_new(v, json_string(attribution__estimate_name(bit)));
 	}
 	json_object_set_new(o, "estimated", v);
+	if (a->by_sequence) {
+		char hex[32];
+
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)a->context);
+		json_object_set_new(o, "context", json_string(hex));
+		json_object_set_new(o, "sequence", json_integer(a->seq));
+		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
+		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
+		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
+	}
 	if (gaps) {
 		v = json_array();
 		for (size_t i = 0; i < a->ngaps; i++) {

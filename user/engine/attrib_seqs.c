@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Attribution where the engine's steps name their sequences (llama.cpp: each llama_decode
+ * call's batch, per sequence id: tokens, first position, outputs). Then prefill and decode
+ * need no inference; what does is which sequence served the request, for the engine never
+ * sees HTTP. A request's sequence is the one whose run matches it:
+ *   - a prompt: steps of that sequence that sampled nothing (earlier chunks), then the step
+ *     that sampled its first token, all begun after the request arrived and before its first
+ *     token was written, and, when the response's usage gives the prompt length, as long as
+ *     it (the cached part, the first position, included);
+ *   - then one output step of the sequence before each token event (one token per event when
+ *     usage says so), the fit being how soon after its step each event was written.
+ * The best fit wins; the record says the match was inferred ("sequence" in estimated).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/attrib_state.h"
+
+/* The entry of sequence seq in step s, or NULL. */
+static const struct aseq *seq_in(const struct astep *s, uint64_t ctx, int32_t seq)
+{
+	if (s->context != ctx)
+		return NULL;
+	for (uint32_t i = 0; i < s->nseqs; i++) {
+		if (s->seqs[i].seq == seq)
+			return &s->seqs[i];
+	}
+	return NULL;
+}
+
+/* A step that computed prompt tokens of some sequence other than seq. */
+static bool carries_prompt(const struct astep *s, int32_t except)
+{
+	for (uint32_t i = 0; i < s->nseqs; i++) {
+		const struct aseq *q = &s->seqs[i];
+
+		if (q->seq != except && (q->tokens > 1 || !q->outputs))
+			return true;
+	}
+	return false;
+}
+
+static uint64_t duration(const struct astep *s)
+{
+	return s->done > s->start ? s->done - s->start : 0;
+}
+
+/* One candidate: a sequence's run that may have served the request. */
+struct run {
+	uint64_t ctx;
+	int32_t seq;
+	size_t first, end;	/* the prompt's first step, the step that sampled its first token */
+	uint32_t chunks, steps; /* prefill steps that sampled nothing; all prefill steps */
+	uint32_t prompt, cached;
+	size_t *out;		/* out[i]: the step that produced token event i (out[0] == end) */
+	uint64_t fit;		/* sum of event time minus its step's end: smaller is better */
+};
+
+/* Walk back from the step that sampled the first token over the sequence's steps that sampled
+ * nothing: the prompt's chunks. False when that is not the start of a prompt (a decode). */
+static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const struct request *r)
+{
+	const struct aseq *q = seq_in(&p->v[c->end], c->ctx, c->seq);
+	int32_t first_pos = q->first_pos;
+
+	c->first = c->end;
+	c->prompt = q->tokens;
+	c->steps = 1;
+	c->chunks = 0;
+	for (size_t k = c->end; k-- > lo;) {
+		const struct aseq *e = seq_in(&p->v[k], c->ctx, c->seq);
+
+		if (!e)
+			continue;
+		if (e->outputs) {
+			/* the sequence's step before: a decode this step continues (one token at the
+			 * next position) is no prompt's start */
+			if (c->chunks == 0 && q->tokens == 1 && e->first_pos + (int32_t)e->tokens == first_pos)
+				return false;
+			break;
+		}
+		c->first = k;
+		c->prompt += e->tokens;
+		first_pos = e->first_pos;
+		c->chunks++;
+		c->steps++;
+	}
+	c->cached = first_pos > 0 ? (uint32_t)first_pos : 0;
+	return p->v[c->first].start >= r->start_ns;
+}
+
+/* The output steps of the run that produced the token events after the first, and the fit.
+ * One token per event when usage says so: event i from the run's i-th output step; else each
+ * event from the latest of the run's output steps seen before it. */
+static bool tokens_of(const struct gpu_proc *p, size_t hi, struct run *c, const struct request *r,
+		      bool one_each)
+{
+	size_t ne = r->token_events, k = c->end + 1;
+	uint64_t t = r->first_token_ns;
+
+	c->out[0] = c->end;
+	c->fit = t - p->v[c->end].seen;
+	for (size_t i = 1; i < ne; i++) {
+		size_t found = hi;
+
+		t += r->gaps_ns[i - 1];
+		for (; k < hi && p->v[k].seen <= t; k++) {
+			const struct aseq *e = seq_in(&p->v[k], c->ctx, c->seq);
+
+			if (!e || !e->outputs)
+				continue;
+			found = k;
+			if (one_each) {
+				k++;
+				break;
+			}
+		}
+		if (found == hi)
+			return false;
+		c->out[i] = found;
+		c->fit += t - p->v[found].seen;
+	}
+	return true;
+}
+
+/* The best-fitting run, into best (its out array must hold token_events entries). */
+static bool find_run(const struct gpu_proc *p, size_t lo, size_t hi, const struct request *r,
+		     struct run *best, size_t *scratch)
+{
+	bool one_each = r->output_tokens.set && r->output_tokens.v == r->token_events;
+	bool found = false;
+
+	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
+		for (uint32_t i = 0; i < p->v[k].nseqs; i++) {
+			struct run c = { .ctx = p->v[k].context, .seq = p->v[k].seqs[i].seq, .end = k,
+					 .out = scratch };
+
+			if (!p->v[k].seqs[i].outputs || !prompt_of(p, lo, &c, r))
+				continue;
+			if (r->input_tokens.set && c.cached + c.prompt != r->input_tokens.v)
+				continue;
+			if (!tokens_of(p, hi, &c, r, one_each) || (found && c.fit >= best->fit))
+				continue;
+			memcpy(best->out, c.out, r->token_events * sizeof(*c.out));
+			c.out = best->out;
+			*best = c;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* The typical step without prompt tokens: the gaps' interference is measured above it. */
+static uint64_t decode_baseline(const struct gpu_proc *p, size_t lo, size_t hi)
+{
+	uint64_t v[256];
+	size_t n = 0;
+
+	for (size_t k = lo; k < hi && n < 256; k++) {
+		if (p->v[k].nseqs && !carries_prompt(&p->v[k], -1))
+			v[n++] = duration(&p->v[k]);
+	}
+	if (n < 4)
+		return 0;
+	qsort(v, n, sizeof(*v), attrib_cmp_u64);
+	return v[n / 10];
+}
+
+/* The request whose prompt step k carried for sequence seq: the first token written first
+ * after that prompt's sampling step. */
+static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e, uint32_t own_pid,
+				  const struct gpu_proc *p, size_t k, size_t hi, uint64_t ctx,
+				  int32_t seq, uint64_t self)
+{
+	for (; k < hi; k++) {
+		const struct aseq *q = seq_in(&p->v[k], ctx, seq);
+
+		if (q && q->outputs)
+			break;
+	}
+	for (size_t i = 0; k < hi && i < a->nfts; i++) {
+		const struct first_token *f = &a->fts[i];
+
+		if (f->ft >= p->v[k].seen && f->id != self && attrib_serves(a, f->http_pid, own_pid, e))
+			return f->id;
+	}
+	return 0;
+}
+
+static int add_interferer(struct attribution *at, uint64_t id)
+{
+	uint64_t *np;
+
+	for (size_t i = 0; i < at->ninterfered_by; i++) {
+		if (at->interfered_by[i] == id)
+			return 0;
+	}
+	np = realloc(at->interfered_by, (at->ninterfered_by + 1) * sizeof(*np));
+	if (!np)
+		return -1;
+	at->interfered_by = np;
+	np[at->ninterfered_by++] = id;
+	return 0;
+}
+
+/* Gap g: the steps after the one that produced event g, up to the one that produced g + 1. */
+static void gap_of(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+		   size_t hi, const struct run *c, const struct request *r, size_t g,
+		   uint64_t baseline, struct attribution *at)
+{
+	struct attrib_gap *gp = &at->gaps[g];
+	uint64_t dec = 0;
+
+	gp->gap_ns = r->gaps_ns[g];
+	for (size_t k = c->out[g] + 1; k <= c->out[g + 1]; k++) {
+		const struct astep *s = &p->v[k];
+
+		if (s->context != c->ctx)
+			continue;
+		gp->steps++;
+		dec += duration(s);
+		if (!carries_prompt(s, c->seq))
+			continue;
+		gp->interfered = true;
+		if (baseline && duration(s) > baseline)
+			gp->interference_ns += duration(s) - baseline;
+		for (uint32_t i = 0; i < s->nseqs; i++) {
+			const struct aseq *q = &s->seqs[i];
+			uint64_t id;
+
+			if (q->seq == c->seq || (q->tokens == 1 && q->outputs))
+				continue;
+			id = request_of_prompt(a, e, r->pid, p, k, hi, c->ctx, q->seq, r->id);
+			if (id)
+				add_interferer(at, id);
+		}
+	}
+	gp->producer_start_ns = p->v[c->out[g + 1]].start;
+	gp->decode_ns = dec < gp->gap_ns ? dec : gp->gap_ns;
+	if (gp->interference_ns > gp->decode_ns)
+		gp->interference_ns = gp->decode_ns;
+	gp->host_ns = gp->gap_ns - gp->decode_ns;
+	at->decode_ns += gp->decode_ns;
+	at->host_ns += gp->host_ns;
+	at->interference_ns += gp->interference_ns;
+	at->steps += gp->steps;
+}
+
+/* The engine's figures for the summary: each step once, up to the request's end. */
+static void account(struct engine *e, const struct gpu_proc *p, size_t lo, size_t hi, uint64_t upto)
+{
+	for (size_t k = lo; k < hi; k++) {
+		const struct astep *s = &p->v[k];
+
+		if (s->seen <= e->counted_to || s->seen > upto)
+			continue;
+		e->st.steps++;
+		if (carries_prompt(s, -1))
+			e->st.prefill_steps++;
+		else
+			e->st.decode_steps++;
+		e->st.busy_ns += duration(s);
+		if (!e->st.first_ns || s->start < e->st.first_ns)
+			e->st.first_ns = s->start;
+		if (s->done > e->st.last_ns)
+			e->st.last_ns = s->done;
+	}
+	if (upto > e->counted_to)
+		e->counted_to = upto;
+}
+
+static void split(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+		  size_t lo, size_t hi, const struct run *c, const struct request *r,
+		  struct attribution *at)
+{
+	uint64_t start = p->v[c->first].start, done = p->v[c->end].done;
+	uint64_t baseline = decode_baseline(p, lo, hi);
+
+	at->prefill_start_ns = start;
+	at->queue_ns = start - r->start_ns;
+	for (size_t k = lo; k < hi && p->v[k].start < start; k++) {
+		uint64_t s = p->v[k].start > r->start_ns ? p->v[k].start : r->start_ns;
+		uint64_t d = p->v[k].done < start ? p->v[k].done : start;
+
+		if (d > s)
+			at->queue_busy_ns += d - s;
+	}
+	if (at->queue_busy_ns > at->queue_ns)
+		at->queue_busy_ns = at->queue_ns;
+	at->queue_idle_ns = at->queue_ns - at->queue_busy_ns;
+	if (done > r->first_token_ns)
+		done = r->first_token_ns;
+	at->prefill_ns = done - start;
+	at->emit_ns = r->first_token_ns - done;
+	at->prefill_steps = c->steps;
+	at->steps = c->steps;
+	at->by_sequence = true;
+	at->context = c->ctx;
+	at->seq = c->seq;
+	at->cached_tokens = c->cached;
+	at->prompt_tokens = c->prompt;
+	at->prefill_chunks = c->chunks;
+	at->estimated |= EST_SEQUENCE;
+	for (size_t g = 0; g < at->ngaps; g++)
+		gap_of(a, e, p, hi, c, r, g, baseline, at);
+	if (at->ninterfered_by)
+		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
+}
+
+int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request *r,
+		       struct attribution *at, uint64_t from, uint64_t to)
+{
+	struct gpu_proc *p = at->nengine_pids == 1 ? attrib_proc_of(a, at->engine_pids[0], false)
+						   : NULL;
+	size_t lo = 0, hi, *out, *scratch;
+	struct run best = { 0 };
+	bool named = false;
+
+	if (!p)
+		return 1;
+	while (lo < p->n && p->v[lo].seen < from)
+		lo++;
+	for (hi = lo; hi < p->n && p->v[hi].seen <= to; hi++)
+		named |= p->v[hi].nseqs > 0;
+	if (!named)
+		return 1;
+	out = calloc(r->token_events, sizeof(*out));
+	scratch = calloc(r->token_events, sizeof(*scratch));
+	if (!out || !scratch || (r->token_events > 1 &&
+				 !(at->gaps = calloc(r->token_events - 1, sizeof(*at->gaps))))) {
+		free(out);
+		free(scratch);
+		snprintf(at->error, sizeof(at->error), "out of memory");
+		return -1;
+	}
+	at->ngaps = r->token_events - 1;
+	best.out = out;
+	if (!find_run(p, lo, hi, r, &best, scratch)) {
+		free(out);
+		free(scratch);
+		snprintf(at->error, sizeof(at->error),
+			 "no sequence of its engine's steps matches it (a prompt begun after its "
+			 "arrival%s, a sampled step before each of its %llu token events)",
+			 r->input_tokens.set ? " as long as its usage's" : "",
+			 (unsigned long long)r->token_events);
+		return -1;
+	}
+	split(a, e, p, lo, hi, &best, r, at);
+	account(e, p, lo, hi, r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns);
+	free(out);
+	free(scratch);
+	return 0;
+}
