@@ -188,7 +188,7 @@ demo: deps
 bench: deps
 	$(Q)./scripts/setup.sh bench
 	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
-		$(OUTPUT)/sockbench
+		$(OUTPUT)/sockbench $(OUTPUT)/llamabench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -200,6 +200,14 @@ $(OUTPUT)/gpubench: bench/gpubench.c gpu-testbed
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< -L$(CUDA_LIB) -lcudart -L$(OUTPUT)/gpu -lcuda \
 		-Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(abspath $(OUTPUT)/gpu) -o $@
+
+$(OUTPUT)/libllamastub.so: bench/llamastub.c | $(OUTPUT)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared $< -o $@
+
+$(OUTPUT)/llamabench: bench/llamabench.c $(OUTPUT)/libllamastub.so
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $< -L$(OUTPUT) -lllamastub -Wl,-rpath,$(abspath $(OUTPUT)) -o $@
 
 $(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)

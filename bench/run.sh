@@ -222,3 +222,56 @@ awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
 		for (i = 1; i <= n; i++) printf " %d", t[i]
 		printf " ticks\n"
 	}' "$work/fork.one"
+
+# llama.cpp's step path: the probes' cost per llama_decode call, against one bare uprobe on
+# the same function, on a stub library (bench/llamastub.c) so that the call is all probe: a
+# decode step (4 sequences, a token each) and a 512-token prefill step (the batch is read
+# at entry, 32 tokens at a time, then each token's sequence id).
+lb=.output/llamabench
+stub=$(pwd)/.output/libllamastub.so
+for k in dec dec_b dec_t pre pre_b pre_t; do : >"$work/llama.$k"; done
+for r in $(seq "$ROUNDS"); do
+	$lb decode "$N" >>"$work/llama.dec"
+	$bench bare "$stub" llama_decode $lb decode "$N" >>"$work/llama.dec_b"
+	$lb prefill "$N" >>"$work/llama.pre"
+	$bench bare "$stub" llama_decode $lb prefill "$N" >>"$work/llama.pre_b"
+	start_tracer -c llamabench
+	$lb decode "$N" >>"$work/llama.dec_t"
+	$lb prefill "$N" >>"$work/llama.pre_t"
+	stop_tracer
+done
+for k in dec dec_b dec_t pre pre_b pre_t; do eval "l_$k=\$(median <\"\$work/llama.$k\")"; done
+awk -v d="$l_dec" -v db="$l_dec_b" -v dt="$l_dec_t" -v p="$l_pre" -v pb="$l_pre_b" -v pt="$l_pre_t" 'BEGIN {
+	printf "  %-34s %9s %9s %9s %9s\n", "per llama_decode call (ns)", "untraced", "bare", "traced", "ratio"
+	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "decode step (4 sequences)", d, db - d, dt - d, (dt - d) / (db - d)
+	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "prefill step (512 tokens)", p, pb - p, pt - p, (pt - p) / (pb - p)
+	printf "  (a traced call takes an entry and a return probe; the bare one an entry probe only)\n"
+}'
+
+# The same on the real engine: node-llama-cpp's CPU llama.cpp on the tests' tiny model, its
+# generated tokens/s without and with tokenscope, interleaved. The tiny model's steps are
+# short (a few ms), so this is where the probes weigh most; the VM's noise between runs is
+# larger than their cost, which the per-call figures above and the steps/s give.
+model=tests/fixtures/.gen/tiny.gguf
+: >"$work/tps"
+for r in $(seq "$ROUNDS"); do
+	u=$(node bench/llama_tokens.mjs "$model" 300 4)
+	start_tracer -c node
+	t=$(node bench/llama_tokens.mjs "$model" 300 4)
+	stop_tracer
+	steps=$(grep -o 'llama.cpp: steps=[0-9]*' "$work/stdout" | cut -d= -f2)
+	echo "$u $t $steps" >>"$work/tps"
+done
+awk -v dt="$l_dec_t" -v d="$l_dec" 'function med(a, n,   i, j, t) {
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return a[int((n + 1) / 2)]
+	}
+	{ n++; u[n] = $1; t[n] = $2; ratio[n] = $1 / $2; lo = (n == 1 || ratio[n] < lo) ? ratio[n] : lo
+	  hi = (n == 1 || ratio[n] > hi) ? ratio[n] : hi; steps = $3 }
+	END {
+		mu = med(u, n); mt = med(t, n); mr = med(ratio, n)
+		printf "  llama.cpp (node-llama-cpp, tiny model, 1 thread): %.0f tokens/s untraced, %.0f traced (medians of %d interleaved rounds);\n", mu, mt, n
+		printf "    slowdown %.3fx (per round %.3f to %.3f)", mr, lo, hi
+		if (lo <= 1 && hi >= 1) printf ": not resolved by this run"
+		printf "\n    from the per-call cost: %d steps for %d tokens, %.1f us each: %.4fx\n", steps, 4 * 4 * 300, (dt - d) / 1e3, 1 + steps * (dt - d) / 1e9 / (4 * 4 * 300 / mt)
+	}' "$work/tps"

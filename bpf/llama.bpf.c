@@ -56,6 +56,9 @@ struct {
 } llama_pids SEC(".maps");
 
 #define CHUNK 32 /* tokens read at a time: one read per array, then one per token's seq id */
+/* Each token's sequence ids are an allocation of their own (llama_batch_init: one malloc per
+ * token), which the allocator lays out evenly spaced: then a chunk's ids are read at once. */
+#define MAX_STRIDE 32
 #define MAX_CHUNKS (TS_LLAMA_MAX_TOKENS / CHUNK)
 
 /* The batch being read at entry, between steps of bpf_loop: per-CPU, as an entry program runs
@@ -70,6 +73,7 @@ struct llama_scratch {
 	__s32 nseq[CHUNK];
 	__u64 seqp[CHUNK];
 	__s8 logits[CHUNK];
+	__u8 ids[CHUNK * MAX_STRIDE]; /* a chunk's sequence ids, when they lie evenly spaced */
 };
 
 struct {
@@ -125,11 +129,22 @@ static __always_inline long read_part(void *dst, __u64 arr, __u64 from, __u64 n,
 	return bpf_probe_read_user(dst, size, (void *)(arr + from * elem));
 }
 
+/* The chunk's first sequence ids, evenly spaced by stride bytes from the first token's. */
+static __always_inline long read_ids(struct llama_scratch *s, __u64 n, __u64 stride)
+{
+	__u64 size = (n - 1) * stride + 4;
+
+	barrier_var(size);
+	if (size > sizeof(s->ids))
+		return -1;
+	return bpf_probe_read_user(s->ids, size, (void *)s->seqp[0]);
+}
+
 /* One chunk of the batch: each array's part in one read, then each token's first seq id. */
 static long read_chunk(__u64 index, void *unused)
 {
 	__u32 zero = 0;
-	__u64 n;
+	__u64 n, stride;
 	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
 	struct ts_llama_step *r;
 
@@ -146,11 +161,20 @@ static long read_chunk(__u64 index, void *unused)
 	    read_part(s->nseq, s->b.n_seq_id, s->done, n, 4) ||
 	    read_part(s->logits, s->b.logits, s->done, n, 1))
 		return 1; /* the rest is counted unread */
+	stride = n > 1 && s->b.seq_id ? s->seqp[1] - s->seqp[0] : 0;
+	for (__u32 i = 2; stride && i < CHUNK && i < n; i++) {
+		if (s->seqp[i] - s->seqp[i - 1] != stride)
+			stride = 0;
+	}
+	if (stride < 4 || stride > MAX_STRIDE || (stride & 3) || read_ids(s, n, stride))
+		stride = 0; /* one read per token */
 	for (__u32 i = 0; i < CHUNK && i < n; i++) {
 		__s32 seq = 0;
 
-		if (s->b.seq_id && s->seqp[i] &&
-		    bpf_probe_read_user(&seq, sizeof(seq), (void *)s->seqp[i]))
+		if (stride)
+			seq = *(__s32 *)&s->ids[(i * stride) & (CHUNK * MAX_STRIDE - 4)];
+		else if (s->b.seq_id && s->seqp[i] &&
+			 bpf_probe_read_user(&seq, sizeof(seq), (void *)s->seqp[i]))
 			return 1;
 		if (s->b.n_seq_id && s->nseq[i] > 1)
 			r->shared_tokens++;

@@ -18,11 +18,15 @@ import json
 import os
 import random
 import signal
+import ssl
 import subprocess
 import threading
 import time
 
+from plaintext_checks import start_nginx
+
 SEQUENCES = 4
+THROUGH_NGINX = 12   # streams through nginx terminating TLS in front of the server
 BATCH = 64           # tokens per llama_decode call: longer prompts are computed in chunks
 CONCURRENT = 40      # streams at once, more than SEQUENCES: the rest queue
 EDGE_NS = 50_000     # a step's start and end against the interposer's,
@@ -41,8 +45,9 @@ def prompt(rnd, words):
     return " ".join(rnd.choice(vocab) for _ in range(words))
 
 
-def chat(port, text, max_tokens, user):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+def chat(port, text, max_tokens, user, tls=None):
+    c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=tls) if tls else
+         http.client.HTTPConnection("127.0.0.1", port, timeout=120))
     body = json.dumps({"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
                        "messages": [{"role": "user", "content": text}]})
     c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
@@ -50,6 +55,20 @@ def chat(port, text, max_tokens, user):
     data = r.read().decode()
     c.close()
     return r.status, data
+
+
+def concurrently(port, jobs, tls):
+    results = [None] * len(jobs)
+
+    def one(i):
+        results[i] = chat(port, *jobs[i], tls=tls)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return all(r and r[0] == 200 and "[DONE]" in r[1] for r in results)
 
 
 def seq_summary(step):
@@ -89,22 +108,21 @@ def run_llama_checks(ctx):
     with open(port_file) as f:
         port = int(f.read())
 
-    # phase: more concurrent streams than sequences, prompts of varied length
+    # phase: more concurrent streams than sequences, prompts of varied length; then some
+    # through nginx terminating TLS in front of the server
     rnd = random.Random(20)
     jobs = [(prompt(rnd, rnd.randint(3, 90)), rnd.randint(4, 24), f"c{i}")
             for i in range(CONCURRENT)]
-    results = [None] * len(jobs)
-
-    def one(i):
-        results[i] = chat(port, *jobs[i])
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    check(all(r and r[0] == 200 and "[DONE]" in r[1] for r in results),
-          f"llama: {CONCURRENT} concurrent streams answered")
+    check(concurrently(port, jobs, None), f"llama: {CONCURRENT} concurrent streams answered")
+    nginx, nginx_port = start_nginx(work, port, ctx["cert"], ctx["key"])
+    tls = ssl.create_default_context(cafile=ctx["cert"])
+    tls_jobs = [(prompt(rnd, rnd.randint(3, 60)), rnd.randint(4, 16), f"t{i}")
+                for i in range(THROUGH_NGINX)]
+    check(concurrently(nginx_port, tls_jobs, tls),
+          f"llama: {THROUGH_NGINX} streams through nginx (TLS) answered")
+    nginx.terminate()
+    nginx.wait(timeout=30)
+    jobs += tls_jobs
 
     # phase: prompts that repeat the start of the one their sequence served last (the server
     # hands sequences round; one request at a time, request k + SEQUENCES gets k's sequence)
@@ -126,10 +144,20 @@ def run_llama_checks(ctx):
     check(len(served) == len(jobs) + 2 * SEQUENCES,
           f"llama: the server logged every request ({len(served)})")
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")
+    # the TLS client's record names the llama.cpp server's record, through nginx
+    servers = {r["id"]: r for r in records if r.get("type") == "request" and
+               r["role"] == "server" and r["comm"] == "node"}
+    tls_clients = [r for r in records if r.get("type") == "request" and r["role"] == "client"
+                   and r["transport"] == "tls"]
+    linked = [c for c in tls_clients if c.get("server_id") in servers and
+              servers[c["server_id"]].get("attribution")]
+    check(len(tls_clients) == THROUGH_NGINX and len(linked) == THROUGH_NGINX,
+          f"llama: each client through nginx names its attributed llama.cpp server record "
+          f"({len(linked)} of {len(tls_clients)} TLS client records)")
     # the interposer's calls and the steps, one for one in time order (checked above)
     same = dict(zip(sorted(t["start_ns"] for t in truth), sorted(s["start_ns"] for s in steps)))
     check_attribution(check, truth, served, same,
-                      [r for r in records if r.get("type") == "request" and r["role"] == "server"])
+                      list(servers.values()))
 
 
 def truth_of(entry, calls):

@@ -11,6 +11,8 @@
  *   - then one output step of the sequence before each token event (one token per event when
  *     usage says so), the fit being how soon after its step each event was written.
  * The best fit wins; the record says the match was inferred ("sequence" in estimated).
+ * A process whose steps come from both sources (llama.cpp on CUDA) is split by llama.cpp's:
+ * its CUDA steps run inside them and are not counted again.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,8 +256,8 @@ static void account(struct engine *e, const struct gpu_proc *p, size_t lo, size_
 	for (size_t k = lo; k < hi; k++) {
 		const struct astep *s = &p->v[k];
 
-		if (s->seen <= e->counted_to || s->seen > upto)
-			continue;
+		if (!s->nseqs || s->seen <= e->counted_to || s->seen > upto)
+			continue; /* a CUDA step of the same process is not the engine's step again */
 		e->st.steps++;
 		if (carries_prompt(s, -1))
 			e->st.prefill_steps++;
@@ -284,7 +286,8 @@ static void split(const struct attrib *a, const struct engine *e, const struct g
 		uint64_t s = p->v[k].start > r->start_ns ? p->v[k].start : r->start_ns;
 		uint64_t d = p->v[k].done < start ? p->v[k].done : start;
 
-		if (d > s)
+		/* the same process's CUDA steps run inside its llama.cpp steps: not again */
+		if (p->v[k].nseqs && d > s)
 			at->queue_busy_ns += d - s;
 	}
 	if (at->queue_busy_ns > at->queue_ns)
