@@ -2,7 +2,8 @@
 # `make demo`: start the bundled local TLS "LLM API" server, trace it and a concurrent client
 # load with tokenscope, print the per-request lines and the summary; then the same with the
 # vLLM-shaped service (an API server in front of a batching engine on the stand-in GPU), where
-# each server-side TTFT is split into queue, prefill and emit; and exit.
+# each server-side TTFT is split into queue, prefill and emit; then llama.cpp itself
+# (node-llama-cpp), its own steps and the same split; and exit.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -72,4 +73,36 @@ tracer=
 echo
 echo "demo: one server record's attribution:"
 grep '"role":"server"' "$work/vllm.jsonl" | grep '"attribution":{' | head -n 1 |
+	python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("id", "ttft_ms", "attribution")}, indent=1))'
+
+# Part 3: a real engine, llama.cpp (node-llama-cpp's CPU build, a tiny model the tests write)
+# behind an OpenAI-compatible server in node: its own steps, each llama_decode call with its
+# batch, and each TTFT split from the sequences they carried.
+echo
+echo "demo: llama.cpp (node-llama-cpp): 24 streamed requests, 12 at a time, over 4 sequences" >&2
+./tokenscope -c node -q -o "$work/llama.jsonl" 2>"$work/stderr3" &
+tracer=$!
+until grep -q "Hit Ctrl-C to end." "$work/stderr3" 2>/dev/null; do
+	if ! kill -0 "$tracer" 2>/dev/null; then cat "$work/stderr3" >&2; exit 1; fi
+	sleep 0.1
+done
+node tests/fixtures/llama/server.mjs --model tests/fixtures/.gen/tiny.gguf \
+	--port-file "$work/lport" --log "$work/llama-server.jsonl" --sequences 4 --batch 64 \
+	>"$work/llama-server.out" 2>&1 &
+api=$!
+while [ ! -s "$work/lport" ]; do
+	if ! kill -0 "$api" 2>/dev/null; then cat "$work/llama-server.out" >&2; exit 1; fi
+	sleep 0.1
+done
+python3 demo/llama_load.py "$(cat "$work/lport")" 24 12
+kill -TERM "$api"
+wait "$api" || true
+api=
+kill -INT "$tracer"
+wait "$tracer"
+tracer=
+echo
+echo "demo: one llama.cpp step and one server record's attribution:"
+grep '"type":"engine_step"' "$work/llama.jsonl" | grep '"kind":"mixed"' | head -n 1
+grep '"role":"server"' "$work/llama.jsonl" | grep '"attribution":{' | tail -n 1 |
 	python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("id", "ttft_ms", "attribution")}, indent=1))'
