@@ -6,8 +6,8 @@
  *   int32_t llama_decode(struct llama_context *ctx, struct llama_batch batch);
  *
  * One call is one step. Its batch (56 bytes, passed in memory: at entry it starts at sp + 8)
- * is read at entry and summed per sequence id: tokens, first and last position, outputs
- * asked for. Nothing per token leaves the kernel; one TS_EV_LLAMA_STEP record goes at the
+ * is read at entry, CHUNK tokens at a time, and summed per sequence id: tokens, first and
+ * last position, outputs asked for. Nothing per token leaves the kernel; one TS_EV_LLAMA_STEP record goes at the
  * call's return, with its result. A call made inside a probed call on the same thread (a shim
  * that exports llama_decode and calls the real one) is the same step: only the outermost one
  * is recorded.
@@ -55,7 +55,7 @@ struct {
 	__type(value, __u8);
 } llama_pids SEC(".maps");
 
-#define CHUNK 32 /* tokens read at a time: one read per array, then one per token's seq id */
+#define CHUNK 32 /* tokens read at a time: one read per array, then their sequence ids */
 /* Each token's sequence ids are an allocation of their own (llama_batch_init: one malloc per
  * token), which the allocator lays out evenly spaced: then a chunk's ids are read at once. */
 #define MAX_STRIDE 32

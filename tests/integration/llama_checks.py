@@ -141,6 +141,12 @@ def run_llama_checks(ctx):
     records = read_jsonl(tracer.out)
     steps = [r for r in records if r.get("type") == "engine_step"]
     check_steps(check, truth, steps)
+    # the recording replays to the same records, attribution by sequence included
+    replay = os.path.join(work, "replay.jsonl")
+    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "--gaps", "-q", "-o", replay],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and read_jsonl(replay) == records,
+          f"llama: the recording replays to the same {len(records)} records ({r.stderr[-200:]})")
     check(len(served) == len(jobs) + 2 * SEQUENCES,
           f"llama: the server logged every request ({len(served)})")
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")

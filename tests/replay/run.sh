@@ -9,6 +9,8 @@
 #   tcp/capture        plaintext HTTP: uvicorn, nginx in front, the TCP edge cases
 #   tls-clients/capture every client of the integration tests against the TLS fixture server
 #   vgpu/capture       the simulated engine on the stand-in libcuda (tests/gpu)
+#   llama/capture      llama.cpp (node-llama-cpp) serving 16 streams: its own steps, and the
+#                      split from the sequences they carried
 set -u
 cd "$(dirname "$0")/../.."
 TOKENSCOPE=${TOKENSCOPE:-./tokenscope}
