@@ -637,6 +637,17 @@ static void sweep_idle(struct pipeline *p, uint64_t now)
 	}
 }
 
+/* A llama.cpp call: one step of its engine, as the step source reads it. */
+static int on_llama_step(struct pipeline *p, const struct ts_llama_step *rec, size_t size)
+{
+	struct engine_step es;
+
+	if (llama_steps__read(rec, size, &es))
+		return -1;
+	on_step(p, &es);
+	return 0;
+}
+
 /* Records userspace made (recordings carry them too): counters, process trees. */
 static int on_userspace_record(struct pipeline *p, void *rec, size_t size)
 {
@@ -738,14 +749,9 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		}
 		cuda_steps__kname(p->cuda, rec);
 		break;
-	case TS_EV_LLAMA_STEP: {
-		struct engine_step es;
-
-		err = llama_steps__read(rec, size, &es);
-		if (!err)
-			on_step(p, &es);
+	case TS_EV_LLAMA_STEP:
+		err = on_llama_step(p, rec, size);
 		break;
-	}
 	case TS_EV_EXEC:
 	case TS_EV_DLOPEN:
 		break; /* attach work, done by the live loop */
