@@ -86,7 +86,8 @@ def run_llama_checks(ctx):
     decode_log = os.path.join(work, "decode.jsonl")
     server_log = os.path.join(work, "server.jsonl")
     port_file = os.path.join(work, "port")
-    tracer = Tracer(work, "--gaps")
+    timeline = os.path.join(work, "timeline.pftrace")
+    tracer = Tracer(work, "--gaps", "--perfetto", timeline)
 
     server_out = open(os.path.join(work, "server.out"), "w+")
     server = subprocess.Popen(
@@ -141,12 +142,21 @@ def run_llama_checks(ctx):
     records = read_jsonl(tracer.out)
     steps = [r for r in records if r.get("type") == "engine_step"]
     check_steps(check, truth, steps)
-    # the recording replays to the same records, attribution by sequence included
+    # the recording replays to the same records, attribution by sequence included, and to the
+    # same timeline, byte for byte; the live timeline holds what the records say
     replay = os.path.join(work, "replay.jsonl")
-    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "--gaps", "-q", "-o", replay],
-                       capture_output=True, text=True)
+    replay_timeline = os.path.join(work, "replay.pftrace")
+    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "--gaps", "-q", "-o", replay,
+                        "--perfetto", replay_timeline], capture_output=True, text=True)
     check(r.returncode == 0 and read_jsonl(replay) == records,
           f"llama: the recording replays to the same {len(records)} records ({r.stderr[-200:]})")
+    with open(timeline, "rb") as a, open(replay_timeline, "rb") as b:
+        check(a.read() == b.read(), "llama: the replay's Perfetto timeline is the live one")
+    r = subprocess.run(["python3", os.path.join(root, "tests", "perfetto", "check_trace.py"),
+                        timeline, tracer.out], capture_output=True, text=True)
+    print(r.stdout.strip(), flush=True)
+    check(r.returncode == 0, "llama: the Perfetto timeline holds the run's requests, steps and "
+                             "flows, each phase adding up to its TTFT")
     check(len(served) == len(jobs) + 2 * SEQUENCES,
           f"llama: the server logged every request ({len(served)})")
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")

@@ -3,7 +3,9 @@
 # tests/fixtures/*/NAME.tsrec.gz must give, byte for byte, the JSON Lines the live run wrote
 # (NAME.jsonl.gz beside it), so a change that alters any record shows here. Where the capture
 # came with its workload's own ground truth (truth.json from tests/gpu/device/torch_steps.py
-# on an H200), the steps must still match it (tests/gpu/device/compare.py).
+# on an H200), the steps must still match it (tests/gpu/device/compare.py). Each replay's
+# --perfetto timeline is decoded and checked against its records
+# (tests/perfetto/check_trace.py), and is the same file from a second replay.
 #
 #   h200/torch         a real H200 run (PyTorch, eager, CUDA graphs, async scheduling)
 #   tcp/capture        plaintext HTTP: uvicorn, nginx in front, the TCP edge cases
@@ -31,6 +33,18 @@ for rec in tests/fixtures/*/*.tsrec.gz; do
 	else
 		echo "FAIL: $name: the replay differs from the live records"
 		diff "$tmp/$name.replay.jsonl" "$tmp/$name.live.jsonl" | head -n 6
+		fail=$((fail + 1))
+	fi
+	# the timeline of the same replay: decoded, checked against its records, and the same
+	# file from a second replay
+	if $TOKENSCOPE report "$tmp/$name.tsrec" -q --perfetto "$tmp/$name.pftrace" -o "$tmp/$name.pf.jsonl" >/dev/null &&
+		$TOKENSCOPE report "$tmp/$name.tsrec" -q --perfetto "$tmp/$name.again.pftrace" >/dev/null &&
+		cmp -s "$tmp/$name.pftrace" "$tmp/$name.again.pftrace" &&
+		python3 tests/perfetto/check_trace.py "$tmp/$name.pftrace" "$tmp/$name.pf.jsonl" >"$tmp/$name.pfcheck"; then
+		pass=$((pass + 1))
+	else
+		cat "$tmp/$name.pfcheck" 2>/dev/null
+		echo "FAIL: $name: the Perfetto timeline of its replay"
 		fail=$((fail + 1))
 	fi
 	if [ -f "$dir/truth.json" ]; then

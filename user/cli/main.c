@@ -17,6 +17,7 @@
 #include "stream/recording.h"
 #include "out/exporter.h"
 #include "out/metrics.h"
+#include "out/perfetto.h"
 #include "out/report.h"
 #include "capture/live.h"
 #include "cli/options.h"
@@ -25,13 +26,15 @@
 /* What the run writes, and the moment it may start writing it. */
 struct outputs {
 	const struct options *o;
-	struct outfile jsonl_file, rec_file;
+	struct outfile jsonl_file, rec_file, perfetto_file;
 	struct pipeline *pl;
 	struct recording *rec;
 	bool started;
 	struct metrics *metrics;
 	struct exporter *exporter;
 	struct buf expo; /* the last exposition */
+	struct report *rp;
+	struct perfetto *perfetto;
 };
 
 /* --metrics: the capture loop renders, about once a second, what scrapes then serve. */
@@ -71,6 +74,18 @@ static int start_outputs(void *ctx)
 	out->started = true;
 	if (outfile__start(&out->jsonl_file))
 		goto fail;
+	path = out->o->perfetto_path;
+	if (out->perfetto_file.fd >= 0) {
+		if (outfile__start(&out->perfetto_file))
+			goto fail;
+		out->perfetto = perfetto__new(&out->perfetto_file,
+					      (uint64_t)out->o->perfetto_max_mb << 20);
+		if (!out->perfetto) {
+			fprintf(stderr, "tokenscope: out of memory\n");
+			return -1;
+		}
+		report__set_perfetto(out->rp, out->perfetto);
+	}
 	path = out->o->record_path;
 	if (out->rec_file.fd >= 0) {
 		if (outfile__start(&out->rec_file))
@@ -97,7 +112,8 @@ static int replay_record(void *ctx, void *rec, size_t size)
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
-	struct outputs out = { .o = &o, .jsonl_file.fd = -1, .rec_file.fd = -1 };
+	struct outputs out = { .o = &o, .jsonl_file.fd = -1, .rec_file.fd = -1,
+			       .perfetto_file.fd = -1 };
 	struct live_opts lo;
 	struct report *rp = NULL;
 	int err = 1;
@@ -122,9 +138,11 @@ int main(int argc, char **argv)
 		return 1;
 	if (o.jsonl_path && outfile__open(&out.jsonl_file, o.jsonl_path))
 		return 1;
-	if (o.record_path && outfile__open(&out.rec_file, o.record_path))
+	if ((o.record_path && outfile__open(&out.rec_file, o.record_path)) ||
+	    (o.perfetto_path && outfile__open(&out.perfetto_file, o.perfetto_path)))
 		goto cleanup;
-	rp = report__new(o.quiet ? NULL : stdout, out.jsonl_file.fd >= 0 ? &out.jsonl_file : NULL);
+	rp = out.rp = report__new(o.quiet ? NULL : stdout,
+				  out.jsonl_file.fd >= 0 ? &out.jsonl_file : NULL);
 	out.pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
 	if (!out.pl) {
 		fprintf(stderr, "tokenscope: out of memory\n");
@@ -177,10 +195,14 @@ cleanup:
 	report__free(rp);
 	if (out.started && outfile__close(&out.jsonl_file))
 		err = 1;
+	if (perfetto__close(out.perfetto) ||
+	    (out.started && outfile__close(&out.perfetto_file)))
+		err = 1;
 	if (!out.started) {
 		/* the run never began: previous outputs are as they were, new ones are gone */
 		outfile__abandon(&out.jsonl_file);
 		outfile__abandon(&out.rec_file);
+		outfile__abandon(&out.perfetto_file);
 	}
 	return err;
 }

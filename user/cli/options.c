@@ -11,6 +11,7 @@
 #include <linux/types.h>
 
 #include "out/exporter.h"
+#include "out/perfetto.h"
 #include "capture/live.h"
 #include "cli/options.h"
 #include "tokenscope.h"
@@ -99,6 +100,15 @@ static int set_metrics_max_series(struct options *o, const char *arg)
 	return 0;
 }
 
+static int set_perfetto_max_mb(struct options *o, const char *arg)
+{
+	if (parse_long(arg, 1, 1 << 20, &o->perfetto_max_mb)) {
+		fprintf(stderr, "tokenscope: invalid --perfetto-max-mb '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
 static int set_duration(struct options *o, const char *arg)
 {
 	if (parse_long(arg, 1, 365L * 86400, &o->duration_s)) {
@@ -166,6 +176,10 @@ static const struct opt_spec specs[] = {
 	{ "metrics-max-series", 0, "N", FN(set_metrics_max_series), true,
 	  "label sets per metric family (default 1000); more\nare folded into "
 	  "gen_ai_request_model=\"other\"" },
+	{ "perfetto", 0, "FILE", FIELD(SET_PATH, perfetto_path), true,
+	  "write a Perfetto timeline of requests, tokens and engine\nsteps (ui.perfetto.dev)" },
+	{ "perfetto-max-mb", 0, "MB", FN(set_perfetto_max_mb), true,
+	  "cap the timeline at MB (default 512); packets past it\nare counted, not written" },
 	{ "output", 'o', "FILE", FIELD(SET_PATH, jsonl_path), true,
 	  "write one JSON object per request (JSON Lines, mode 0600)" },
 	{ "record", 'r', "FILE", FIELD(SET_PATH, record_path), false,
@@ -280,6 +294,7 @@ int options__parse(int argc, char **argv, struct options *o)
 	int c, idx, ret;
 
 	o->ringbuf_mb = live__default_ringbuf_mb();
+	o->perfetto_max_mb = PERFETTO_DEFAULT_MAX_MB;
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		if (argc < 3 || (argv[2][0] == '-' && argv[2][1])) {
 			fprintf(stderr, "tokenscope: report needs a recording FILE\n");

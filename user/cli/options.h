@@ -35,6 +35,8 @@ struct options {
 	const char *metrics_addr; /* --metrics [ADDR:]PORT */
 	const char *metrics_file; /* --metrics-file FILE */
 	long metrics_max_series;
+	const char *perfetto_path; /* --perfetto FILE */
+	long perfetto_max_mb;
 };
 
 /* `tokenscope [report FILE] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the

@@ -12,6 +12,7 @@
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "out/metrics.h"
+#include "out/perfetto.h"
 #include "out/report.h"
 #include "out/steps.h"
 
@@ -55,6 +56,7 @@ struct report {
 	bool gaps; /* --gaps: each gap's steps in the request record */
 	const struct attrib *attr;
 	struct metrics *metrics;
+	struct perfetto *perfetto;
 	struct group *groups;
 	struct step_summary *steps;
 };
@@ -83,6 +85,11 @@ void report__set_gaps(struct report *rp, bool gaps)
 void report__set_metrics(struct report *rp, struct metrics *m)
 {
 	rp->metrics = m;
+}
+
+void report__set_perfetto(struct report *rp, struct perfetto *pf)
+{
+	rp->perfetto = pf;
 }
 
 void report__set_attrib(struct report *rp, const struct attrib *a)
@@ -431,6 +438,8 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 		print_line(rp->lines, r, &m);
 	if (rp->metrics)
 		metrics__request(rp->metrics, r, &m);
+	if (rp->perfetto)
+		perfetto__request(rp->perfetto, r, &m);
 	if (rp->jsonl) {
 		write_line(rp->jsonl, request_json(r, &m, rp->gaps));
 	}
@@ -467,6 +476,8 @@ void report__step(void *ctx, const struct engine_step *s)
 		metrics__step(rp->metrics, s);
 	if (rp->jsonl && (s->cuda || s->llama))
 		write_line(rp->jsonl, steps__json(s));
+	if (rp->perfetto)
+		perfetto__step(rp->perfetto, s);
 	step_summary__add(rp->steps, s);
 }
 
