@@ -3,7 +3,8 @@
 # load with tokenscope, print the per-request lines and the summary; then the same with the
 # vLLM-shaped service (an API server in front of a batching engine on the stand-in GPU), where
 # each server-side TTFT is split into queue, prefill and emit; then llama.cpp itself
-# (node-llama-cpp), its own steps and the same split; and exit.
+# (node-llama-cpp), its own steps and the same split; and exit, leaving the Perfetto timeline
+# and the HTML report of the last two in .output/demo.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -11,6 +12,9 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 work=$(mktemp -d /tmp/tokenscope-demo-XXXXXX)
+# the timelines and reports the demo leaves behind, to open after it
+keep=$PWD/.output/demo
+mkdir -p "$keep"
 cert=tests/fixtures/.gen/cert.pem
 key=tests/fixtures/.gen/key.pem
 cleanup() {
@@ -49,7 +53,8 @@ head -n 1 "$work/requests.jsonl"
 # child process; tokenscope finds the engine through the process tree.
 echo
 echo "demo: the vLLM-shaped service: 64 streamed requests, 32 at a time, prompts of 32 to 8192 tokens" >&2
-./tokenscope -c python3 -q -o "$work/vllm.jsonl" 2>"$work/stderr2" &
+./tokenscope -c python3 -q -o "$work/vllm.jsonl" --perfetto "$keep/vllm.pftrace" \
+	--html "$keep/vllm.html" 2>"$work/stderr2" &
 tracer=$!
 until grep -q "Hit Ctrl-C to end." "$work/stderr2" 2>/dev/null; do
 	if ! kill -0 "$tracer" 2>/dev/null; then cat "$work/stderr2" >&2; exit 1; fi
@@ -80,7 +85,8 @@ grep '"role":"server"' "$work/vllm.jsonl" | grep '"attribution":{' | head -n 1 |
 # batch, and each TTFT split from the sequences they carried.
 echo
 echo "demo: llama.cpp (node-llama-cpp): 24 streamed requests, 12 at a time, over 4 sequences" >&2
-./tokenscope -c node -q -o "$work/llama.jsonl" 2>"$work/stderr3" &
+./tokenscope -c node -q -o "$work/llama.jsonl" --perfetto "$keep/llama.pftrace" \
+	--html "$keep/llama.html" 2>"$work/stderr3" &
 tracer=$!
 until grep -q "Hit Ctrl-C to end." "$work/stderr3" 2>/dev/null; do
 	if ! kill -0 "$tracer" 2>/dev/null; then cat "$work/stderr3" >&2; exit 1; fi
@@ -106,3 +112,9 @@ echo "demo: one llama.cpp step and one server record's attribution:"
 grep '"type":"engine_step"' "$work/llama.jsonl" | grep '"kind":"mixed"' | head -n 1
 grep '"role":"server"' "$work/llama.jsonl" | grep '"attribution":{' | tail -n 1 |
 	python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print(json.dumps({k: r[k] for k in ("id", "ttft_ms", "attribution")}, indent=1))'
+echo
+echo "demo: left for you to open (readable by root: sudo cp them to share):"
+echo "  timelines: $keep/vllm.pftrace and $keep/llama.pftrace"
+echo "    open https://ui.perfetto.dev and drag a file in (it is read in the browser, not uploaded)"
+echo "  reports:   $keep/vllm.html and $keep/llama.html"
+echo "    open in any browser (file://$keep/vllm.html): one page, no script, nothing fetched"

@@ -7,7 +7,7 @@ set -eu
 need="clang llvm make gcc pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libssl-dev
 libjansson-dev libcmocka-dev openssl curl python3 util-linux time
 python3-fastapi python3-uvicorn python3-uvloop python3-zmq nginx liburing-dev
-libmicrohttpd-dev prometheus python3-hypercorn protobuf-compiler"
+libmicrohttpd-dev prometheus python3-hypercorn protobuf-compiler chromium"
 # make bench measures a peer, bpftrace, in the same run
 [ "${1:-}" = bench ] && need="$need bpftrace"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
@@ -32,8 +32,9 @@ if [ -n "$missing" ]; then
 		$missing >/dev/null
 fi
 
-# The official SDK clients used by the integration tests, and node-llama-cpp (a prebuilt CPU
-# llama.cpp: the real engine of the llama.cpp step tests), pinned by package-lock.json. Its
+# The official SDK clients used by the integration tests, node-llama-cpp (a prebuilt CPU
+# llama.cpp: the real engine of the llama.cpp step tests) and playwright-core (it drives
+# Debian's chromium to open the HTML report), pinned by package-lock.json. Its
 # GPU builds are optional packages (700 MB) and not installed; its install script would only
 # test the prebuilt binary. `npm install` with the lock file, not `npm ci`: the lock cannot
 # list the optional builds that node-llama-cpp names for other platforms and npm cannot
@@ -41,8 +42,8 @@ fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 nm="$here/tests/node/node_modules"
 if [ ! -d "$nm/openai" ] || [ ! -d "$nm/@anthropic-ai/sdk" ] || [ ! -d "$nm/node-llama-cpp" ] ||
-	[ ! -d "$nm/@node-llama-cpp/linux-x64" ]; then
-	echo "setup: installing test clients and engines from npm (openai, @anthropic-ai/sdk, node-llama-cpp)"
+	[ ! -d "$nm/@node-llama-cpp/linux-x64" ] || [ ! -d "$nm/playwright-core" ]; then
+	echo "setup: installing test clients and engines from npm (openai, @anthropic-ai/sdk, node-llama-cpp, playwright-core)"
 	(cd "$here/tests/node" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
 		npm install --omit=optional --no-audit --no-fund --loglevel=error)
 fi

@@ -87,7 +87,8 @@ def run_llama_checks(ctx):
     server_log = os.path.join(work, "server.jsonl")
     port_file = os.path.join(work, "port")
     timeline = os.path.join(work, "timeline.pftrace")
-    tracer = Tracer(work, "--gaps", "--perfetto", timeline)
+    page = os.path.join(work, "report.html")
+    tracer = Tracer(work, "--gaps", "--perfetto", timeline, "--html", page)
 
     server_out = open(os.path.join(work, "server.out"), "w+")
     server = subprocess.Popen(
@@ -157,6 +158,14 @@ def run_llama_checks(ctx):
     print(r.stdout.strip(), flush=True)
     check(r.returncode == 0, "llama: the Perfetto timeline holds the run's requests, steps and "
                              "flows, each phase adding up to its TTFT")
+    # the HTML report, as a browser shows it (screenshots: .output/test-artifacts/html/llama)
+    r = subprocess.run(["python3", os.path.join(root, "tests", "html", "check_report.py"), page,
+                        tracer.out, os.path.join(root, ".output", "test-artifacts", "html",
+                                                 "llama-live")],
+                       capture_output=True, text=True)
+    print(r.stdout.strip(), flush=True)
+    check(r.returncode == 0, "llama: the HTML report shows the run's requests and steps, drawn "
+                             "from as many as the records, nothing fetched, no console error")
     check(len(served) == len(jobs) + 2 * SEQUENCES,
           f"llama: the server logged every request ({len(served)})")
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")

@@ -5,7 +5,9 @@
 # came with its workload's own ground truth (truth.json from tests/gpu/device/torch_steps.py
 # on an H200), the steps must still match it (tests/gpu/device/compare.py). Each replay's
 # --perfetto timeline is decoded and checked against its records
-# (tests/perfetto/check_trace.py), and is the same file from a second replay.
+# (tests/perfetto/check_trace.py), and is the same file from a second replay; each replay's
+# --html report is opened in headless chromium and checked against its records
+# (tests/html/check_report.py).
 #
 #   h200/torch         a real H200 run (PyTorch, eager, CUDA graphs, async scheduling)
 #   tcp/capture        plaintext HTTP: uvicorn, nginx in front, the TCP edge cases
@@ -45,6 +47,17 @@ for rec in tests/fixtures/*/*.tsrec.gz; do
 	else
 		cat "$tmp/$name.pfcheck" 2>/dev/null
 		echo "FAIL: $name: the Perfetto timeline of its replay"
+		fail=$((fail + 1))
+	fi
+	# the HTML report of the same replay, opened in a browser and checked against its records
+	# (screenshots of each section kept in .output/test-artifacts/html/NAME)
+	if $TOKENSCOPE report "$tmp/$name.tsrec" -q --html "$tmp/$name.html" -o "$tmp/$name.html.jsonl" >/dev/null &&
+		python3 tests/html/check_report.py "$tmp/$name.html" "$tmp/$name.html.jsonl" \
+			".output/test-artifacts/html/$name" >"$tmp/$name.htmlcheck"; then
+		pass=$((pass + 1))
+	else
+		cat "$tmp/$name.htmlcheck" 2>/dev/null
+		echo "FAIL: $name: the HTML report of its replay"
 		fail=$((fail + 1))
 	fi
 	if [ -f "$dir/truth.json" ]; then

@@ -16,6 +16,7 @@
 #include "stream/pipeline.h"
 #include "stream/recording.h"
 #include "out/exporter.h"
+#include "out/html.h"
 #include "out/metrics.h"
 #include "out/perfetto.h"
 #include "out/report.h"
@@ -35,6 +36,7 @@ struct outputs {
 	struct buf expo; /* the last exposition */
 	struct report *rp;
 	struct perfetto *perfetto;
+	struct html *html;
 };
 
 /* --metrics: the capture loop renders, about once a second, what scrapes then serve. */
@@ -62,6 +64,24 @@ static int write_metrics_file(struct outputs *out)
 	 * whole exposition or an empty file, never half of one */
 	outfile__record(&f, out->expo.p ? out->expo.p : "", out->expo.len, true);
 	return outfile__close(&f);
+}
+
+/* --html: the page, at the end, one record (whole or not at all). */
+static int write_html_file(struct outputs *out)
+{
+	struct outfile f = { .fd = -1 };
+	struct buf page = { 0 };
+	int err = 0;
+
+	if (html__render(out->html, pipeline__health(out->pl), &page) ||
+	    outfile__open(&f, out->o->html_path) || outfile__start(&f)) {
+		fprintf(stderr, "tokenscope: cannot write %s\n", out->o->html_path);
+		err = -1;
+	} else {
+		outfile__record(&f, page.p, page.len, true);
+	}
+	buf__free(&page);
+	return outfile__close(&f) || err ? -1 : 0;
 }
 
 /* The run has started (probes attached, or the recording's header read): only now are the
@@ -158,6 +178,14 @@ int main(int argc, char **argv)
 		}
 		report__set_metrics(rp, out.metrics);
 	}
+	if (o.html_path) {
+		out.html = html__new();
+		if (!out.html) {
+			fprintf(stderr, "tokenscope: out of memory\n");
+			goto cleanup;
+		}
+		report__set_html(rp, out.html);
+	}
 	if (o.metrics_addr) {
 		out.exporter = exporter__start(o.metrics_addr);
 		if (!out.exporter)
@@ -183,6 +211,8 @@ int main(int argc, char **argv)
 	}
 	report__summary(rp, stdout, pipeline__health(out.pl));
 	err = o.metrics_file && write_metrics_file(&out) ? 1 : 0;
+	if (o.html_path && write_html_file(&out))
+		err = 1;
 
 cleanup:
 	/* each output says itself how many records it could not write */
@@ -190,6 +220,7 @@ cleanup:
 		err = 1;
 	exporter__stop(out.exporter);
 	metrics__free(out.metrics);
+	html__free(out.html);
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	report__free(rp);

@@ -180,6 +180,8 @@ static const struct opt_spec specs[] = {
 	  "write a Perfetto timeline of requests, tokens and engine\nsteps (ui.perfetto.dev)" },
 	{ "perfetto-max-mb", 0, "MB", FN(set_perfetto_max_mb), true,
 	  "cap the timeline at MB (default 512); packets past it\nare counted, not written" },
+	{ "html", 0, "FILE", FIELD(SET_PATH, html_path), true,
+	  "write a report to open in a browser at the end (one file,\nno script, nothing fetched)" },
 	{ "output", 'o', "FILE", FIELD(SET_PATH, jsonl_path), true,
 	  "write one JSON object per request (JSON Lines, mode 0600)" },
 	{ "record", 'r', "FILE", FIELD(SET_PATH, record_path), false,

@@ -36,6 +36,7 @@ struct options {
 	const char *metrics_file; /* --metrics-file FILE */
 	long metrics_max_series;
 	const char *perfetto_path; /* --perfetto FILE */
+	const char *html_path;	   /* --html FILE */
 	long perfetto_max_mb;
 };
 

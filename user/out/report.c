@@ -11,6 +11,7 @@
 #include "llm/dialect.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
+#include "out/html.h"
 #include "out/metrics.h"
 #include "out/perfetto.h"
 #include "out/report.h"
@@ -57,6 +58,7 @@ struct report {
 	const struct attrib *attr;
 	struct metrics *metrics;
 	struct perfetto *perfetto;
+	struct html *html;
 	struct group *groups;
 	struct step_summary *steps;
 };
@@ -90,6 +92,11 @@ void report__set_metrics(struct report *rp, struct metrics *m)
 void report__set_perfetto(struct report *rp, struct perfetto *pf)
 {
 	rp->perfetto = pf;
+}
+
+void report__set_html(struct report *rp, struct html *h)
+{
+	rp->html = h;
 }
 
 void report__set_attrib(struct report *rp, const struct attrib *a)
@@ -440,6 +447,8 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 		metrics__request(rp->metrics, r, &m);
 	if (rp->perfetto)
 		perfetto__request(rp->perfetto, r, &m);
+	if (rp->html)
+		html__request(rp->html, r, &m);
 	if (rp->jsonl) {
 		write_line(rp->jsonl, request_json(r, &m, rp->gaps));
 	}
@@ -478,6 +487,8 @@ void report__step(void *ctx, const struct engine_step *s)
 		write_line(rp->jsonl, steps__json(s));
 	if (rp->perfetto)
 		perfetto__step(rp->perfetto, s);
+	if (rp->html)
+		html__step(rp->html, s);
 	step_summary__add(rp->steps, s);
 }
 

@@ -26,6 +26,9 @@ void report__set_metrics(struct report *rp, struct metrics *m);
 /* --perfetto: the timeline gets every request and step too (NULL: none). */
 struct perfetto;
 void report__set_perfetto(struct report *rp, struct perfetto *pf);
+/* --html: the page gets every request and step too (NULL: none). */
+struct html;
+void report__set_html(struct report *rp, struct html *h);
 /* The correlation state whose engines the summary describes (NULL: none). */
 void report__set_attrib(struct report *rp, const struct attrib *a);
 /* A request_fn for pipeline__new. */

@@ -1,0 +1,769 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The HTML report (html.h; docs/html-report.md). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/stats.h"
+#include "base/text.h"
+#include "llm/attribution.h"
+#include "llm/dialect.h"
+#include "engine/cuda_steps.h"
+#include "out/html.h"
+
+#define ROWS_MAX 100000 /* requests kept for the charts and tables; more are counted */
+#define SLOWEST 20
+#define NBUCKETS 36	/* log buckets: 6 per decade from 0.01 ms to 10^4 s */
+#define BUCKET_MIN_MS 0.01
+#define PER_DECADE 6
+
+/* One finished request, as much as the page shows of it. */
+struct row {
+	uint64_t id, start, first, end;
+	double ttft, tpot, worst_gap; /* ms; NAN when none */
+	int64_t prompt;		      /* input tokens, -1 unknown */
+	int cache;		      /* 1 hit, 0 miss, -1 unknown */
+	bool attributed;
+	double busy, idle, prefill, emit, decode, host, interference; /* ms */
+	uint64_t interfered_by[4];
+	uint32_t ninterfered, concurrency;
+	const struct hgroup *g;
+};
+
+struct hgroup {
+	char comm[TS_COMM_LEN];
+	enum role role;
+	enum api api;
+	char model[REQ_MODEL_MAX];
+	struct row *rows;
+	size_t nrows, caprows;
+	uint64_t gaps[NBUCKETS], ngaps;
+	struct sample gap_ms;
+	struct hgroup *next;
+};
+
+/* One step stream: a process's CUDA stream, a llama.cpp context. */
+struct hsteps {
+	uint32_t pid;
+	char comm[TS_COMM_LEN];
+	bool cuda;
+	uint64_t stream, n, failed, busy_ns, first_ns, last_ns;
+	uint64_t hist[STEP_KIND_MIXED + 1][NBUCKETS];
+	struct sample ms[STEP_KIND_MIXED + 1];
+	struct hsteps *next;
+};
+
+struct html {
+	struct hgroup *groups;
+	struct hsteps *steps;
+	uint64_t requests, not_kept;
+	struct buf *out;
+	bool oom;
+};
+
+struct html *html__new(void)
+{
+	return calloc(1, sizeof(struct html));
+}
+
+void html__free(struct html *h)
+{
+	if (!h)
+		return;
+	while (h->groups) {
+		struct hgroup *g = h->groups;
+
+		h->groups = g->next;
+		free(g->rows);
+		sample__free(&g->gap_ms);
+		free(g);
+	}
+	while (h->steps) {
+		struct hsteps *s = h->steps;
+
+		h->steps = s->next;
+		for (int k = 0; k <= STEP_KIND_MIXED; k++)
+			sample__free(&s->ms[k]);
+		free(s);
+	}
+	free(h);
+}
+
+static int bucket_of(double ms)
+{
+	int b = ms > BUCKET_MIN_MS ? (int)floor(log10(ms / BUCKET_MIN_MS) * PER_DECADE) : 0;
+
+	return b < 0 ? 0 : b >= NBUCKETS ? NBUCKETS - 1 : b;
+}
+
+static double bucket_low(int b)
+{
+	return BUCKET_MIN_MS * pow(10.0, (double)b / PER_DECADE);
+}
+
+/* ---- what is kept ---- */
+
+static struct hgroup *group_of(struct html *h, const struct request *r)
+{
+	const char *model = *r->model ? r->model : r->response_model;
+	struct hgroup **link = &h->groups, *g;
+
+	for (; *link; link = &(*link)->next) {
+		g = *link;
+		if (g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
+		    !strcmp(g->model, model))
+			return g;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	memcpy(g->comm, r->comm, sizeof(g->comm));
+	g->role = r->role;
+	g->api = r->api;
+	snprintf(g->model, sizeof(g->model), "%s", model);
+	*link = g;
+	return g;
+}
+
+static void attribution_of(struct row *w, const struct attribution *a)
+{
+	w->attributed = true;
+	w->busy = (double)a->queue_busy_ns / 1e6;
+	w->idle = (double)a->queue_idle_ns / 1e6;
+	w->prefill = (double)a->prefill_ns / 1e6;
+	w->emit = (double)a->emit_ns / 1e6;
+	w->decode = (double)a->decode_ns / 1e6;
+	w->host = (double)a->host_ns / 1e6;
+	w->interference = (double)a->interference_ns / 1e6;
+	for (size_t i = 0; i < a->ninterfered_by && w->ninterfered < 4; i++)
+		w->interfered_by[w->ninterfered++] = a->interfered_by[i];
+}
+
+void html__request(struct html *h, const struct request *r, const struct request_metrics *m)
+{
+	struct hgroup *g = group_of(h, r);
+	struct row *w;
+
+	h->requests++;
+	if (!g || h->requests > ROWS_MAX ||
+	    !array__reserve((void **)&g->rows, &g->caprows, g->nrows + 1, sizeof(*g->rows))) {
+		h->not_kept++;
+		return;
+	}
+	w = &g->rows[g->nrows++];
+	*w = (struct row){ .id = r->id, .start = r->start_ns, .first = r->first_token_ns,
+			   .end = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns,
+			   .ttft = m->ttft_ms, .tpot = m->tpot_ms, .worst_gap = m->itl_max_ms,
+			   .prompt = r->input_tokens.set ? (int64_t)r->input_tokens.v : -1,
+			   .cache = m->cache_hit, .g = g };
+	if (r->attr && r->attr->ok)
+		attribution_of(w, r->attr);
+	if (r->lossy)
+		return;
+	for (uint64_t i = 0; i + 1 < r->token_events; i++) {
+		double ms = (double)r->gaps_ns[i] / 1e6;
+
+		g->gaps[bucket_of(ms)]++;
+		g->ngaps++;
+		sample__add(&g->gap_ms, ms);
+	}
+}
+
+void html__step(struct html *h, const struct engine_step *s)
+{
+	uint64_t stream = s->cuda ? s->cuda->stream : s->context;
+	struct hsteps **link = &h->steps, *st;
+	double ms = (double)(s->end_ns - s->start_ns) / 1e6;
+	enum step_kind k = s->cuda ? STEP_KIND_UNKNOWN : step__kind(s);
+
+	for (; *link; link = &(*link)->next) {
+		if ((*link)->pid == s->pid && (*link)->stream == stream && (*link)->cuda == !!s->cuda)
+			break;
+	}
+	st = *link;
+	if (!st) {
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return;
+		st->pid = s->pid;
+		st->stream = stream;
+		st->cuda = s->cuda != NULL;
+		memcpy(st->comm, s->comm, sizeof(st->comm));
+		st->first_ns = s->start_ns;
+		*link = st;
+	}
+	st->n++;
+	if (s->end_ns > st->last_ns)
+		st->last_ns = s->end_ns;
+	if (s->failed) {
+		st->failed++;
+		return;
+	}
+	st->busy_ns += s->end_ns - s->start_ns;
+	st->hist[k][bucket_of(ms)]++;
+	sample__add(&st->ms[k], ms);
+}
+
+/* ---- writing ---- */
+
+static void put(struct html *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct html *h, const char *fmt, ...)
+{
+	char small[512], *big = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n >= (int)sizeof(small)) {
+		big = malloc((size_t)n + 1);
+		if (!big) {
+			h->oom = true;
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	if (n > 0 && buf__add(h->out, big ? big : small, (size_t)n, SIZE_MAX >> 1))
+		h->oom = true;
+	free(big);
+}
+
+/* Text from the traffic or a process, for HTML: control bytes as \xNN, markup escaped. */
+static const char *esc(const char *s, char *out, size_t n)
+{
+	char safe[TEXT_SAFE_MAX(REQ_MODEL_MAX)];
+	size_t o = 0;
+
+	text__safe(safe, sizeof(safe), s);
+	for (const char *p = safe; *p && o + 7 < n; p++) {
+		const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;"
+			      : *p == '"' ? "&quot;" : *p == '\'' ? "&#39;" : NULL;
+
+		if (e)
+			o += (size_t)snprintf(out + o, n - o, "%s", e);
+		else
+			out[o++] = *p;
+	}
+	out[o] = 0;
+	return out;
+}
+
+/* A time for people: three significant figures, ms or s. */
+static const char *when(double ms, char *out, size_t n)
+{
+	if (isnan(ms))
+		snprintf(out, n, "-");
+	else if (ms >= 1000)
+		snprintf(out, n, "%.3g s", ms / 1000);
+	else
+		snprintf(out, n, "%.3g ms", ms);
+	return out;
+}
+
+static void stat_cells(struct html *h, struct sample *s)
+{
+	char t[32];
+
+	put(h, "<td data-value=\"%llu\">%llu</td>", (unsigned long long)sample__count(s),
+	    (unsigned long long)sample__count(s));
+	for (int i = 0; i < 4; i++) {
+		static const double p[] = { 50, 90, 99, 100 };
+		double v = sample__count(s) ? (i < 3 ? sample__pct(s, p[i]) : sample__max(s)) : NAN;
+
+		put(h, "<td data-value=\"%.6f\">%s</td>", isnan(v) ? 0.0 : v, when(v, t, sizeof(t)));
+	}
+}
+
+#define W 640
+#define H 200
+#define PAD 40
+
+/* A histogram on the log axis: series stacked per bucket (counts[series][bucket]). */
+static void histogram(struct html *h, const char *id, const char *title, int nseries,
+		      const char *const *names, const char *const *colours,
+		      uint64_t counts[][NBUCKETS])
+{
+	uint64_t top = 1, total = 0;
+	int lo = NBUCKETS, hi = -1;
+
+	for (int b = 0; b < NBUCKETS; b++) {
+		uint64_t sum = 0;
+
+		for (int s = 0; s < nseries; s++)
+			sum += counts[s][b];
+		if (sum) {
+			lo = b < lo ? b : lo;
+			hi = b;
+		}
+		top = sum > top ? sum : top;
+		total += sum;
+	}
+	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
+	       "data-count=\"%llu\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">",
+	    title, id, (unsigned long long)total, W, H + PAD, W, H + PAD);
+	if (hi < 0) {
+		put(h, "<text x=\"%d\" y=\"%d\">none</text></svg></figure>", PAD, H / 2);
+		return;
+	}
+	for (int b = lo; b <= hi; b++) {
+		double x = PAD + (double)(b - lo) * (W - 2 * PAD) / (hi - lo + 1), y = H;
+		double w = (double)(W - 2 * PAD) / (hi - lo + 1) - 1;
+		char t1[32], t2[32];
+
+		for (int s = 0; s < nseries; s++) {
+			double bh = (double)counts[s][b] * (H - 20) / (double)top;
+
+			if (!counts[s][b])
+				continue;
+			y -= bh;
+			put(h, "<rect data-series=\"%s\" data-count=\"%llu\" x=\"%.1f\" y=\"%.1f\" "
+			       "width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s to %s: "
+			       "%llu</title></rect>",
+			    names[s], (unsigned long long)counts[s][b], x, y, w, bh, colours[s],
+			    names[s], when(bucket_low(b), t1, sizeof(t1)),
+			    when(bucket_low(b + 1), t2, sizeof(t2)), (unsigned long long)counts[s][b]);
+		}
+		if ((b - lo) % 3 == 0)
+			put(h, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%s</text>", x, H + 15,
+			    when(bucket_low(b), t1, sizeof(t1)));
+	}
+	for (int s = 0; s < nseries; s++)
+		put(h, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text "
+		       "x=\"%d\" y=\"%d\" class=\"tick\">%s</text>",
+		    W - 150, 10 + 15 * s, colours[s], W - 135, 19 + 15 * s, names[s]);
+	put(h, "</svg></figure>");
+}
+
+/* A scatter plot, log y: (x, y) of each row that has both. */
+static void scatter(struct html *h, const char *id, const char *title, const char *xlabel,
+		    const struct hgroup *g, double (*xof)(const struct row *),
+		    double (*yof)(const struct row *))
+{
+	double xmax = 1, ymin = INFINITY, ymax = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < g->nrows; i++) {
+		double x = xof(&g->rows[i]), y = yof(&g->rows[i]);
+
+		if (isnan(x) || isnan(y) || y <= 0)
+			continue;
+		n++;
+		xmax = x > xmax ? x : xmax;
+		ymin = y < ymin ? y : ymin;
+		ymax = y > ymax ? y : ymax;
+	}
+	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
+	       "data-count=\"%zu\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">",
+	    title, id, n, W, H + PAD, W, H + PAD);
+	if (!n) {
+		put(h, "<text x=\"%d\" y=\"%d\">none</text></svg></figure>", PAD, H / 2);
+		return;
+	}
+	if (ymax <= ymin)
+		ymax = ymin * 10;
+	for (size_t i = 0; i < g->nrows; i++) {
+		const struct row *w = &g->rows[i];
+		double x = xof(w), y = yof(w), px, py;
+		char t[32];
+
+		if (isnan(x) || isnan(y) || y <= 0)
+			continue;
+		px = PAD + x * (W - 2 * PAD) / xmax;
+		py = H - (log10(y) - log10(ymin)) * (H - 20) / (log10(ymax) - log10(ymin));
+		put(h, "<circle data-point=\"1\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>request "
+		       "%llu: %.0f, %s</title></circle>",
+		    px, py, (unsigned long long)w->id, x, when(y, t, sizeof(t)));
+	}
+	{
+		char a[32], b[32];
+
+		put(h, "<text x=\"%d\" y=\"%d\" class=\"tick\">%s: 0 to %.0f; y: %s to %s "
+		       "(log)</text></svg></figure>",
+		    PAD, H + 20, xlabel, xmax, when(ymin, a, sizeof(a)), when(ymax, b, sizeof(b)));
+	}
+}
+
+static double x_prompt(const struct row *w)
+{
+	return w->prompt >= 0 ? (double)w->prompt : NAN;
+}
+
+static double y_ttft(const struct row *w)
+{
+	return w->ttft;
+}
+
+static double x_concurrency(const struct row *w)
+{
+	return (double)w->concurrency;
+}
+
+static double y_tpot(const struct row *w)
+{
+	return w->tpot;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Requests of the group in flight when each produced its first token (itself included). */
+static void concurrency(struct hgroup *g)
+{
+	uint64_t *starts = malloc((g->nrows + 1) * sizeof(*starts));
+	uint64_t *ends = malloc((g->nrows + 1) * sizeof(*ends));
+
+	if (starts && ends) {
+		for (size_t i = 0; i < g->nrows; i++) {
+			starts[i] = g->rows[i].start;
+			ends[i] = g->rows[i].end;
+		}
+		qsort(starts, g->nrows, sizeof(*starts), by_u64);
+		qsort(ends, g->nrows, sizeof(*ends), by_u64);
+		for (size_t i = 0; i < g->nrows; i++) {
+			uint64_t t = g->rows[i].first ? g->rows[i].first : g->rows[i].start;
+			size_t a = 0, b = 0, lo = 0, hi = g->nrows;
+
+			while (lo < hi) { /* starts at or before t */
+				size_t mid = (lo + hi) / 2;
+
+				if (starts[mid] <= t)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			a = lo;
+			lo = 0, hi = g->nrows;
+			while (lo < hi) { /* ends before t */
+				size_t mid = (lo + hi) / 2;
+
+				if (ends[mid] < t)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			b = lo;
+			g->rows[i].concurrency = (uint32_t)(a - b);
+		}
+	}
+	free(starts);
+	free(ends);
+}
+
+/* What a band chart splits: a row's sort key, and its components. */
+struct split {
+	const char *id, *title;
+	double (*key)(const struct row *);
+	const char *names[4], *colours[4];
+	void (*parts)(const struct row *, double out[4]);
+	int nparts;
+};
+
+/* A row with its sort key. */
+struct keyed {
+	double k;
+	const struct row *w;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	double x = ((const struct keyed *)a)->k, y = ((const struct keyed *)b)->k;
+
+	return x < y ? -1 : x > y;
+}
+
+static void ttft_parts(const struct row *w, double out[4])
+{
+	out[0] = w->busy, out[1] = w->idle, out[2] = w->prefill, out[3] = w->emit;
+}
+
+static void gap_parts(const struct row *w, double out[4])
+{
+	out[0] = w->decode - w->interference, out[1] = w->interference, out[2] = w->host;
+	out[3] = 0;
+}
+
+static const struct split ttft_split = {
+	"breakdown", "TTFT breakdown by percentile band of TTFT (mean shares)", y_ttft,
+	{ "queue busy", "queue idle", "prefill", "emit" },
+	{ "#d62728", "#ff9896", "#1f77b4", "#2ca02c" }, ttft_parts, 4,
+};
+static const struct split gap_split = {
+	"gap_breakdown", "Token gaps' breakdown by percentile band of TPOT (mean shares)", y_tpot,
+	{ "decode", "interference", "host" }, { "#1f77b4", "#d62728", "#bcbd22" }, gap_parts, 3,
+};
+
+/* The attributed requests in bands of the key (to p50, to p90, to p99, to the max): each
+ * band's mean shares of the components, stacked. */
+static void bands(struct html *h, const struct hgroup *g, const struct split *sp)
+{
+	static const double upto[] = { 50, 90, 99, 100 };
+	struct keyed *v = malloc((g->nrows + 1) * sizeof(*v));
+	size_t n = 0, from = 0;
+
+	for (size_t i = 0; v && i < g->nrows; i++) {
+		if (g->rows[i].attributed && !isnan(sp->key(&g->rows[i])))
+			v[n++] = (struct keyed){ sp->key(&g->rows[i]), &g->rows[i] };
+	}
+	if (!v || !n) {
+		free(v);
+		return;
+	}
+	qsort(v, n, sizeof(*v), by_key);
+	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
+	       "data-count=\"%zu\" viewBox=\"0 0 %d 150\" width=\"%d\" height=\"150\">",
+	    sp->title, sp->id, n, W, W);
+	for (int band = 0; band < 4; band++) {
+		size_t to = (size_t)ceil(upto[band] / 100.0 * (double)n), k = 0;
+		double share[4] = { 0 }, x = 120;
+
+		for (size_t i = from; i < to; i++, k++) {
+			double part[4], total = 0;
+
+			sp->parts(v[i].w, part);
+			for (int c = 0; c < sp->nparts; c++)
+				total += part[c] > 0 ? part[c] : 0;
+			for (int c = 0; total > 0 && c < sp->nparts; c++)
+				share[c] += (part[c] > 0 ? part[c] : 0) / total;
+		}
+		put(h, "<text x=\"0\" y=\"%d\" class=\"tick\">%s (%zu)</text>", 20 + 28 * band,
+		    band < 3 ? (const char *[]){ "to p50", "p50-p90", "p90-p99" }[band] : "p99-max", k);
+		for (int c = 0; c < sp->nparts && k; c++) {
+			double w = share[c] / (double)k * (W - 140);
+
+			put(h, "<rect data-series=\"%s\" data-band=\"%d\" data-share=\"%.4f\" "
+			       "x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"%s\"><title>%s: "
+			       "%.0f%%</title></rect>",
+			    sp->names[c], band, share[c] / (double)k, x, 6 + 28 * band, w,
+			    sp->colours[c], sp->names[c], 100 * share[c] / (double)k);
+			x += w;
+		}
+		from = to;
+	}
+	for (int c = 0; c < sp->nparts; c++)
+		put(h, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text "
+		       "x=\"%d\" y=\"%d\" class=\"tick\">%s</text>",
+		    120 + 110 * c, 128, sp->colours[c], 135 + 110 * c, 137, sp->names[c]);
+	put(h, "</svg></figure>");
+	free(v);
+}
+
+static void group_section(struct html *h, struct hgroup *g, int index)
+{
+	static const char *const cache_names[] = { "cache hit", "cache miss", "cache unknown" };
+	static const char *const cache_colours[] = { "#2ca02c", "#1f77b4", "#999999" };
+	static const char *const one_name[] = { "requests" };
+	static const char *const one_colour[] = { "#1f77b4" };
+	static const char *const gap_name[] = { "gaps" };
+	uint64_t ttft[3][NBUCKETS] = { { 0 } }, tpot[1][NBUCKETS] = { { 0 } };
+	struct sample s_ttft = { 0 }, s_tpot = { 0 };
+	char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6], model[TEXT_SAFE_MAX(REQ_MODEL_MAX) * 6];
+	uint64_t attributed = 0;
+
+	concurrency(g);
+	for (size_t i = 0; i < g->nrows; i++) {
+		const struct row *w = &g->rows[i];
+
+		if (!isnan(w->ttft)) {
+			ttft[w->cache > 0 ? 0 : w->cache == 0 ? 1 : 2][bucket_of(w->ttft)]++;
+			sample__add(&s_ttft, w->ttft);
+		}
+		if (!isnan(w->tpot)) {
+			tpot[0][bucket_of(w->tpot)]++;
+			sample__add(&s_tpot, w->tpot);
+		}
+		attributed += w->attributed;
+	}
+	put(h, "<section class=\"group\" id=\"group-%d\" data-comm=\"%s\" data-role=\"%s\" "
+	       "data-api=\"%s\" data-model=\"%s\" data-requests=\"%zu\"><h2>%s %s %s %s</h2>",
+	    index, esc(g->comm, comm, sizeof(comm)), role__name(g->role), api__name(g->api),
+	    esc(g->model, model, sizeof(model)), g->nrows, comm, role__name(g->role),
+	    api__name(g->api), *g->model ? model : "-");
+	put(h, "<table class=\"stats\"><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th>"
+	       "<th>max</th></tr><tr data-stat=\"ttft\"><th>TTFT</th>");
+	stat_cells(h, &s_ttft);
+	put(h, "</tr><tr data-stat=\"tpot\"><th>TPOT</th>");
+	stat_cells(h, &s_tpot);
+	put(h, "</tr><tr data-stat=\"gap\"><th>token gap</th>");
+	stat_cells(h, &g->gap_ms);
+	put(h, "</tr></table>");
+	histogram(h, "ttft", "TTFT (log axis), by prompt-cache hit", 3, cache_names, cache_colours,
+		  ttft);
+	histogram(h, "tpot", "TPOT", 1, one_name, one_colour, tpot);
+	histogram(h, "gaps", "Token gaps", 1, gap_name, one_colour, (uint64_t(*)[NBUCKETS])g->gaps);
+	scatter(h, "ttft_prompt", "TTFT against prompt length", "prompt tokens", g, x_prompt,
+		y_ttft);
+	scatter(h, "tpot_concurrency", "TPOT against concurrent streams",
+		"streams in flight at the first token", g, x_concurrency, y_tpot);
+	if (attributed) {
+		bands(h, g, &ttft_split);
+		bands(h, g, &gap_split);
+	}
+	put(h, "</section>");
+	sample__free(&s_ttft);
+	sample__free(&s_tpot);
+}
+
+/* The slowest requests by one figure, each with its phases drawn to scale. */
+static void slowest(struct html *h, const char *id, const char *title,
+		    double (*key)(const struct row *))
+{
+	const struct row *top[SLOWEST] = { 0 };
+	size_t n = 0;
+
+	for (const struct hgroup *g = h->groups; g; g = g->next) {
+		for (size_t i = 0; i < g->nrows; i++) {
+			const struct row *w = &g->rows[i];
+			size_t k;
+
+			if (isnan(key(w)))
+				continue;
+			for (k = n; k > 0 && key(top[k - 1]) < key(w); k--)
+				if (k < SLOWEST)
+					top[k] = top[k - 1];
+			if (k < SLOWEST) {
+				top[k] = w;
+				n += n < SLOWEST;
+			}
+		}
+	}
+	put(h, "<section id=\"%s\"><h2>%s</h2><table class=\"slow\" data-table=\"%s\"><tr><th>id"
+	       "</th><th>who</th><th>TTFT</th><th>worst gap</th><th>phases</th><th>interfered by"
+	       "</th></tr>",
+	    id, title, id);
+	for (size_t i = 0; i < n; i++) {
+		const struct row *w = top[i];
+		char a[32], b[32], comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6];
+		double total = w->attributed ? w->busy + w->idle + w->prefill + w->emit : w->ttft;
+		double x = 0, parts[4] = { w->busy, w->idle, w->prefill, w->emit };
+		static const char *const colours[] = { "#d62728", "#ff9896", "#1f77b4", "#2ca02c" };
+
+		put(h, "<tr data-id=\"%llu\"><td>%llu</td><td>%s %s</td><td data-value=\"%.6f\">%s"
+		       "</td><td data-value=\"%.6f\">%s</td><td><svg width=\"200\" height=\"12\">",
+		    (unsigned long long)w->id, (unsigned long long)w->id,
+		    esc(w->g->comm, comm, sizeof(comm)), role__name(w->g->role),
+		    isnan(w->ttft) ? 0.0 : w->ttft, when(w->ttft, a, sizeof(a)),
+		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, when(w->worst_gap, b, sizeof(b)));
+		for (int c = 0; w->attributed && total > 0 && c < 4; c++) {
+			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"/>", x,
+			    parts[c] / total * 200, colours[c]);
+			x += parts[c] / total * 200;
+		}
+		if (!w->attributed)
+			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"/>");
+		put(h, "</svg></td><td>");
+		for (uint32_t k = 0; k < w->ninterfered; k++)
+			put(h, "%s%llu", k ? ", " : "", (unsigned long long)w->interfered_by[k]);
+		put(h, "</td></tr>");
+	}
+	put(h, "</table></section>");
+}
+
+static double key_ttft(const struct row *w)
+{
+	return w->ttft;
+}
+
+static double key_worst_gap(const struct row *w)
+{
+	return w->worst_gap;
+}
+
+static void engines(struct html *h)
+{
+	static const char *const kinds[] = { "step", "decode", "prefill", "chunk", "mixed" };
+	static const char *const colours[] = { "#7f7f7f", "#1f77b4", "#d62728", "#ff7f0e",
+					       "#9467bd" };
+
+	if (!h->steps)
+		return;
+	put(h, "<section id=\"engines\"><h2>Engine steps</h2>");
+	for (struct hsteps *s = h->steps; s; s = s->next) {
+		double span = (double)(s->last_ns - s->first_ns) / 1e9;
+		char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6];
+
+		put(h, "<h3 data-steps=\"%llu\">%s[%u] %s 0x%llx: %llu steps (%llu failed), %.3g "
+		       "steps/s, busy %.0f%%</h3><table class=\"stats\"><tr><th>step time</th><th>n"
+		       "</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>",
+		    (unsigned long long)s->n, esc(s->comm, comm, sizeof(comm)), s->pid,
+		    s->cuda ? "CUDA stream" : "llama.cpp context", (unsigned long long)s->stream,
+		    (unsigned long long)s->n, (unsigned long long)s->failed,
+		    span > 0 ? (double)s->n / span : 0.0,
+		    span > 0 ? 100 * (double)s->busy_ns / 1e9 / span : 0.0);
+		for (int k = 0; k <= STEP_KIND_MIXED; k++) {
+			if (!sample__count(&s->ms[k]))
+				continue;
+			put(h, "<tr data-stat=\"%s\"><th>%s</th>", kinds[k], kinds[k]);
+			stat_cells(h, &s->ms[k]);
+			put(h, "</tr>");
+		}
+		put(h, "</table>");
+		histogram(h, "steps", "Step time by kind", STEP_KIND_MIXED + 1, kinds, colours,
+			  s->hist);
+	}
+	put(h, "</section>");
+}
+
+static void health(struct html *h, const struct health *hl)
+{
+	uint64_t requests = 0;
+	struct {
+		const char *what;
+		uint64_t n;
+	} bad[] = {
+		{ "records lost to a full ring buffer", hl->bpf[TS_CNT_DROPS] },
+		{ "CUDA marks lost", hl->bpf[TS_CNT_GPU_DROPS] },
+		{ "llama.cpp steps lost", hl->bpf[TS_CNT_LLAMA_DROPS] },
+		{ "gaps in streams (lost pieces)", hl->lost_pieces },
+		{ "malformed records", hl->bad_events },
+		{ "streams not measured (HTTP/2)", hl->streams_http2 },
+		{ "requests not in this report (past its limit)", h->not_kept },
+		{ "incomplete requests", 0 },
+	};
+
+	for (const struct hgroup *g = h->groups; g; g = g->next)
+		requests += g->nrows;
+	bad[sizeof(bad) / sizeof(bad[0]) - 1].n = hl->requests_incomplete;
+	put(h, "<section id=\"health\" data-requests=\"%llu\">", (unsigned long long)requests);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (bad[i].n)
+			put(h, "<p class=\"warn\" data-health=\"%zu\">%llu %s</p>", i,
+			    (unsigned long long)bad[i].n, bad[i].what);
+	}
+	put(h, "<p>%llu requests, %llu streams, %llu events captured.</p></section>",
+	    (unsigned long long)requests, (unsigned long long)hl->streams,
+	    (unsigned long long)hl->events);
+}
+
+int html__render(struct html *h, const struct health *hl, struct buf *out)
+{
+	int index = 0;
+
+	buf__reset(out);
+	h->out = out;
+	h->oom = false;
+	put(h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tokenscope "
+	       "report</title><style>body{font:14px sans-serif;margin:2em;color:#222}"
+	       "h2{border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:.5em 0}"
+	       "td,th{padding:2px 8px;text-align:right}figure{display:inline-block;margin:1em}"
+	       "figcaption{font-weight:bold}.tick{font-size:10px}.warn{color:#b00;font-weight:"
+	       "bold}circle{fill:#1f77b4;fill-opacity:.6}</style></head><body><h1>tokenscope "
+	       "report</h1>\n");
+	health(h, hl);
+	for (struct hgroup *g = h->groups; g; g = g->next)
+		group_section(h, g, index++);
+	slowest(h, "slowest-ttft", "The 20 slowest requests by TTFT", key_ttft);
+	slowest(h, "slowest-gap", "The 20 slowest requests by worst token gap", key_worst_gap);
+	engines(h);
+	put(h, "</body></html>\n");
+	return h->oom ? -1 : 0;
+}
