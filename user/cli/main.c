@@ -129,6 +129,47 @@ static int replay_record(void *ctx, void *rec, size_t size)
 	return 0;
 }
 
+/* What the report hands requests and steps on to, besides its own outputs; the engines
+ * named on the command line. Returns 0, or -1 having said why. */
+static int wire_outputs(struct outputs *out, struct report *rp)
+{
+	const struct options *o = out->o;
+
+	pipeline__set_exit_fn(out->pl, report__process_exit);
+	report__set_gaps(rp, o->gaps);
+	if (o->metrics_addr || o->metrics_file) {
+		out->metrics = metrics__new((size_t)o->metrics_max_series);
+		if (!out->metrics)
+			goto oom;
+		report__set_metrics(rp, out->metrics);
+	}
+	if (o->html_path) {
+		out->html = html__new();
+		if (!out->html)
+			goto oom;
+		report__set_html(rp, out->html);
+	}
+	if (o->metrics_addr) {
+		out->exporter = exporter__start(o->metrics_addr);
+		if (!out->exporter)
+			return -1; /* said by the exporter */
+		publish_metrics(out);
+	}
+	report__set_attrib(rp, pipeline__attrib(out->pl));
+	for (int i = 0; i < o->nengines; i++) {
+		if (attrib__override(pipeline__attrib(out->pl), o->engines[i])) {
+			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=GPU_PID[,GPU_PID...], "
+					"at most %d GPU processes)\n",
+				o->engines[i], ATTRIB_MAX_PIDS);
+			return -1;
+		}
+	}
+	return 0;
+oom:
+	fprintf(stderr, "tokenscope: out of memory\n");
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
@@ -168,40 +209,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
 	}
-	pipeline__set_exit_fn(out.pl, report__process_exit);
-	report__set_gaps(rp, o.gaps);
-	if (o.metrics_addr || o.metrics_file) {
-		out.metrics = metrics__new((size_t)o.metrics_max_series);
-		if (!out.metrics) {
-			fprintf(stderr, "tokenscope: out of memory\n");
-			goto cleanup;
-		}
-		report__set_metrics(rp, out.metrics);
-	}
-	if (o.html_path) {
-		out.html = html__new();
-		if (!out.html) {
-			fprintf(stderr, "tokenscope: out of memory\n");
-			goto cleanup;
-		}
-		report__set_html(rp, out.html);
-	}
-	if (o.metrics_addr) {
-		out.exporter = exporter__start(o.metrics_addr);
-		if (!out.exporter)
-			goto cleanup;
-		publish_metrics(&out);
-	}
-	report__set_attrib(rp, pipeline__attrib(out.pl));
-	for (int i = 0; i < o.nengines; i++) {
-		if (attrib__override(pipeline__attrib(out.pl), o.engines[i])) {
-			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=GPU_PID[,GPU_PID...], "
-					"at most %d GPU processes)\n",
-				o.engines[i], ATTRIB_MAX_PIDS);
-			goto cleanup;
-		}
-	}
-
+	if (wire_outputs(&out, rp))
+		goto cleanup;
 	if (o.replay_path) {
 		if (recording__replay(o.replay_path, start_outputs, replay_record, &out))
 			goto cleanup;
