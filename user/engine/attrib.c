@@ -190,7 +190,19 @@ void attrib__prune(struct attrib *a, uint64_t ts)
 
 /* ---- the split ---- */
 
-static int add_id(struct attribution *at, uint64_t id)
+void attrib_close_gap(struct attribution *at, struct attrib_gap *gp, uint64_t busy_ns)
+{
+	gp->decode_ns = busy_ns < gp->gap_ns ? busy_ns : gp->gap_ns;
+	if (gp->interference_ns > gp->decode_ns)
+		gp->interference_ns = gp->decode_ns;
+	gp->host_ns = gp->gap_ns - gp->decode_ns;
+	at->decode_ns += gp->decode_ns;
+	at->host_ns += gp->host_ns;
+	at->interference_ns += gp->interference_ns;
+	at->steps += gp->steps;
+}
+
+int attrib_add_interferer(struct attribution *at, uint64_t id)
 {
 	size_t i;
 
@@ -224,7 +236,7 @@ static void note_interference(const struct attrib *a, const struct estep *v, siz
 		const struct first_token *f = &a->fts[a->marks[i].f];
 
 		if (f->id != self && (!v[k].orphan || f->arrival <= v[k].start))
-			add_id(at, f->id);
+			attrib_add_interferer(at, f->id);
 	}
 }
 
@@ -334,14 +346,7 @@ static int split(struct attrib *a, struct engine *e, struct request *r, const st
 			}
 		}
 		gp->producer_start_ns = q[g + 1] < n ? v[q[g + 1]].start : 0;
-		gp->decode_ns = dec < gp->gap_ns ? dec : gp->gap_ns;
-		if (gp->interference_ns > gp->decode_ns)
-			gp->interference_ns = gp->decode_ns;
-		gp->host_ns = gp->gap_ns - gp->decode_ns;
-		at->decode_ns += gp->decode_ns;
-		at->host_ns += gp->host_ns;
-		at->interference_ns += gp->interference_ns;
-		at->steps += gp->steps;
+		attrib_close_gap(at, gp, dec);
 	}
 	free(q);
 	if (at->ninterfered_by)

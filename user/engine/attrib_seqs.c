@@ -191,22 +191,6 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e
 	return 0;
 }
 
-static int add_interferer(struct attribution *at, uint64_t id)
-{
-	uint64_t *np;
-
-	for (size_t i = 0; i < at->ninterfered_by; i++) {
-		if (at->interfered_by[i] == id)
-			return 0;
-	}
-	np = realloc(at->interfered_by, (at->ninterfered_by + 1) * sizeof(*np));
-	if (!np)
-		return -1;
-	at->interfered_by = np;
-	np[at->ninterfered_by++] = id;
-	return 0;
-}
-
 /* Gap g: the steps after the one that produced event g, up to the one that produced g + 1. */
 static void gap_of(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
 		   size_t hi, const struct run *c, const struct request *r, size_t g,
@@ -236,18 +220,11 @@ static void gap_of(const struct attrib *a, const struct engine *e, const struct 
 				continue;
 			id = request_of_prompt(a, e, r->pid, p, k, hi, c->ctx, q->seq, r->id);
 			if (id)
-				add_interferer(at, id);
+				attrib_add_interferer(at, id);
 		}
 	}
 	gp->producer_start_ns = p->v[c->out[g + 1]].start;
-	gp->decode_ns = dec < gp->gap_ns ? dec : gp->gap_ns;
-	if (gp->interference_ns > gp->decode_ns)
-		gp->interference_ns = gp->decode_ns;
-	gp->host_ns = gp->gap_ns - gp->decode_ns;
-	at->decode_ns += gp->decode_ns;
-	at->host_ns += gp->host_ns;
-	at->interference_ns += gp->interference_ns;
-	at->steps += gp->steps;
+	attrib_close_gap(at, gp, dec);
 }
 
 /* The engine's figures for the summary: each step once, up to the request's end. */

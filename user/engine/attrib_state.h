@@ -140,7 +140,12 @@ static inline int attrib_cmp_u64(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* attrib.c: what is kept */
+/* attrib.c: what is kept, and what every split does */
+/* The gap's decode time (its steps' busy time, at most the gap), host time, and the request's
+ * sums. */
+void attrib_close_gap(struct attribution *at, struct attrib_gap *gp, uint64_t busy_ns);
+/* id among the requests whose prefill shared the request's steps (once). -1: no memory. */
+int attrib_add_interferer(struct attribution *at, uint64_t id);
 struct gpu_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create);
 bool attrib_is_client(const struct attrib *a, uint32_t pid);
 
