@@ -210,12 +210,15 @@ static __always_inline int step_enter(struct pt_regs *ctx, __u32 flags)
 	r->outputs = r->other_seq_tokens = r->shared_tokens = r->unread_tokens = 0;
 	r->result = 0;
 	r->nseqs = 0;
-	if (bpf_probe_read_user(&s->b, sizeof(s->b), (void *)(PT_REGS_SP(ctx) + 8)))
+	r->flags = flags;
+	if (bpf_probe_read_user(&s->b, sizeof(s->b), (void *)(PT_REGS_SP(ctx) + 8))) {
+		/* the batch itself could not be read: a step of unknown size, and said so */
 		s->b = (struct llama_batch){ 0 };
+		r->flags |= TS_LLAMA_UNREAD;
+	}
 	s->done = 0;
 	s->last_seq = 0;
 	r->ctx = PT_REGS_PARM1(ctx);
-	r->flags = flags;
 	r->n_tokens = s->b.n_tokens > 0 ? (__u32)s->b.n_tokens : 0;
 	if (!s->b.pos)
 		r->flags |= TS_LLAMA_NO_POS;
