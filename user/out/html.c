@@ -625,15 +625,14 @@ static void slowest(struct html *h, const char *id, const char *title,
 			const struct row *w = &g->rows[i];
 			size_t k;
 
-			if (isnan(key(w)))
+			if (isnan(key(w)) || (n == SLOWEST && key(top[n - 1]) >= key(w)))
 				continue;
-			for (k = n; k > 0 && key(top[k - 1]) < key(w); k--)
-				if (k < SLOWEST)
-					top[k] = top[k - 1];
-			if (k < SLOWEST) {
-				top[k] = w;
-				n += n < SLOWEST;
-			}
+			/* insert it in order, the last one dropping off when the list is full */
+			if (n < SLOWEST)
+				n++;
+			for (k = n - 1; k > 0 && key(top[k - 1]) < key(w); k--)
+				top[k] = top[k - 1];
+			top[k] = w;
 		}
 	}
 	put(h, "<section id=\"%s\"><h2>%s</h2><table class=\"slow\" data-table=\"%s\"><tr><th>id"
