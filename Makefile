@@ -22,8 +22,8 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-init
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
 # libmicrohttpd (--metrics) is linked dynamically: its static form needs GnuTLS and p11-kit,
 # which Debian ships without static archives.
-LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lz -lstdc++ -Wl,-Bdynamic -lmicrohttpd -lm
-LDLIBS_UNIT := -ljansson -lz -lm
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lz -lstdc++ -Wl,-Bdynamic -lmicrohttpd -lm
+LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
@@ -154,7 +154,7 @@ $(OUTPUT)/fuzz:
 $(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(CORE_SRCS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
 	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-Ibpf -Iuser -Itests/fuzz $< $(CORE_SRCS) -ljansson -lz -lm -o $@
+		-Ibpf -Iuser -Itests/fuzz $< $(CORE_SRCS) -ljansson -lnghttp2 -lz -lm -o $@
 
 fuzz: $(FUZZ_BINS)
 	$(Q)./tests/fuzz/run.sh $(FUZZ_SECONDS)

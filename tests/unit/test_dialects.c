@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "llm/dialect.h"
+#include "llm/grpc_dialect.h"
 #include "helpers.h"
 
 #define T0 (1000 * MS)
@@ -332,6 +333,13 @@ static void test_paths_name_their_api(void **state)
 		assert_string_equal(api__name(paths[i].api), paths[i].name);
 		named[paths[i].api] = true;
 	}
+	/* gRPC calls are named by their method (llm/grpc_dialect.c), never by an HTTP/1.1 path */
+	assert_int_equal(dialect__from_path("/inference.GRPCInferenceService/ModelStreamInfer"),
+			 API_UNKNOWN);
+	named[grpc_dialect__from_path("/inference.GRPCInferenceService/ModelStreamInfer")] = true;
+	named[grpc_dialect__from_path("/helloworld.Greeter/SayHello")] = true;
+	assert_string_equal(api__name(API_TRITON), "triton");
+	assert_string_equal(api__name(API_GRPC), "grpc");
 	for (int a = 0; a < API__COUNT; a++)
 		assert_true(named[a]);
 }

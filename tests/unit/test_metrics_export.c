@@ -53,7 +53,7 @@ static void test_server_histogram_lines(void **state)
 	t = render(m, &b);
 #define L "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"llama\"," \
 	  "gen_ai_response_model=\"\",server_address=\"127.0.0.1\",server_port=\"8000\",error_type=\"\"," \
-	  "process=\"vllm\""
+	  "process=\"vllm\",network_protocol_version=\"1.1\""
 	assert_non_null(strstr(t, "# HELP gen_ai_server_time_to_first_token_seconds "));
 	assert_non_null(strstr(t, "# TYPE gen_ai_server_time_to_first_token_seconds histogram\n"));
 	/* 0.03 s: above 0.02, at or below 0.04 */

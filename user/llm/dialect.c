@@ -503,6 +503,11 @@ struct dialect {
 	bool event_arrays; /* a reply may be a JSON array of events (Gemini without alt=sse) */
 };
 
+static bool no_path(const char *path)
+{
+	return false;
+}
+
 /*
  * A new API: an enum api value (request.h), a section above, a line here and in sniff_order.
  * Paths are tried in table order; when none matched, the first reply object's shape decides,
@@ -521,6 +526,9 @@ static const struct dialect dialects[API__COUNT] = {
 	[API_OLLAMA] = { "ollama", ollama_path, ollama_sniff, ollama_event },
 	[API_LLAMACPP] = { "llamacpp", llamacpp_path, llamacpp_sniff, llamacpp_event },
 	[API_TGI] = { "tgi", tgi_path, tgi_sniff, tgi_event },
+	/* gRPC calls are read by llm/grpc_dialect.c; HTTP/1.1 never carries them */
+	[API_TRITON] = { "triton", no_path },
+	[API_GRPC] = { "grpc", no_path },
 };
 
 /* TGI's token object is the more specific shape: it is asked before llama.cpp's. */

@@ -21,6 +21,8 @@ struct request *request__new(void)
 
 	if (r) {
 		r->stream = -1;
+		r->http_version = 1;
+		r->grpc_status = -1;
 		r->path = "";
 		r->model = "";
 		r->response_model = "";

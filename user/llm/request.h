@@ -25,6 +25,8 @@ enum api {
 	API_OLLAMA,
 	API_LLAMACPP,
 	API_TGI,
+	API_TRITON, /* gRPC: inference.GRPCInferenceService (llm/grpc_dialect.h) */
+	API_GRPC,   /* any other gRPC method: each response message a token event */
 	API__COUNT,
 };
 
@@ -62,6 +64,10 @@ struct request {
 	const char *path; /* without the query string: a heap copy of its size (request__set_path),
 			     or "" (not freed) */
 	int status; /* 0 until the response head is seen */
+	uint8_t http_version; /* 1 (HTTP/1.1) or 2 */
+	uint32_t stream_id;   /* HTTP/2 stream; 0 for HTTP/1.1 */
+	bool headers_partial; /* HTTP/2 joined mid-connection: some header fields were unknown */
+	int grpc_status;      /* -1: not a gRPC call, or no grpc-status seen */
 	int stream; /* -1 unknown, 0 no, 1 yes (from the request body, else the response type) */
 
 	/* when (CLOCK_MONOTONIC ns; 0 = not seen) */

@@ -724,7 +724,9 @@ static void health(struct html *h, const struct health *hl)
 		{ "llama.cpp steps lost", hl->bpf[TS_CNT_LLAMA_DROPS] },
 		{ "gaps in streams (lost pieces)", hl->lost_pieces },
 		{ "malformed records", hl->bad_events },
-		{ "streams not measured (HTTP/2)", hl->streams_http2 },
+		{ "HTTP/2 streams not measured (open before capture, or past the limit)",
+		  hl->h2.streams_unseen_start + hl->h2.streams_untracked },
+		{ "HTTP/2 connections no longer read (framing errors)", hl->h2.frame_errors },
 		{ "requests not in this report (past its limit)", h->not_kept },
 		{ "incomplete requests", 0 },
 	};

@@ -32,7 +32,8 @@ static const double b_fine[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 
 /* label sets */
 #define GENAI_LABELS                                                                              \
 	"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model",                  \
-		"gen_ai_response_model", "server_address", "server_port", "error_type", "process"
+		"gen_ai_response_model", "server_address", "server_port", "error_type", "process",   \
+		"network_protocol_version"
 static const char *const l_genai[] = { GENAI_LABELS };
 static const char *const l_usage[] = { GENAI_LABELS, "gen_ai_token_type" };
 static const char *const l_cache[] = { "process", "role", "gen_ai_request_model", "cache" };
@@ -284,6 +285,7 @@ static const char *operation_of(enum api a)
 	case API_OPENAI_COMPLETIONS:
 	case API_LLAMACPP:
 	case API_TGI:
+	case API_TRITON:
 		return "text_completion";
 	case API_GEMINI:
 		return "generate_content";
@@ -309,6 +311,8 @@ static const char *provider_of(enum api a)
 		return "llama.cpp";
 	case API_TGI:
 		return "tgi";
+	case API_TRITON:
+		return "triton";
 	default:
 		return "";
 	}
@@ -344,7 +348,11 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 	if (r->status >= 400)
 		snprintf(l->error, sizeof(l->error), "%d", r->status);
 	else if (r->error[0])
-		snprintf(l->error, sizeof(l->error), "%s", r->error);
+		/* a gRPC error's message (after ": ") stays out of a label: one series per code */
+		snprintf(l->error, sizeof(l->error), "%.*s",
+			 (int)(strstr(r->error, ": ") ? strstr(r->error, ": ") - r->error
+						      : (ptrdiff_t)strlen(r->error)),
+			 r->error);
 	else if (!rm->complete)
 		snprintf(l->error, sizeof(l->error), "incomplete");
 	else
@@ -357,6 +365,7 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 	l->v[5] = l->port;
 	l->v[6] = l->error;
 	l->v[7] = r->comm;
+	l->v[8] = r->http_version == 2 ? "2" : "1.1";
 }
 
 static const char *role_name(const struct request *r)
@@ -386,12 +395,12 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 		}
 		if (r->input_tokens.set) {
 			memcpy(v, l.v, sizeof(v));
-			v[8] = "input";
+			v[9] = "input";
 			observe(m, F_CLIENT_TOKENS, v, (double)r->input_tokens.v);
 		}
 		if (rm->output_tokens.set && !rm->output_tokens_estimated) {
 			memcpy(v, l.v, sizeof(v));
-			v[8] = "output";
+			v[9] = "output";
 			observe(m, F_CLIENT_TOKENS, v, (double)rm->output_tokens.v);
 		}
 	}
@@ -572,14 +581,29 @@ static int put_health(struct buf *out, const struct health *h)
 			   "llama.cpp steps lost (ring buffer full).", h->bpf[TS_CNT_LLAMA_DROPS]);
 	err |= put(out, "# HELP tokenscope_unsupported_streams_total Streams or responses not "
 			"measured, by kind.\n# TYPE tokenscope_unsupported_streams_total counter\n");
-	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"http2\"} %llu\n",
-		   (unsigned long long)h->streams_http2);
+	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"http2_unseen_start\"} %llu\n",
+		   (unsigned long long)(h->h2.streams_unseen_start + h->h2.streams_untracked));
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"non_http\"} %llu\n",
 		   (unsigned long long)h->streams_other);
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"malformed\"} %llu\n",
 		   (unsigned long long)h->streams_malformed);
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"encoding\"} %llu\n",
 		   (unsigned long long)h->unsupported_encodings);
+	err |= put_counter(out, "tokenscope_http2_connections_total", "HTTP/2 connections seen.",
+			   h->h2.connections);
+	err |= put_counter(out, "tokenscope_http2_streams_total",
+			   "HTTP/2 streams measured (one request record each).", h->h2.streams);
+	err |= put_counter(out, "tokenscope_http2_headers_partial_total",
+			   "HTTP/2 requests whose headers were not all known (capture joined the "
+			   "connection after its start).", h->h2.headers_partial);
+	err |= put_counter(out, "tokenscope_http2_reset_streams_total",
+			   "HTTP/2 streams ended by RST_STREAM before their end.", h->h2.reset_streams);
+	err |= put_counter(out, "tokenscope_http2_frame_errors_total",
+			   "HTTP/2 connections no longer read after a framing error.",
+			   h->h2.frame_errors);
+	err |= put_counter(out, "tokenscope_http2_hpack_errors_total",
+			   "HTTP/2 header blocks that did not decode (that direction goes on partial).",
+			   h->h2.hpack_errors);
 	err |= put_counter(out, "tokenscope_requests_total", "LLM API requests reported.",
 			   h->requests);
 	err |= put_counter(out, "tokenscope_requests_incomplete_total",

@@ -251,6 +251,12 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "response_model", str_or_null(r->response_model));
 	json_object_set_new(o, "method", str_or_null(r->method));
 	json_object_set_new(o, "path", str_or_null(r->path));
+	json_object_set_new(o, "http_version", json_string(r->http_version == 2 ? "2" : "1.1"));
+	json_object_set_new(o, "stream_id",
+			    r->http_version == 2 ? json_integer(r->stream_id) : json_null());
+	json_object_set_new(o, "headers_partial", json_boolean(r->headers_partial));
+	json_object_set_new(o, "grpc_status",
+			    r->grpc_status >= 0 ? json_integer(r->grpc_status) : json_null());
 	json_object_set_new(o, "status", r->status ? json_integer(r->status) : json_null());
 	json_object_set_new(o, "stream", r->stream < 0 ? json_null() : json_boolean(r->stream));
 	json_object_set_new(o, "start_ns", json_integer((json_int_t)r->start_ns));
@@ -641,7 +647,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events,
 		(unsigned long long)h->no_memory, (unsigned long long)h->streams_aged_out);
 	fprintf(out,
-		"streams: %llu (http/1.1 %llu, unsupported: http/2 %llu, non-http %llu; malformed %llu, "
+		"streams: %llu (http/1.1 %llu, http/2 %llu, unsupported: non-http %llu; malformed %llu, "
 		"unsupported encodings %llu, decode budget exceeded %llu) requests: %llu llm (%llu "
 		"incomplete), %llu other http, %llu unpaired responses\n",
 		(unsigned long long)h->streams, (unsigned long long)h->streams_http1,
@@ -649,6 +655,19 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
 		(unsigned long long)h->decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
+	if (h->h2.connections)
+		fprintf(out, "http/2: connections=%llu joined=%llu streams=%llu max_per_connection=%llu "
+			     "max_concurrent=%llu headers_partial=%llu unseen_start=%llu untracked=%llu "
+			     "reset=%llu goaway=%llu frame_errors=%llu hpack_errors=%llu\n",
+			(unsigned long long)h->h2.connections, (unsigned long long)h->h2.joined,
+			(unsigned long long)h->h2.streams,
+			(unsigned long long)h->h2.max_streams_per_conn,
+			(unsigned long long)h->h2.max_concurrent,
+			(unsigned long long)h->h2.headers_partial,
+			(unsigned long long)h->h2.streams_unseen_start,
+			(unsigned long long)h->h2.streams_untracked,
+			(unsigned long long)h->h2.reset_streams, (unsigned long long)h->h2.goaway,
+			(unsigned long long)h->h2.frame_errors, (unsigned long long)h->h2.hpack_errors);
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
 		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "

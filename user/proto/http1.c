@@ -47,6 +47,7 @@ struct http_parser {
 
 	struct http_head *head; /* while a message's start line and headers are read, else NULL */
 	char upgrade[16];	 /* a response's Upgrade protocol, lowercased ("h2c", "websocket") */
+	size_t upgrade_used;	 /* bytes of the feed that held the 101, up to its end */
 	uint64_t remaining;	 /* body or chunk bytes left */
 	bool in_message;
 };
@@ -122,6 +123,11 @@ const char *http_error__str(enum http_error e)
 const char *http_parser__upgrade(const struct http_parser *p)
 {
 	return p->upgrade;
+}
+
+size_t http_parser__upgrade_used(const struct http_parser *p)
+{
+	return p->upgrade_used;
 }
 
 enum http_error http_parser__error(const struct http_parser *p)
@@ -233,6 +239,29 @@ static bool has_token(const char *v, const char *token)
 	return false;
 }
 
+enum http_encoding http__encoding_of(const char *v)
+{
+	if (!*v || !strcasecmp(v, "identity"))
+		return HTTP_ENC_IDENTITY;
+	if (!strcasecmp(v, "gzip") || !strcasecmp(v, "x-gzip"))
+		return HTTP_ENC_GZIP;
+	if (!strcasecmp(v, "deflate"))
+		return HTTP_ENC_DEFLATE;
+	return HTTP_ENC_UNSUPPORTED;
+}
+
+enum http_ctype http__ctype_of(const char *v)
+{
+	if (!strncasecmp(v, "text/event-stream", 17))
+		return HTTP_CT_SSE;
+	if (!strncasecmp(v, "application/x-ndjson", 20) || !strncasecmp(v, "application/ndjson", 18) ||
+	    !strncasecmp(v, "application/jsonl", 17))
+		return HTTP_CT_NDJSON;
+	if (!strncasecmp(v, "application/json", 16))
+		return HTTP_CT_JSON;
+	return HTTP_CT_OTHER;
+}
+
 static bool parse_header(struct http_parser *p, char *l)
 {
 	char *colon = strchr(l, ':'), *v;
@@ -267,23 +296,12 @@ static bool parse_header(struct http_parser *p, char *l)
 	} else if (!strcasecmp(l, "transfer-encoding")) {
 		p->head->chunked = has_token(v, "chunked");
 	} else if (!strcasecmp(l, "content-encoding")) {
-		if (!*v || !strcasecmp(v, "identity"))
-			p->head->encoding = HTTP_ENC_IDENTITY;
-		else if (!strcasecmp(v, "gzip") || !strcasecmp(v, "x-gzip"))
-			p->head->encoding = HTTP_ENC_GZIP;
-		else if (!strcasecmp(v, "deflate"))
-			p->head->encoding = HTTP_ENC_DEFLATE;
-		else
-			p->head->encoding = HTTP_ENC_UNSUPPORTED;
+		p->head->encoding = http__encoding_of(v);
 	} else if (!strcasecmp(l, "content-type")) {
-		if (!strncasecmp(v, "text/event-stream", 17))
-			p->head->ctype = HTTP_CT_SSE;
-		else if (!strncasecmp(v, "application/x-ndjson", 20) ||
-			 !strncasecmp(v, "application/ndjson", 18) ||
-			 !strncasecmp(v, "application/jsonl", 17))
-			p->head->ctype = HTTP_CT_NDJSON;
-		else if (!strncasecmp(v, "application/json", 16))
-			p->head->ctype = HTTP_CT_JSON;
+		enum http_ctype t = http__ctype_of(v);
+
+		if (t != HTTP_CT_OTHER)
+			p->head->ctype = t;
 	}
 	return true;
 }
@@ -379,7 +397,7 @@ static enum http_error parse_line(struct http_parser *p, uint64_t ts)
 	}
 }
 
-static bool is_sensitive(const char *name, size_t n)
+bool http__is_credential(const char *name, size_t n)
 {
 	for (size_t i = 0; i < sizeof(sensitive_headers) / sizeof(sensitive_headers[0]); i++) {
 		if (strlen(sensitive_headers[i]) == n && !strncasecmp(name, sensitive_headers[i], n))
@@ -422,7 +440,7 @@ static enum http_error line_byte(struct http_parser *p, uint8_t *c, uint64_t ts)
 			p->in_value = p->mask_value = true;
 		} else if (!p->in_value && *c == ':') {
 			p->in_value = true;
-			p->mask_value = p->last_sensitive = is_sensitive(p->line, p->line_len);
+			p->mask_value = p->last_sensitive = http__is_credential(p->line, p->line_len);
 		} else if (p->mask_value && *c != '\r' && *c != ' ' && *c != '\t') {
 			*c = '*';
 		}
@@ -470,8 +488,10 @@ enum http_error http_parser__feed(struct http_parser *p, uint8_t *data, size_t l
 		case S_CHUNK_END:
 		case S_TRAILERS:
 			e = line_byte(p, &data[i++], ts);
-			if (e)
+			if (e) {
+				p->upgrade_used = i;
 				return e;
+			}
 			break;
 		case S_BODY_LEN:
 		case S_CHUNK_DATA:

@@ -65,7 +65,16 @@ enum http_error http_parser__error(const struct http_parser *p);
 /* After HTTP_ERR_UPGRADE: the protocol the 101 named in its Upgrade header, lowercased ("h2c",
  * "websocket"; "" when none). */
 const char *http_parser__upgrade(const struct http_parser *p);
+/* After HTTP_ERR_UPGRADE: how many bytes of the last feed the 101 took; the rest are already
+ * the new protocol's. */
+size_t http_parser__upgrade_used(const struct http_parser *p);
 const char *http_error__str(enum http_error e);
+
+/* A header whose value is a credential, masked wherever it is seen (name of n bytes, any case). */
+bool http__is_credential(const char *name, size_t n);
+/* Content-Encoding and Content-Type values, as the response body's reader wants them. */
+enum http_encoding http__encoding_of(const char *value);
+enum http_ctype http__ctype_of(const char *value);
 
 /* A request's start line begins data (used to find the role of a connection). */
 bool http__looks_like_request(const uint8_t *data, size_t len);

@@ -4,14 +4,14 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "proto/decode.h"
+#include "proto/h2.h"
 #include "proto/http1.h"
-#include "proto/sse.h"
 #include "llm/dialect.h"
 #include "stream/conn.h"
+#include "stream/h2conn.h"
+#include "stream/response.h"
 
 #define REQ_BODY_MAX (1u << 20)	 /* request JSON kept to read model and stream */
-#define RESP_BODY_MAX (4u << 20) /* non-streamed JSON response kept to read usage */
 #define SNIFF_MAX (64u << 10)	 /* bytes before a stream that never looks like HTTP is "other" */
 
 struct conn {
@@ -21,6 +21,7 @@ struct conn {
 	const struct conn_sink *sink;
 	enum conn_kind kind;
 	enum role role;
+	bool role_known;
 	bool peer_exited; /* the process at the other end died (it was traced on this host) */
 	unsigned refs;	  /* streams that carry it: more than one after a fork shared it */
 	uint64_t sniffed;
@@ -31,6 +32,7 @@ struct conn {
 	bool pending_write;
 	uint64_t pending_ts;
 
+	struct h2conn *h2; /* CONN_HTTP2 */
 	struct http_parser *req_parser;	 /* the direction requests travel in */
 	struct http_parser *resp_parser; /* the direction responses travel in */
 
@@ -42,11 +44,7 @@ struct conn {
 	bool req_body_encoded;	      /* compressed request bodies are not read */
 
 	struct request *resp_req;     /* request whose response is being read (NULL: unpaired) */
-	struct decoder *dec;
-	struct sse_parser *sse;
-	struct buf resp_body;
-	bool resp_buffered;	      /* non-streamed body kept whole */
-	bool resp_identity;	      /* no content coding: the body goes straight on, no decoder */
+	struct response_reader rr;
 };
 
 /* ---- request queue ---- */
@@ -90,40 +88,11 @@ static void finish_request(struct conn *c, struct request *r)
 	c->sink->on_request(c->sink->ctx, r);
 }
 
-/* ---- response body: decode -> SSE/NDJSON or whole JSON -> dialect ---- */
-
-static void on_stream_event(void *ctx, const char *event, const char *data, size_t len,
-			    uint64_t ts)
-{
-	struct conn *c = ctx;
-
-	if (c->resp_req)
-		dialect__stream_event(c->resp_req, event, data, len, ts);
-}
-
-static void on_decoded(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
-{
-	struct conn *c = ctx;
-
-	if (c->sse) {
-		if (sse_parser__feed(c->sse, data, len, ts) && c->resp_req) {
-			request__error(c->resp_req, "event_too_large");
-			c->resp_req->lossy = true;
-		}
-	} else if (c->resp_buffered) {
-		buf__add(&c->resp_body, data, len, RESP_BODY_MAX);
-	}
-}
+/* ---- responses, paired in order ---- */
 
 static void response_reset(struct conn *c)
 {
-	decoder__free(c->dec);
-	c->dec = NULL;
-	sse_parser__free(c->sse);
-	c->sse = NULL;
-	buf__free(&c->resp_body);
-	c->resp_buffered = false;
-	c->resp_identity = false;
+	response__reset(&c->rr);
 	c->resp_req = NULL;
 }
 
@@ -138,62 +107,14 @@ static bool resp_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 		return true;
 	}
 	c->resp_req = r;
-	r->status = h->status;
-	r->response_ns = ts;
-	if (h->status >= 400)
-		request__error(r, "http_%d", h->status);
-	if (r->stream < 0)
-		r->stream = h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON;
-	if (h->encoding == HTTP_ENC_UNSUPPORTED) {
-		(*c->sink->unsupported_encodings)++;
-		request__error(r, "unsupported_content_encoding");
-		r->lossy = true; /* its events cannot be read: no figures rather than wrong ones */
-		return strcmp(r->method, "HEAD") != 0;
-	}
-	/* identity (most streams) needs no decoder: one allocation fewer per open stream */
-	c->resp_identity = h->encoding == HTTP_ENC_IDENTITY;
-	if (!c->resp_identity)
-		c->dec = decoder__new(h->encoding, on_decoded, c);
-	if (h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON)
-		c->sse = sse_parser__new(h->ctype == HTTP_CT_NDJSON, on_stream_event, c);
-	else
-		c->resp_buffered = true;
-	if ((!c->resp_identity && !c->dec) || (!c->resp_buffered && !c->sse)) {
-		/* its body cannot be read: counted, and the request says so */
-		(*c->sink->no_memory)++;
-		request__error(r, "no_memory");
-		r->lossy = true;
-	}
-	return strcmp(r->method, "HEAD") != 0;
+	return response__begin(&c->rr, r, h, false, false, c->sink, ts);
 }
 
 static void resp_on_body(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
 {
 	struct conn *c = ctx;
 
-	if (!c->resp_req)
-		return;
-	if (c->resp_identity) {
-		if (len)
-			on_decoded(c, data, len, ts);
-		return;
-	}
-	if (!c->dec)
-		return;
-	switch (decoder__feed(c->dec, data, len, ts)) {
-	case DECODE_OK:
-		break;
-	case DECODE_BUDGET:
-		/* a decompression bomb, or as good as one: the rest of the body is skipped */
-		if (!c->resp_req->lossy)
-			(*c->sink->decode_budget_exceeded)++;
-		request__error(c->resp_req, "decode_budget_exceeded");
-		c->resp_req->lossy = true;
-		break;
-	default:
-		request__error(c->resp_req, "malformed_content_encoding");
-		c->resp_req->lossy = true;
-	}
+	response__body(&c->rr, data, len, ts);
 }
 
 static void resp_on_end(void *ctx, uint64_t ts)
@@ -202,11 +123,7 @@ static void resp_on_end(void *ctx, uint64_t ts)
 	struct request *r = c->resp_req;
 
 	if (r) {
-		if (c->sse)
-			sse_parser__finish(c->sse, ts);
-		if (c->resp_buffered && !c->resp_body.overflow)
-			dialect__response_body(r, c->resp_body.p ? c->resp_body.p : "",
-					       c->resp_body.len, ts);
+		response__end(&c->rr, ts);
 		r->end_ns = ts;
 		r->response_done = true;
 		finish_request(c, r);
@@ -222,17 +139,13 @@ static const struct http_callbacks resp_callbacks = {
 
 /* ---- request messages ---- */
 
-static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
+struct request *conn__begin_request(struct conn *c, uint64_t start_ns)
 {
-	struct conn *c = ctx;
 	struct request *r = request__new();
 
-	buf__reset(&c->req_body);
-	c->parsing_req = NULL;
-	if (!r || queue_push(c, r)) {
+	if (!r) {
 		(*c->sink->no_memory)++;
-		request__free(r);
-		return true;
+		return NULL;
 	}
 	r->id = ++*c->sink->next_id;
 	r->on_first_token = c->sink->on_first_token;
@@ -243,11 +156,53 @@ static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 	memcpy(r->local, c->local, sizeof(r->local));
 	memcpy(r->peer, c->peer, sizeof(r->peer));
 	r->role = c->role;
+	r->start_ns = start_ns;
+	return r;
+}
+
+void conn__end_request(struct conn *c, struct request *r, const char *reason, uint64_t ts)
+{
+	if (reason)
+		request__error(r, "%s", c->peer_exited ? "peer_exited" : reason);
+	if (!r->end_ns)
+		r->end_ns = ts;
+	c->sink->on_request(c->sink->ctx, r);
+}
+
+const struct conn_sink *conn__sink(const struct conn *c)
+{
+	return c->sink;
+}
+
+int conn__role(const struct conn *c)
+{
+	return c->role_known ? (int)c->role : -1;
+}
+
+void conn__set_role(struct conn *c, enum role role)
+{
+	c->role = role;
+	c->role_known = true;
+}
+
+static bool req_on_head(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	struct conn *c = ctx;
+	struct request *r = conn__begin_request(c, h->start_ns);
+
+	buf__reset(&c->req_body);
+	c->parsing_req = NULL;
+	if (!r)
+		return true;
+	if (queue_push(c, r)) {
+		(*c->sink->no_memory)++;
+		request__free(r);
+		return true;
+	}
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
 	if (!request__set_path(r, h->path))
 		(*c->sink->no_memory)++; /* reported without its path */
 	dialect__request_head(r);
-	r->start_ns = h->start_ns;
 	c->parsing_req = r;
 	c->req_body_encoded = h->encoding != HTTP_ENC_IDENTITY;
 	return true;
@@ -326,7 +281,7 @@ void conn__free(struct conn *c)
 	http_parser__free(c->resp_parser);
 	response_reset(c);
 	buf__free(&c->req_body);
-	buf__free(&c->resp_body);
+	h2conn__free(c->h2);
 	free(c);
 }
 
@@ -337,7 +292,7 @@ enum conn_kind conn__kind(const struct conn *c)
 
 size_t conn__inflight(const struct conn *c)
 {
-	return c->qlen;
+	return c->h2 ? h2conn__inflight(c->h2) : c->qlen;
 }
 
 const char *transport__name(enum transport t)
@@ -364,7 +319,7 @@ bool conn__is_peer(const struct conn *a, const struct conn *b)
 
 void conn__peer_exited(struct conn *c)
 {
-	if (c->qlen)
+	if (conn__inflight(c))
 		c->peer_exited = true;
 }
 
@@ -386,6 +341,22 @@ static bool could_start(const uint8_t *d, size_t n)
 	return false;
 }
 
+/* The connection is HTTP/2 from here (from_preface: its start was seen, the client writes
+ * when client_is_write). Returns false when there is no memory for it (then "other"). */
+static bool become_h2(struct conn *c, bool from_preface, bool client_is_write)
+{
+	c->kind = CONN_HTTP2;
+	c->h2 = h2conn__new(c, from_preface);
+	if (!c->h2) {
+		(*c->sink->no_memory)++;
+		c->kind = CONN_OTHER;
+		return false;
+	}
+	if (from_preface)
+		h2conn__expect_preface(c->h2, client_is_write);
+	return true;
+}
+
 /* Decide what the connection carries. Returns false while undecided. */
 static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t len, uint64_t ts)
 {
@@ -400,13 +371,19 @@ static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t 
 	n += len < sizeof(head) - n ? len : sizeof(head) - n;
 
 	if (http__looks_like_h2_preface(head, n) && n >= 24) {
-		c->kind = CONN_HTTP2;
 		c->role = is_write ? ROLE_CLIENT : ROLE_SERVER;
+		c->role_known = true;
+		if (!become_h2(c, true, is_write))
+			return false;
+		/* the preface's first bytes were held back here: the rest is in data */
+		h2conn__preface_seen(c->h2, is_write, c->npending);
+		c->npending = 0;
 		return true;
 	}
 	if (http__looks_like_request(head, n)) {
 		c->kind = CONN_HTTP1;
 		c->role = is_write ? ROLE_CLIENT : ROLE_SERVER;
+		c->role_known = true;
 		c->req_parser = http_parser__new(true, &req_callbacks, c);
 		c->resp_parser = http_parser__new(false, &resp_callbacks, c);
 		if (!c->req_parser || !c->resp_parser)
@@ -422,6 +399,9 @@ static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t 
 		c->npending += len;
 		return false;
 	}
+	/* HTTP/2 joined after its preface: its frames say so (a piece begins with them) */
+	if (!c->npending && h2__looks_like_frames(data, len))
+		return become_h2(c, false, is_write);
 	/* Joined mid-connection or not HTTP: wait for a request to start, but not forever. */
 	c->npending = 0;
 	c->sniffed += len;
@@ -450,21 +430,31 @@ static void abandon_inflight(struct conn *c, uint64_t ts, const char *reason)
 /*
  * 101 Switching Protocols: from the byte after it the connection is no longer HTTP/1.1, in
  * either direction, and is never parsed as such again. It becomes what the 101 named: HTTP/2
- * (h2c; counted with the HTTP/2 connections, unsupported), a WebSocket or something else
- * (counted as other). The request answered by the 101 ends there, saying what it became.
+ * (h2c: the request that asked for it goes on as stream 1), a WebSocket or something else
+ * (counted as other; the request answered by the 101 ends there, saying what it became).
  */
 static void switched(struct conn *c, const char *proto, uint64_t ts)
 {
 	const char *why = "switched_protocols";
 
 	if (!strcmp(proto, "h2c") || !strcmp(proto, "h2")) {
-		c->kind = CONN_HTTP2;
-		why = "switched_to_http2";
-	} else {
-		c->kind = CONN_OTHER;
-		if (!strcmp(proto, "websocket"))
-			why = "switched_to_websocket";
+		struct request *r = c->qlen ? c->queue[0] : NULL;
+
+		if (r)
+			queue_remove(c, r);
+		abandon_inflight(c, ts, "switched_to_http2"); /* pipelined behind it: none */
+		response_reset(c);
+		if (!become_h2(c, true, c->role == ROLE_CLIENT)) {
+			if (r)
+				conn__end_request(c, r, "no_memory", ts);
+			return;
+		}
+		h2conn__upgraded(c->h2, r, c->role == ROLE_CLIENT);
+		return;
 	}
+	c->kind = CONN_OTHER;
+	if (!strcmp(proto, "websocket"))
+		why = "switched_to_websocket";
 	if (c->qlen)
 		c->queue[0]->status = 101;
 	abandon_inflight(c, ts, why);
@@ -488,9 +478,14 @@ void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64
 {
 	struct http_parser *p;
 	enum http_error e;
+	size_t used;
 
 	if (c->kind == CONN_UNKNOWN && !classify(c, is_write, data, len, ts))
 		return;
+	if (c->kind == CONN_HTTP2) {
+		h2conn__data(c->h2, is_write, data, len, ts);
+		return;
+	}
 	if (c->kind != CONN_HTTP1)
 		return;
 	/* A client writes requests; a server reads them. */
@@ -503,8 +498,17 @@ void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64
 		e = http_parser__feed(p, c->pending, c->npending, c->pending_ts);
 		c->npending = 0;
 	}
-	if (!e)
+	if (!e) {
 		e = http_parser__feed(p, data, len, ts);
+		used = http_parser__upgrade_used(p);
+		if (e == HTTP_ERR_UPGRADE) {
+			parser_failed(c, p, e, ts);
+			/* what followed the 101 in the same piece is already HTTP/2 */
+			if (c->kind == CONN_HTTP2 && used < len)
+				h2conn__data(c->h2, is_write, data + used, len - used, ts);
+			return;
+		}
+	}
 	if (e)
 		parser_failed(c, p, e, ts);
 }
@@ -514,6 +518,10 @@ void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts)
 	struct http_parser *p;
 	enum http_error e;
 
+	if (c->kind == CONN_HTTP2) {
+		h2conn__missing(c->h2, is_write, n, ts);
+		return;
+	}
 	if (c->kind != CONN_HTTP1)
 		return;
 	p = (is_write == (c->role == ROLE_CLIENT)) ? c->req_parser : c->resp_parser;
@@ -531,6 +539,10 @@ void conn__missing(struct conn *c, bool is_write, uint64_t n, uint64_t ts)
 
 void conn__lost(struct conn *c, uint64_t ts, const char *reason)
 {
+	if (c->kind == CONN_HTTP2) {
+		h2conn__lost(c->h2, ts, reason);
+		return;
+	}
 	if (c->kind != CONN_HTTP1)
 		return;
 	abandon_inflight(c, ts, reason);
@@ -540,6 +552,10 @@ void conn__lost(struct conn *c, uint64_t ts, const char *reason)
 
 void conn__close(struct conn *c, uint64_t ts, const char *reason)
 {
+	if (c->kind == CONN_HTTP2) {
+		h2conn__close(c->h2, ts, reason);
+		return;
+	}
 	if (c->kind != CONN_HTTP1)
 		return;
 	/* A body that runs to the close is complete now. */

@@ -32,8 +32,24 @@ struct stream_key {
 enum conn_kind {
 	CONN_UNKNOWN = 0, /* no request start seen yet */
 	CONN_HTTP1,
-	CONN_HTTP2,	  /* client preface seen: counted as unsupported */
+	CONN_HTTP2,	  /* the client preface, an h2c upgrade, or frames (joined): stream/h2conn.h */
 	CONN_OTHER,	  /* bytes that never looked like HTTP */
+};
+
+/* HTTP/2 in capture health. */
+struct h2_counts {
+	uint64_t connections;	       /* HTTP/2 connections */
+	uint64_t joined;	       /* of them, joined after their preface: headers partial */
+	uint64_t streams;	       /* streams with a request record */
+	uint64_t max_streams_per_conn; /* most streams one connection carried */
+	uint64_t max_concurrent;       /* most streams open at once on one connection */
+	uint64_t headers_partial;      /* requests whose header fields were not all known */
+	uint64_t streams_unseen_start; /* open before capture joined: not measured */
+	uint64_t streams_untracked;    /* past H2_STREAMS_MAX open at once: not measured */
+	uint64_t reset_streams;	       /* ended by RST_STREAM before their end */
+	uint64_t goaway;	       /* GOAWAY frames */
+	uint64_t frame_errors;	       /* framing errors: the connection is no longer read */
+	uint64_t hpack_errors;	       /* blocks that did not decode: that direction goes partial */
 };
 
 /* Where finished requests and health counts go. */
@@ -47,6 +63,7 @@ struct conn_sink {
 	uint64_t *unsupported_encodings;
 	uint64_t *decode_budget_exceeded;
 	uint64_t *no_memory; /* requests not tracked for lack of memory */
+	struct h2_counts *h2;
 };
 
 struct conn;

@@ -216,6 +216,7 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
 	p->sink.decode_budget_exceeded = &p->h.decode_budget_exceeded;
 	p->sink.no_memory = &p->h.no_memory;
+	p->sink.h2 = &p->h.h2;
 	return p;
 }
 

@@ -22,6 +22,7 @@
 
 #include "engine/attrib.h"
 #include "engine/step.h"
+#include "stream/conn.h"
 #include "tokenscope.h"
 
 struct request;
@@ -36,7 +37,7 @@ struct health {
 	uint64_t lost_pieces;	    /* sequence gaps seen per stream */
 	uint64_t streams;	    /* connections seen */
 	uint64_t streams_http1;
-	uint64_t streams_http2;	    /* unsupported */
+	uint64_t streams_http2;	    /* HTTP/2 connections (h2 below says more) */
 	uint64_t streams_other;	    /* non-HTTP: unsupported */
 	uint64_t streams_malformed; /* HTTP framing errors */
 	uint64_t unsupported_encodings;
@@ -57,6 +58,7 @@ struct health {
 	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
 	uint64_t attributed;	    /* server requests whose TTFT was split */
 	uint64_t not_attributed;    /* server requests with attribution null (and why) */
+	struct h2_counts h2;
 };
 
 /* Called for each finished LLM request, with its metrics; the pipeline frees it afterwards. */

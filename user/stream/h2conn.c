@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/buf.h"
+#include "proto/grpc.h"
+#include "proto/h2.h"
+#include "proto/hpack.h"
+#include "proto/http1.h"
+#include "llm/dialect.h"
+#include "llm/grpc_dialect.h"
+#include "stream/conn.h"
+#include "stream/h2conn.h"
+#include "stream/response.h"
+
+#define REQ_BODY_MAX (1u << 20) /* request JSON kept to read model and stream */
+
+struct h2_stream {
+	uint32_t id;
+	struct request *req; /* NULL: opened before capture joined (counted, not measured) */
+	struct h2conn *conn;
+	struct response_reader rr;
+	bool response_begun;
+	bool sniff_body;	/* joined: the content type was unknown, the body's bytes decide */
+	struct http_head head;	/* the response head, kept until the body decides */
+	bool grpc, grpc_gzip;
+	bool req_ended;
+	struct buf req_body;
+	bool req_body_encoded;
+	struct grpc_reader *req_grpc;
+};
+
+struct h2conn {
+	struct conn *owner;
+	const struct conn_sink *sink;
+	struct h2_counts *counts;
+	struct h2_framer *fr[2]; /* [is_write] */
+	struct hpack *hp[2];
+	uint8_t preface_left[2]; /* client preface bytes still to skip in that direction */
+	int client_dir;		 /* the direction requests travel in: 0 read, 1 write, -1 unknown */
+	bool joined;		 /* capture began after the preface */
+	bool dead;		 /* a framing error: nothing more is read */
+	struct h2_stream **streams;
+	size_t nstreams, cap;
+	uint64_t streams_seen;
+	int cur_dir;	      /* the direction being fed, for the framer callbacks */
+};
+
+/* One header block's fields that matter, copied out of the decoder. */
+struct h2_head {
+	char method[HTTP_METHOD_MAX], path[HTTP_PATH_MAX], ctype[64], encoding[24];
+	char grpc_encoding[16], grpc_status[8], grpc_message[REQ_ERROR_MAX];
+	size_t grpc_status_len, grpc_message_len;
+	int status;
+	bool has_method, has_path, has_status, partial;
+};
+
+/* ---- streams ---- */
+
+static struct h2_stream *find_stream(struct h2conn *h, uint32_t id)
+{
+	for (size_t i = 0; i < h->nstreams; i++) {
+		if (h->streams[i]->id == id)
+			return h->streams[i];
+	}
+	return NULL;
+}
+
+static struct h2_stream *add_stream(struct h2conn *h, uint32_t id, struct request *r)
+{
+	struct h2_stream *s;
+
+	if (h->nstreams >= H2_STREAMS_MAX) {
+		h->counts->streams_untracked++;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || !array__reserve((void **)&h->streams, &h->cap, h->nstreams + 1,
+				  sizeof(*h->streams))) {
+		free(s);
+		(*h->sink->no_memory)++;
+		return NULL;
+	}
+	s->id = id;
+	s->req = r;
+	s->conn = h;
+	h->streams[h->nstreams++] = s;
+	if (h->nstreams > h->counts->max_concurrent)
+		h->counts->max_concurrent = h->nstreams;
+	return s;
+}
+
+static void free_stream(struct h2conn *h, struct h2_stream *s)
+{
+	for (size_t i = 0; i < h->nstreams; i++) {
+		if (h->streams[i] == s) {
+			h->streams[i] = h->streams[--h->nstreams];
+			break;
+		}
+	}
+	response__reset(&s->rr);
+	buf__free(&s->req_body);
+	grpc_reader__free(s->req_grpc);
+	free(s);
+}
+
+/* The stream is over: its request (reason NULL: it ended whole) goes to the sink. */
+static void end_stream(struct h2conn *h, struct h2_stream *s, const char *reason, uint64_t ts)
+{
+	struct request *r = s->req;
+
+	if (r) {
+		if (r->headers_partial)
+			h->counts->headers_partial++;
+		if (!reason) {
+			response__end(&s->rr, ts);
+			r->end_ns = ts;
+			r->response_done = true;
+		}
+		s->req = NULL;
+		conn__end_request(h->owner, r, reason, ts);
+	}
+	free_stream(h, s);
+}
+
+static void end_all(struct h2conn *h, const char *reason, uint64_t ts)
+{
+	while (h->nstreams) {
+		struct h2_stream *s = h->streams[0];
+
+		if (s->req)
+			s->req->lossy = s->req->lossy || strcmp(reason, "capture_loss") == 0;
+		end_stream(h, s, reason, ts);
+	}
+}
+
+/* A frame of a stream whose start capture did not see (it opened before the join, or its
+ * start was lost): counted once, its frames skipped until it ends. */
+static struct h2_stream *unseen(struct h2conn *h, const struct h2_frame *f)
+{
+	struct h2_stream *s;
+
+	if (!f->stream || !(h->joined || h->client_dir < 0))
+		return NULL;
+	s = add_stream(h, f->stream, NULL);
+	if (s)
+		h->counts->streams_unseen_start++;
+	return s;
+}
+
+/* ---- header blocks ---- */
+
+static void copy_value(char *dst, size_t cap, const struct hpack_field *f)
+{
+	size_t n = f->vlen < cap - 1 ? f->vlen : cap - 1;
+
+	memcpy(dst, f->value, n);
+	dst[n] = 0;
+}
+
+static bool name_is(const struct hpack_field *f, const char *want)
+{
+	return f->nlen == strlen(want) && !memcmp(f->name, want, f->nlen);
+}
+
+static void on_field(void *ctx, const struct hpack_field *f)
+{
+	struct h2_head *hd = ctx;
+
+	if (!f->known) {
+		hd->partial = true;
+		return;
+	}
+	if (name_is(f, ":method")) {
+		copy_value(hd->method, sizeof(hd->method), f);
+		hd->has_method = true;
+	} else if (name_is(f, ":path")) {
+		char *q;
+
+		copy_value(hd->path, sizeof(hd->path), f);
+		q = strchr(hd->path, '?'); /* the query string may carry keys */
+		if (q)
+			*q = 0;
+		hd->has_path = true;
+	} else if (name_is(f, ":status")) {
+		char v[8];
+
+		copy_value(v, sizeof(v), f);
+		hd->status = atoi(v);
+		hd->has_status = hd->status >= 100 && hd->status <= 999;
+	} else if (name_is(f, "content-type")) {
+		copy_value(hd->ctype, sizeof(hd->ctype), f);
+	} else if (name_is(f, "content-encoding")) {
+		copy_value(hd->encoding, sizeof(hd->encoding), f);
+	} else if (name_is(f, "grpc-encoding")) {
+		copy_value(hd->grpc_encoding, sizeof(hd->grpc_encoding), f);
+	} else if (name_is(f, "grpc-status")) {
+		copy_value(hd->grpc_status, sizeof(hd->grpc_status), f);
+		hd->grpc_status_len = strlen(hd->grpc_status);
+	} else if (name_is(f, "grpc-message")) {
+		copy_value(hd->grpc_message, sizeof(hd->grpc_message), f);
+		hd->grpc_message_len = strlen(hd->grpc_message);
+	}
+}
+
+static bool is_grpc(const char *ctype)
+{
+	return !strncasecmp(ctype, "application/grpc", 16) &&
+	       (!ctype[16] || ctype[16] == '+' || ctype[16] == ';');
+}
+
+static void on_request_message(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
+{
+	struct h2_stream *s = ctx;
+
+	if (s->req)
+		grpc_dialect__request_message(s->req, data, len);
+}
+
+/* A request's HEADERS on a new stream. */
+static void request_head(struct h2conn *h, const struct h2_frame *f, const struct h2_head *hd)
+{
+	struct request *r;
+	struct h2_stream *s;
+
+	r = conn__begin_request(h->owner, f->start_ns);
+	if (!r)
+		return;
+	s = add_stream(h, f->stream, r);
+	if (!s) {
+		request__free(r);
+		return;
+	}
+	h->streams_seen++;
+	h->counts->streams++;
+	r->http_version = 2;
+	r->stream_id = f->stream;
+	r->headers_partial = hd->partial || !hd->has_path;
+	snprintf(r->method, sizeof(r->method), "%s", hd->has_method ? hd->method : "");
+	if (hd->has_path && !request__set_path(r, hd->path))
+		(*h->sink->no_memory)++;
+	s->grpc = is_grpc(hd->ctype);
+	s->grpc_gzip = !strcasecmp(hd->grpc_encoding, "gzip");
+	if (s->grpc) {
+		r->api = grpc_dialect__from_path(r->path);
+		r->stream = r->api == API_TRITON && strstr(r->path, "Stream") ? 1 : -1;
+		s->req_grpc = grpc_reader__new(s->grpc_gzip, on_request_message, s);
+	} else {
+		dialect__request_head(r);
+	}
+	s->req_body_encoded = hd->encoding[0] && http__encoding_of(hd->encoding) != HTTP_ENC_IDENTITY;
+}
+
+/* The response's HEADERS (the head, or trailers after it). */
+static void response_head(struct h2conn *h, struct h2_stream *s, const struct h2_head *hd,
+			  uint64_t ts)
+{
+	struct http_head head = { .content_length = -1 };
+
+	if (!s->req)
+		return;
+	if (hd->partial)
+		s->req->headers_partial = true;
+	if (!s->response_begun && hd->has_status && hd->status < 200)
+		return; /* interim (100 Continue, 103): the real head follows */
+	if (!s->response_begun) {
+		bool grpc = s->grpc || is_grpc(hd->ctype);
+
+		s->response_begun = true;
+		head.status = hd->has_status ? hd->status : 0;
+		head.encoding = http__encoding_of(hd->encoding);
+		head.ctype = http__ctype_of(hd->ctype);
+		if (grpc && !strcasecmp(hd->grpc_encoding, "gzip"))
+			s->grpc_gzip = true;
+		if (hd->partial && !hd->ctype[0] && !grpc) {
+			/* its content-type was a table entry from before the join */
+			s->sniff_body = true;
+			s->head = head;
+			s->req->status = head.status;
+			s->req->response_ns = ts;
+			return;
+		}
+		response__begin(&s->rr, s->req, &head, grpc, s->grpc_gzip, h->sink, ts);
+		if (grpc && !s->grpc) { /* the path did not say; the response does */
+			s->grpc = true;
+			s->req->api = grpc_dialect__from_path(s->req->path);
+		}
+	}
+	if (hd->grpc_status_len) /* trailers, or a trailers-only response */
+		grpc_dialect__status(s->req, hd->grpc_status, hd->grpc_status_len, hd->grpc_message,
+				     hd->grpc_message_len);
+}
+
+/* Who is the client, if this block says it. */
+static void learn_role(struct h2conn *h, const struct h2_head *hd)
+{
+	if (h->client_dir >= 0)
+		return;
+	if (hd->has_method)
+		h->client_dir = h->cur_dir;
+	else if (hd->has_status)
+		h->client_dir = !h->cur_dir;
+	else
+		return;
+	conn__set_role(h->owner, h->client_dir ? ROLE_CLIENT : ROLE_SERVER);
+}
+
+static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size_t len,
+		       bool truncated, uint64_t ts)
+{
+	struct h2conn *h = ctx;
+	struct hpack *hp = h->hp[h->cur_dir];
+	struct h2_head hd = { 0 };
+	struct h2_stream *s;
+	enum hpack_status st = HPACK_ERROR;
+
+	if (truncated) {
+		hpack__lose(hp); /* the table followed bytes we did not keep */
+		h->counts->hpack_errors++;
+		hd.partial = true;
+	} else {
+		st = hpack__decode(hp, block, len, on_field, &hd);
+		if (st == HPACK_ERROR || st == HPACK_NO_MEMORY) {
+			h->counts->hpack_errors++;
+			hd.partial = true;
+		}
+	}
+	if (f->type == H2_PUSH_PROMISE)
+		return; /* decoded for the table; pushed streams are not requests */
+	learn_role(h, &hd);
+	s = find_stream(h, f->stream);
+	if (h->client_dir == h->cur_dir) {
+		if (s) { /* request trailers */
+			if (f->flags & H2_F_END_STREAM)
+				s->req_ended = true;
+			return;
+		}
+		if (h->joined && !hd.has_method && !hd.has_path && !hd.partial)
+			return;
+		request_head(h, f, &hd);
+		s = find_stream(h, f->stream);
+		if (s && (f->flags & H2_F_END_STREAM))
+			s->req_ended = true;
+		return;
+	}
+	if (!s)
+		s = unseen(h, f);
+	if (!s || !s->req) {
+		if (s && (f->flags & H2_F_END_STREAM))
+			free_stream(h, s);
+		return;
+	}
+	response_head(h, s, &hd, ts);
+	if (f->flags & H2_F_END_STREAM)
+		end_stream(h, s, NULL, ts);
+}
+
+/* ---- DATA ---- */
+
+/* A response body whose content type was not known: SSE by its first field name, gzip by
+ * its magic (its events then read as SSE only when the encoding was known), else JSON. */
+static void sniff_type(struct http_head *head, const uint8_t *d, size_t n)
+{
+	static const char *const sse[] = { "data:", "event:", "id:", ":", "retry:" };
+
+	if (n >= 2 && d[0] == 0x1f && d[1] == 0x8b) {
+		head->encoding = HTTP_ENC_GZIP;
+		head->ctype = HTTP_CT_JSON;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(sse) / sizeof(sse[0]); i++) {
+		if (n >= strlen(sse[i]) && !memcmp(d, sse[i], strlen(sse[i]))) {
+			head->ctype = HTTP_CT_SSE;
+			head->encoding = HTTP_ENC_IDENTITY;
+			return;
+		}
+	}
+	head->ctype = n && d[0] == '{' && memchr(d, '\n', n) && memchr(d, '\n', n) < (const void *)(d + n - 1)
+			      ? HTTP_CT_NDJSON
+			      : HTTP_CT_JSON;
+}
+
+static void request_data(struct h2_stream *s, const uint8_t *data, size_t len, bool end)
+{
+	struct request *r = s->req;
+
+	if (s->grpc) {
+		if (s->req_grpc && len)
+			grpc_reader__feed(s->req_grpc, data, len, 0);
+	} else if (!s->req_body_encoded && len) {
+		buf__add(&s->req_body, data, len, REQ_BODY_MAX);
+	}
+	if (!end)
+		return;
+	s->req_ended = true;
+	if (!s->grpc && !s->req_body_encoded && !s->req_body.overflow && s->req_body.len)
+		dialect__request_body(r, s->req_body.p, s->req_body.len);
+	/* freed, not kept: a prompt can be megabytes, and a stream may run for minutes */
+	buf__free(&s->req_body);
+}
+
+static void on_data(void *ctx, const struct h2_frame *f, const uint8_t *data, size_t len,
+		    bool last, uint64_t ts)
+{
+	struct h2conn *h = ctx;
+	struct h2_stream *s = find_stream(h, f->stream);
+	bool end = last && (f->flags & H2_F_END_STREAM);
+
+	if (!s)
+		s = unseen(h, f);
+	if (!s || !s->req) {
+		if (s && end)
+			free_stream(h, s);
+		return;
+	}
+	if (h->cur_dir == h->client_dir) {
+		request_data(s, data, len, end);
+		return;
+	}
+	if (!s->response_begun) {
+		request__error(s->req, "h2_data_before_headers");
+		return;
+	}
+	if (s->sniff_body && len) {
+		s->sniff_body = false;
+		sniff_type(&s->head, data, len);
+		response__begin(&s->rr, s->req, &s->head, false, false, h->sink, s->req->response_ns);
+	}
+	response__body(&s->rr, data, len, ts);
+	if (end)
+		end_stream(h, s, NULL, ts);
+}
+
+/* ---- control frames ---- */
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static const char *h2_error_name(uint32_t code)
+{
+	static const char *const names[] = {
+		"no_error",	  "protocol_error", "internal_error",	   "flow_control_error",
+		"settings_timeout", "stream_closed",  "frame_size_error",	   "refused_stream",
+		"cancel",	  "compression_error", "connect_error",	   "enhance_your_calm",
+		"inadequate_security", "http_1_1_required",
+	};
+
+	return code < sizeof(names) / sizeof(names[0]) ? names[code] : "unknown";
+}
+
+static void settings(struct h2conn *h, const uint8_t *p, size_t n)
+{
+	/* what this side announces holds for what it receives: the other direction */
+	int other = !h->cur_dir;
+
+	for (size_t i = 0; i + 6 <= n; i += 6) {
+		uint16_t id = (uint16_t)(p[i] << 8 | p[i + 1]);
+		uint32_t v = be32(p + i + 2);
+
+		if (id == H2_SETTINGS_HEADER_TABLE_SIZE)
+			hpack__set_max_table(h->hp[other], v);
+		else if (id == H2_SETTINGS_MAX_FRAME_SIZE)
+			h2_framer__set_max_frame(h->fr[other], v);
+	}
+}
+
+static void on_frame(void *ctx, const struct h2_frame *f, const uint8_t *p, size_t n,
+		     uint64_t ts)
+{
+	struct h2conn *h = ctx;
+	struct h2_stream *s;
+	char why[40];
+
+	switch (f->type) {
+	case H2_SETTINGS:
+		if (!(f->flags & H2_F_ACK) && !f->stream)
+			settings(h, p, n);
+		break;
+	case H2_RST_STREAM:
+		s = find_stream(h, f->stream);
+		if (!s || n < 4)
+			break;
+		h->counts->reset_streams++;
+		snprintf(why, sizeof(why), "rst_stream_%s", h2_error_name(be32(p)));
+		end_stream(h, s, why, ts);
+		break;
+	case H2_GOAWAY:
+		if (n < 8)
+			break;
+		h->counts->goaway++;
+		snprintf(why, sizeof(why), "goaway_%s", h2_error_name(be32(p + 4)));
+		for (size_t i = 0; i < h->nstreams;) {
+			s = h->streams[i];
+			if (s->id > (be32(p) & 0x7fffffffu))
+				end_stream(h, s, why, ts);
+			else
+				i++;
+		}
+		break;
+	default: /* PING, WINDOW_UPDATE, PRIORITY: nothing a request needs */
+		break;
+	}
+}
+
+static const struct h2_callbacks h2_callbacks = {
+	.on_data = on_data,
+	.on_headers = on_headers,
+	.on_frame = on_frame,
+};
+
+/* ---- the connection ---- */
+
+struct h2conn *h2conn__new(struct conn *owner, bool from_preface)
+{
+	struct h2conn *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->owner = owner;
+	h->sink = conn__sink(owner);
+	h->counts = h->sink->h2;
+	h->joined = !from_preface;
+	h->client_dir = -1;
+	for (int d = 0; d < 2; d++) {
+		h->fr[d] = h2_framer__new(&h2_callbacks, h);
+		h->hp[d] = hpack__new(from_preface);
+		if (!h->fr[d] || !h->hp[d]) {
+			h2conn__free(h);
+			return NULL;
+		}
+		/* joined: the peer may have raised the limit before we looked */
+		if (!from_preface)
+			h2_framer__set_max_frame(h->fr[d], H2_LARGEST_MAX_FRAME);
+	}
+	h->counts->connections++;
+	if (h->joined)
+		h->counts->joined++;
+	return h;
+}
+
+void h2conn__free(struct h2conn *h)
+{
+	if (!h)
+		return;
+	while (h->nstreams) {
+		struct h2_stream *s = h->streams[0];
+
+		request__free(s->req);
+		s->req = NULL;
+		free_stream(h, s);
+	}
+	free(h->streams);
+	for (int d = 0; d < 2; d++) {
+		h2_framer__free(h->fr[d]);
+		hpack__free(h->hp[d]);
+	}
+	if (h->streams_seen > h->counts->max_streams_per_conn)
+		h->counts->max_streams_per_conn = h->streams_seen;
+	free(h);
+}
+
+void h2conn__expect_preface(struct h2conn *h, bool is_write)
+{
+	h->preface_left[is_write] = H2_PREFACE_LEN;
+	h->client_dir = is_write;
+}
+
+void h2conn__preface_seen(struct h2conn *h, bool is_write, size_t n)
+{
+	h->preface_left[is_write] = (uint8_t)(H2_PREFACE_LEN - (n < H2_PREFACE_LEN ? n : H2_PREFACE_LEN));
+}
+
+void h2conn__upgraded(struct h2conn *h, struct request *r, bool client_is_write)
+{
+	struct h2_stream *s;
+
+	h2conn__expect_preface(h, client_is_write);
+	if (!r)
+		return;
+	s = add_stream(h, 1, r);
+	if (!s) {
+		conn__end_request(h->owner, r, "no_memory", r->start_ns);
+		return;
+	}
+	h->streams_seen++;
+	h->counts->streams++;
+	r->http_version = 2;
+	r->stream_id = 1;
+	s->req_ended = true; /* the upgrade request was the whole of it */
+}
+
+static void framer_failed(struct h2conn *h, enum h2_error e, uint64_t ts)
+{
+	if (e == H2_ERR_LOST_SYNC) {
+		hpack__lose(h->hp[h->cur_dir]);
+		end_all(h, "capture_loss", ts);
+		return;
+	}
+	h->dead = true;
+	h->counts->frame_errors++;
+	(*h->sink->malformed_streams)++;
+	end_all(h, h2_error__str(e), ts);
+}
+
+void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, uint64_t ts)
+{
+	size_t skip = h->preface_left[is_write] < len ? h->preface_left[is_write] : len;
+	enum h2_error e;
+
+	if (h->dead)
+		return;
+	if (skip) {
+		const char *want = H2_PREFACE + (H2_PREFACE_LEN - h->preface_left[is_write]);
+
+		if (memcmp(data, want, skip)) { /* not HTTP/2 after all (an h2c upgrade gone wrong) */
+			h->dead = true;
+			h->counts->frame_errors++;
+			(*h->sink->malformed_streams)++;
+			end_all(h, "h2_bad_preface", ts);
+			return;
+		}
+		h->preface_left[is_write] -= (uint8_t)skip;
+		if (skip == len)
+			return;
+	}
+	h->cur_dir = is_write;
+	e = h2_framer__feed(h->fr[is_write], data + skip, len - skip, ts);
+	if (e)
+		framer_failed(h, e, ts);
+}
+
+void h2conn__missing(struct h2conn *h, bool is_write, uint64_t n, uint64_t ts)
+{
+	uint32_t id = h2_framer__data_stream(h->fr[is_write]);
+	struct h2_stream *s = id ? find_stream(h, id) : NULL;
+	enum h2_error e;
+
+	if (h->dead)
+		return;
+	if (s && s->req && (int)is_write != h->client_dir) {
+		s->req->lossy = true; /* lost response bytes may have held token events */
+		request__error(s->req, "capture_loss");
+	}
+	h->cur_dir = is_write;
+	e = h2_framer__gap(h->fr[is_write], n, ts);
+	if (e)
+		framer_failed(h, e, ts);
+}
+
+void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason)
+{
+	for (int d = 0; d < 2; d++) {
+		h2_framer__gap(h->fr[d], UINT64_MAX, ts);
+		hpack__lose(h->hp[d]);
+	}
+	end_all(h, reason, ts);
+}
+
+void h2conn__close(struct h2conn *h, uint64_t ts, const char *reason)
+{
+	end_all(h, reason, ts);
+}
+
+size_t h2conn__inflight(const struct h2conn *h)
+{
+	return h->nstreams;
+}
