@@ -191,6 +191,30 @@ static __always_inline bool port_wanted(const struct ts_sock_addr *a)
 
 #define WORD(a, b, c, d) ((__u32)(a) | (__u32)(b) << 8 | (__u32)(c) << 16 | (__u32)(d) << 24)
 
+/* An HTTP/2 connection that began before capture: its first bytes are a frame header (the
+ * first 8 of its 9). Only the frames a joined connection's first call carries, strictly: a
+ * SETTINGS frame on stream 0, a WINDOW_UPDATE, or a whole HEADERS block (END_HEADERS) on a
+ * client stream; userspace checks the frames that follow (proto/h2.c). */
+static __always_inline bool h2_frame_start(__u64 head)
+{
+	__u8 b[8];
+	__u32 len;
+
+	__builtin_memcpy(b, &head, sizeof(b));
+	len = (__u32)b[0] << 16 | (__u32)b[1] << 8 | b[2];
+	if (len > 16384 || (b[5] & 0x80))
+		return false;
+	switch (b[3]) {
+	case 4: /* SETTINGS */
+		return !(b[4] & ~1) && len % 6 == 0 && !b[5] && !b[6] && !b[7];
+	case 8: /* WINDOW_UPDATE */
+		return !b[4] && len == 4;
+	case 1: /* HEADERS */
+		return (b[4] & 0x04) && !(b[4] & ~0x2d) && len > 0;
+	}
+	return false;
+}
+
 /* What the first bytes of a socket (n of them, in head, little-endian) say it carries;
  * PROTO_UNKNOWN while too few to tell. A global function: verified once, on its own. */
 __noinline int classify(__u64 head, __u32 n)
@@ -214,6 +238,8 @@ __noinline int classify(__u64 head, __u32 n)
 	case WORD('P', 'R', 'I', ' '):
 		return PROTO_HTTP;
 	}
+	if (n >= 8 && h2_frame_start(head))
+		return PROTO_HTTP;
 	return PROTO_IGNORED;
 }
 

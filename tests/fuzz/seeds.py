@@ -40,6 +40,12 @@ RESP_GZ = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encod
            b"Content-Length: %d\r\n\r\n")
 
 
+def h2_frame(ftype, flags, stream, payload):
+    """One HTTP/2 frame: 9-byte header, then the payload."""
+    return (len(payload).to_bytes(3, "big") + bytes([ftype, flags]) +
+            stream.to_bytes(4, "big") + payload)
+
+
 def main():
     out = sys.argv[1]
     gz = gzip.compress(SSE)
@@ -57,6 +63,16 @@ def main():
                      pieces([b"\x02" + REQ, b"\x0a" + RESP, b"\x0a" + chunked(SSE),
                              b"\x0e", b"\xfa"])],
         "recording": [],
+        # h2: a request (static-table HEADERS, a JSON body) and its SSE reply, in frames;
+        # each piece: its length, then its direction byte (1 the client's writes)
+        "h2": [b"\x00" + pieces([b"\x01" + h2_frame(4, 0, 0, b""),
+                                  b"\x01" + h2_frame(1, 4, 1, b"\x83\x87\x84\x41\x01h"),
+                                  b"\x01" + h2_frame(0, 1, 1, b'{"model":"m","stream":true}'),
+                                  b"\x00" + h2_frame(1, 4, 1, b"\x88\x5f\x11text/event-stream"),
+                                  b"\x00" + h2_frame(0, 0, 1, SSE[:120]),
+                                  b"\x00" + h2_frame(0, 1, 1, SSE[120:240])]),
+               b"\x01" + pieces([b"\x01" + h2_frame(1, 4, 3, b"\x83\x87\xbe"),
+                                  b"\x00" + h2_frame(3, 0, 3, b"\x00\x00\x00\x08")])],
         "json": [b'{"choices":[{"delta":{"content":"Hi \\u00e9\\ud83d\\ude00"},"index":0}],'
                  b'"usage":{"prompt_tokens":12,"x":-1.5e-3,"ok":true,"n":null}}',
                  b'[{"candidates":[]}, [], {}, "a\\n\\"", 0, -0, 1E+2]'],

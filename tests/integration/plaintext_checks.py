@@ -404,14 +404,16 @@ def run_plaintext_checks(ctx):
 
     check_crashes(check, crashes)
 
-    # phase: h2c: after the 101, nothing is read as HTTP/1.1 at either end
+    # phase: h2c: after the 101 the request goes on as HTTP/2 stream 1, at both ends, and its
+    # reply is read from the HTTP/2 frames (nothing after the 101 is read as HTTP/1.1)
     hyper_addr = f"127.0.0.1:{hyper_port}"
     up = [r for r in records if hyper_addr in (r["local"], r["peer"])]
     check(len(up) == 2 and {r["role"] for r in up} == {"client", "server"} and
-          all(r["status"] == 101 and r["error"] == "switched_to_http2" and not r["complete"]
-              and r["token_events"] == 0 for r in up),
-          f"h2c: one record per end, status 101, switched_to_http2, no tokens read from the "
-          f"HTTP/2 frames ({[(r['role'], r['status'], r['error'], r['token_events']) for r in up]})")
+          all(r["status"] == 200 and r["http_version"] == "2" and r["stream_id"] == 1 and
+              r["complete"] and r["token_events"] == 4 and not r["headers_partial"] and
+              r["path"] == "/v1/chat/completions" for r in up),
+          f"h2c upgrade: one record per end, stream 1 over HTTP/2, 4 tokens read from its "
+          f"frames ({[(r['role'], r['status'], r['error'], r['token_events']) for r in up]})")
 
     # phase: -c matches the process's command name, not its threads' names
     comm_recs = [json.loads(line) for line in open(by_comm.out)]

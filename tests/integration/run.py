@@ -4,7 +4,7 @@ server, traced live by ./tokenscope, checked against the ground truth the fixtur
 then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
 attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
-(llama_checks.py).
+(llama_checks.py), and HTTP/2 and gRPC (h2_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -22,6 +22,7 @@ import time
 
 from attribution_checks import run_attribution_checks
 from gpu_checks import run_gpu_checks
+from h2_checks import run_h2_checks
 from llama_checks import run_llama_checks
 from metrics_checks import run_metrics_checks
 from plaintext_checks import run_plaintext_checks
@@ -203,7 +204,7 @@ def main():
     print(f"integration: with {TOKENSCOPE}", flush=True)
     phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
               "attribution": run_attribution_checks, "metrics": run_metrics_checks,
-              "llama": run_llama_checks}
+              "llama": run_llama_checks, "h2": run_h2_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -218,7 +219,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama]")
+        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -639,6 +640,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: llama.cpp's own steps (node-llama-cpp), against an interposer's and the server's
     run_llama_checks(ctx)
+
+    # phase: HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node; a join
+    run_h2_checks(ctx)
 
 
 if __name__ == "__main__":

@@ -388,7 +388,8 @@ static int inflate_exact(struct hpack *h, const uint8_t *p, size_t n, int final,
 
 		if (rv < 0)
 			return -1;
-		p += rv;
+		if (rv) /* p is NULL for the final call */
+			p += rv;
 		n -= (size_t)rv;
 		if (flags & NGHTTP2_HD_INFLATE_EMIT)
 			emit(h, fn, ctx, (const char *)nv.name, nv.namelen, (const char *)nv.value,

@@ -46,6 +46,8 @@ struct h2conn {
 	size_t nstreams, cap;
 	uint64_t streams_seen;
 	int cur_dir;	      /* the direction being fed, for the framer callbacks */
+	bool spoke[2];	      /* bytes were seen in that direction */
+	bool blocks_seen;     /* a header block was decoded */
 };
 
 /* One header block's fields that matter, copied out of the decoder. */
@@ -316,6 +318,7 @@ static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size
 	struct h2_stream *s;
 	enum hpack_status st = HPACK_ERROR;
 
+	h->blocks_seen = true;
 	if (truncated) {
 		hpack__lose(hp); /* the table followed bytes we did not keep */
 		h->counts->hpack_errors++;
@@ -606,15 +609,39 @@ static void framer_failed(struct h2conn *h, enum h2_error e, uint64_t ts)
 	end_all(h, h2_error__str(e), ts);
 }
 
+/* A server may send its SETTINGS before it reads the client's preface: a connection taken
+ * for joined by its first frames turns out to be seen from its start when the preface is the
+ * first thing the other direction says, before any header block. Decoded exactly from here. */
+static void seen_from_start(struct h2conn *h, bool client_is_write)
+{
+	for (int d = 0; d < 2; d++) {
+		struct hpack *exact = hpack__new(true);
+
+		if (!exact)
+			return; /* stays partial: honest, if less */
+		hpack__free(h->hp[d]);
+		h->hp[d] = exact;
+	}
+	h->joined = false;
+	h->counts->joined--;
+	h2conn__expect_preface(h, client_is_write);
+	conn__set_role(h->owner, client_is_write ? ROLE_CLIENT : ROLE_SERVER);
+}
+
 void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, uint64_t ts)
 {
-	size_t skip = h->preface_left[is_write] < len ? h->preface_left[is_write] : len;
+	size_t skip;
 	enum h2_error e;
 
 	if (h->dead)
 		return;
+	if (h->joined && !h->spoke[is_write] && !h->blocks_seen &&
+	    !memcmp(data, H2_PREFACE, len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN))
+		seen_from_start(h, is_write);
+	h->spoke[is_write] = true;
+	skip = h->preface_left[is_write] < len ? h->preface_left[is_write] : len;
 	if (skip) {
-		const char *want = H2_PREFACE + (H2_PREFACE_LEN - h->preface_left[is_write]);
+		const char *want = &H2_PREFACE[H2_PREFACE_LEN - h->preface_left[is_write]];
 
 		if (memcmp(data, want, skip)) { /* not HTTP/2 after all (an h2c upgrade gone wrong) */
 			h->dead = true;

@@ -1,0 +1,413 @@
+"""HTTP/2 and gRPC with real eBPF probes (imported by run.py; `run.py --only h2` alone).
+
+Real servers, each started here: hypercorn (Debian's python3-hypercorn) serving the FastAPI
+app over TLS (HTTP/2 by ALPN) and over h2c with prior knowledge; nginx with http2 on in front
+of uvicorn (HTTP/1.1 upstream); a Triton-shaped ModelStreamInfer service on python3-grpcio,
+over h2c and TLS. Real clients: curl --http2 and --http2-prior-knowledge, nghttp (Debian's
+nghttp2-client), httpx with http2=True (one connection, and 32 streams at once on one
+connection), node's http2 module, grpcio. Every figure is checked against the servers' own
+clock (their truth files). Then capture joins a keep-alive HTTP/2 connection whose HPACK
+tables were filled before it started: later streams are measured, headers_partial, and no
+header value comes from the wrong table entry (planted values prove it). The recording
+replays to the same records.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import plaintext_checks
+from plaintext_checks import DEBIAN_PYTHON, free_port, start_app, wait_file
+
+TOKEN_WINDOW_MS = 20.0  # how late a token's bytes may leave or arrive after the server made it
+CONCURRENT = 32
+
+NGINX_H2 = """
+worker_processes 1;
+pid {work}/nginx-h2.pid;
+error_log {work}/nginx-h2-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl http2;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def start(cmd, work, name, port_file):
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(work, f"{name}.err"), "w"))
+    return p, wait_file(port_file, p, name)
+
+
+def start_hypercorn(work, name, cert=None, key=None):
+    port_file, truth = os.path.join(work, f"{name}.port"), os.path.join(work, f"{name}.truth")
+    cmd = [DEBIAN_PYTHON, os.path.join(FIXTURES, "fastapi_app.py"), "--port-file", port_file,
+           "--truth", truth, "--server", "hypercorn"]
+    if cert:
+        cmd += ["--cert", cert, "--key", key]
+    p, port = start(cmd, work, name, port_file)
+    return p, port, truth
+
+
+def start_nginx_h2(work, upstream, cert, key):
+    import socket
+    port = free_port()
+    conf = os.path.join(work, "nginx-h2.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_H2.format(work=work, port=port, upstream=upstream, cert=cert, key=key))
+    p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return p, port
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("nginx (http2) did not start")
+
+
+def body_file(work, model):
+    path = os.path.join(work, f"{model}.json")
+    with open(path, "w") as f:
+        json.dump({"model": model, "stream": True,
+                   "messages": [{"role": "user", "content": "PROMPT-CANARY"}]}, f)
+    return path
+
+
+def truths(*paths):
+    t = {}
+    for p in paths:
+        if os.path.exists(p):
+            for line in open(p):
+                d = json.loads(line)
+                t[d["model"]] = d
+    return t
+
+
+FIXTURES = None
+
+
+def run_h2_checks(ctx):
+    global FIXTURES
+    check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
+    root, work = ctx["root"], os.path.join(ctx["work"], "h2")
+    cert, key = ctx["cert"], ctx["key"]
+    FIXTURES = plaintext_checks.FIXTURES = os.path.join(root, "tests", "fixtures")
+    clients = os.path.join(root, "tests", "integration", "clients")
+    grpc_llm = os.path.join(FIXTURES, "grpc", "grpc_llm.py")
+    h2_client = os.path.join(clients, "h2_client.py")
+    os.makedirs(work, exist_ok=True)
+    procs = []
+    try:
+        tls, tls_port, tls_truth = start_hypercorn(work, "hyper-tls", cert, key)
+        plain, plain_port, plain_truth = start_hypercorn(work, "hyper-h2c")
+        uvi, uvi_port, uvi_truth = start_app(work, "asyncio")
+        procs += [tls, plain, uvi]
+        nginx, nginx_port = start_nginx_h2(work, uvi_port, cert, key)
+        procs.append(nginx)
+        gtruth = os.path.join(work, "grpc.truth")
+        g1, g1_port = start([DEBIAN_PYTHON, grpc_llm, "serve", "--port-file",
+                             os.path.join(work, "g1.port"), "--truth", gtruth], work, "grpc-h2c",
+                            os.path.join(work, "g1.port"))
+        g2, g2_port = start([DEBIAN_PYTHON, grpc_llm, "serve", "--port-file",
+                             os.path.join(work, "g2.port"), "--truth", gtruth, "--cert", cert,
+                             "--key", key], work, "grpc-tls", os.path.join(work, "g2.port"))
+        procs += [g1, g2]
+        body_phases(ctx, work, procs, locals())
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def body_phases(ctx, work, procs, s):
+    check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
+    cert = ctx["cert"]
+    tls_port, plain_port, nginx_port = s["tls_port"], s["plain_port"], s["nginx_port"]
+    g1_port, g2_port, h2_client, grpc_llm = s["g1_port"], s["g2_port"], s["h2_client"], s["grpc_llm"]
+    clients = s["clients"]
+    tracer = Tracer(work)
+    expect = []  # (label, model, client comm, truth file, the server traced)
+
+    # phase: curl and nghttp over TLS (ALPN h2) and h2c with prior knowledge, to hypercorn
+    for model, args, url in (
+            ("fx-ttft30-itl6-n6-h2a1", ["--http2", "--cacert", cert],
+             f"https://127.0.0.1:{tls_port}"),
+            ("fx-ttft25-itl5-n5-h2a2", ["--http2-prior-knowledge"],
+             f"http://127.0.0.1:{plain_port}")):
+        check(run(["curl", "-sS", "--fail", "-N", *args, "-H", "Content-Type: application/json",
+                   "-H", "Authorization: Bearer sk-test-SECRET-curl-h2", "-o", "/dev/null",
+                   f"{url}/v1/chat/completions", "-d",
+                   open(body_file(work, model)).read()]), f"curl {args[0]} ran")
+        expect.append((f"curl {args[0]}", model, "curl", s["tls_truth"] if "https" in url
+                       else s["plain_truth"], True))
+    for model, url in (("fx-ttft30-itl5-n6-h2n1", f"https://127.0.0.1:{tls_port}"),
+                       ("fx-ttft20-itl6-n5-h2n2", f"http://127.0.0.1:{plain_port}")):
+        check(run(["nghttp", "-d", body_file(work, model), "-H", "content-type: application/json",
+                   f"{url}/v1/chat/completions"]), f"nghttp {url[:5]} ran")
+        expect.append((f"nghttp {url[:5]}", model, "nghttp", s["tls_truth"] if "https" in url
+                       else s["plain_truth"], True))
+
+    # phase: httpx (http2=True): two streams in turn on one connection, TLS and h2c
+    for ca, port, truth, tag in ((cert, tls_port, s["tls_truth"], "x"),
+                                 ("-", plain_port, s["plain_truth"], "y")):
+        models = [f"fx-ttft25-itl5-n5-h2{tag}1", f"fx-ttft20-itl7-n4-h2{tag}2"]
+        scheme = "https" if ca != "-" else "http"
+        check(run([DEBIAN_PYTHON, h2_client, "stream", f"{scheme}://127.0.0.1:{port}", ca,
+                   *models]), f"httpx http2 ({scheme}) ran")
+        # hypercorn writes the reply of a second stream on an httpx connection in one go at
+        # its end (both ends' records show the same): the schedule cannot be checked there,
+        # only that each token was measured after the server made it
+        for m in models:
+            expect.append((f"httpx http2 {scheme}", m, None, truth, False))
+
+    # phase: node's http2 client (node's own OpenSSL); a node that lives a second first, so
+    # that node's binary is probed before the measured one starts (run.py says why)
+    check(run(["node", "-e", "setTimeout(() => {}, 1000)"]), "warm-up node ran")
+    models = ["fx-ttft30-itl6-n5-h2o1", "fx-ttft25-itl5-n6-h2o2"]
+    check(run(["node", os.path.join(clients, "node_h2.js"), str(tls_port), cert, *models]),
+          "node http2 ran")
+    for m in models:
+        expect.append(("node http2", m, "node", s["tls_truth"], True))
+
+    # phase: nginx with http2 on, TLS, in front of uvicorn (HTTP/1.1 upstream)
+    through = "fx-ttft30-itl6-n6-h2g1"
+    check(run(["curl", "-sS", "--fail", "-N", "--http2", "--cacert", cert, "-H",
+               "Content-Type: application/json", "-o", "/dev/null",
+               f"https://127.0.0.1:{nginx_port}/v1/chat/completions", "-d",
+               open(body_file(work, through)).read()]), "curl --http2 through nginx ran")
+
+    # phase: 32 streams at once on one connection (interleaved DATA frames)
+    conc = "fx-ttft60-itl10-n8-h2c"
+    check(run([DEBIAN_PYTHON, h2_client, "concurrent", f"https://127.0.0.1:{tls_port}", cert,
+               str(CONCURRENT), conc], timeout=180), f"{CONCURRENT} concurrent streams ran")
+
+    # phase: gRPC, h2c and TLS: a stream, an error in the trailers, a cancel, a deadline
+    grpc_cases = []
+    for port, ca, tag in ((g1_port, None, "p"), (g2_port, cert, "t")):
+        for model, extra, status in ((f"fx-ttft30-itl6-n6-gr{tag}1", [], "OK"),
+                                     (f"fx-ttft20-itl5-n3-abort-gr{tag}2", [], "INVALID_ARGUMENT"),
+                                     (f"fx-ttft20-itl40-n10-gr{tag}3", ["--cancel-after", "2"],
+                                      "CANCELLED"),
+                                     (f"fx-ttft20-itl40-n10-gr{tag}4", ["--timeout", "0.25"],
+                                      "DEADLINE_EXCEEDED")):
+            r = subprocess.run([DEBIAN_PYTHON, grpc_llm, "call", str(port), model, *extra] +
+                               (["--ca", ca] if ca else []), capture_output=True, text=True,
+                               timeout=60)
+            got = json.loads(r.stdout) if r.returncode == 0 else {}
+            check(got.get("status") == status, f"grpc {tag} {model}: {status} ({r.stderr[-200:]})")
+            grpc_cases.append((model, status, got.get("tokens"), "tls" if ca else "tcp"))
+
+    rc, out, err = tracer.stop()
+    check(rc == 0, f"tokenscope exited 0 ({err[-300:]})")
+    records = [json.loads(line) for line in open(tracer.out)]
+    check_streams(check, records, expect, out)
+    check_nginx(check, records, through, nginx_port, s["uvi_truth"])
+    check_concurrent(check, records, conc, s["tls_truth"])
+    check_grpc(check, records, grpc_cases, s["gtruth"])
+    blob = out + err + open(tracer.out).read()
+    for secret in ("SECRET", "PROMPT-CANARY"):
+        check(secret not in blob, f"h2: no '{secret}' in any output")
+    rec_bytes = open(tracer.rec, "rb").read()
+    check(b"sk-test-SECRET" not in rec_bytes, "h2: credentials masked in the recording")
+    replay = os.path.join(work, "replay.jsonl")
+    r = subprocess.run([ctx["tokenscope"], "report", tracer.rec, "-q", "-o", replay],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and [json.loads(x) for x in open(replay)] == records,
+          f"h2: the recording replays to the same {len(records)} records ({r.stderr[-200:]})")
+
+    check_join(ctx, work, tls_port, s["tls_truth"], h2_client)
+
+
+def check_measured(check, rec, t, label):
+    """TTFT measured, and the first token no earlier than the server made it."""
+    first = rec["first_token_ns"]
+    check(rec["ttft_ms"] is not None and first is not None and first >= t["token_ns"][0],
+          f"{label}: TTFT measured, the first token after the server made it")
+
+
+def find(records, model, role):
+    return next((r for r in records if r["model"] == model and r["role"] == role), None)
+
+
+def check_timing(check, rec, t, label, server_rec=None):
+    """A server's record against the server's own clock: the first token after the server
+    made it and within the window, TPOT within 2 ms. A client's against the server's record:
+    each token read after the server wrote it (curl, nghttp, node and httpx read their
+    sockets when their loops get to it: that lateness is real client time, not checked)."""
+    first = rec["first_token_ns"]
+    if rec["role"] == "client":
+        if check(first is not None and server_rec is not None and
+                 server_rec["first_token_ns"] is not None,
+                 f"{label}: first token measured at both ends ({rec['error']})"):
+            lag = (first - server_rec["first_token_ns"]) / 1e6
+            check(0 <= lag <= 200, f"{label}: first token read {lag:.3f} ms after the server "
+                  "wrote it")
+        return
+    ok = first is not None and rec["tpot_ms"] is not None
+    if not check(ok, f"{label}: first token and tpot measured ({rec['error']})"):
+        return
+    lag = (first - t["token_ns"][0]) / 1e6
+    check(0 <= lag <= TOKEN_WINDOW_MS, f"{label}: first token {lag:.3f} ms after the server "
+          "made it")
+    tn = t["token_ns"]
+    tpot = (tn[-1] - tn[0]) / (len(tn) - 1) / 1e6
+    check(abs(rec["tpot_ms"] - tpot) <= 2.0, f"{label}: tpot {rec['tpot_ms']} near {tpot:.3f}")
+
+
+def check_streams(check, records, expect, out):
+    for label, model, comm, truth_path, traced_server in expect:
+        t = truths(truth_path).get(model)
+        if not check(t is not None, f"{label}: served ({model})"):
+            continue
+        for role in ("client", "server"):
+            r = find(records, model, role)
+            if not check(r is not None, f"{label} [{role}]: a record"):
+                continue
+            check(r["http_version"] == "2" and r["stream_id"] and r["stream_id"] % 2 == 1 and
+                  not r["headers_partial"], f"{label} [{role}]: HTTP/2 stream "
+                  f"{r['stream_id']}, headers whole")
+            check(r["complete"] and r["api"] == "openai.chat" and r["status"] == 200 and
+                  r["path"] == "/v1/chat/completions",
+                  f"{label} [{role}]: complete openai.chat 200 ({r['error']}, {r['path']})")
+            check(r["token_events"] == t["events"] and r["output_tokens"] == t["output_tokens"],
+                  f"{label} [{role}]: {r['token_events']} token events == {t['events']}")
+            if role == "client" and comm:
+                check(r["comm"] == comm, f"{label}: comm {r['comm']} == {comm}")
+            if traced_server:
+                check_timing(check, r, t, f"{label} [{role}]", find(records, model, "server"))
+            else:
+                check_measured(check, r, t, f"{label} [{role}]")
+    check("http/2: connections=" in out and "frame_errors=0 hpack_errors=0" in out,
+          "h2: the summary's http/2 line, no framing or HPACK errors")
+
+
+def check_nginx(check, records, model, nginx_port, uvi_truth):
+    t = truths(uvi_truth).get(model)
+    recs = [r for r in records if r["model"] == model]
+    h2 = [r for r in recs if r["http_version"] == "2"]
+    h1 = [r for r in recs if r["http_version"] == "1.1"]
+    check(len(h2) == 2 and {r["role"] for r in h2} == {"client", "server"} and
+          all(r["complete"] and f"127.0.0.1:{nginx_port}" in (r["local"], r["peer"])
+              for r in h2), f"nginx http2: curl's and nginx's HTTP/2 records ({len(h2)})")
+    check(len(h1) == 2 and all(r["complete"] for r in h1),
+          f"nginx http2: its HTTP/1.1 upstream, both ends ({len(h1)})")
+    if t:
+        for r in recs:
+            check(r["token_events"] == t["events"], f"nginx http2: {r['role']} "
+                  f"{r['http_version']}: {r['token_events']} tokens == {t['events']}")
+
+
+def check_concurrent(check, records, prefix, truth_path):
+    t = truths(truth_path)
+    for role in ("client", "server"):
+        recs = [r for r in records if r["role"] == role and r["model"] and
+                r["model"].startswith(prefix)]
+        conns = {(r["pid"], r["local"], r["peer"]) for r in recs}
+        check(len(recs) == CONCURRENT + 1 and len(conns) == 1 and
+              len({r["stream_id"] for r in recs}) == CONCURRENT + 1,
+              f"concurrent [{role}]: {CONCURRENT + 1} streams, one connection, each its own "
+              f"record ({len(recs)} records, {len(conns)} connections)")
+        for r in recs:
+            if t.get(r["model"]):
+                check(r["complete"] and r["token_events"] == t[r["model"]]["events"],
+                      f"concurrent [{role}] {r['model']}: complete, every token")
+                check_timing(check, r, t[r["model"]], f"concurrent [{role}] {r['model']}",
+                             find(records, r["model"], "server"))
+
+
+def check_grpc(check, records, cases, truth_path):
+    t = truths(truth_path)
+    errors = {"OK": None, "INVALID_ARGUMENT": "grpc_invalid_argument: bad sampling parameters",
+              "CANCELLED": "rst_stream_cancel", "DEADLINE_EXCEEDED": None}
+    for model, status, tokens, transport in cases:
+        for role in ("client", "server"):
+            r = find(records, model, role)
+            label = f"grpc {transport} {status} [{role}]"
+            if not check(r is not None, f"{label}: a record ({model})"):
+                continue
+            check(r["api"] == "triton" and r["transport"] == transport and
+                  r["path"] == "/inference.GRPCInferenceService/ModelStreamInfer" and
+                  r["http_version"] == "2", f"{label}: triton over HTTP/2 ({r['api']}, "
+                  f"{r['path']})")
+            want = errors[status]
+            if status == "DEADLINE_EXCEEDED":
+                check(not r["complete"] or r["error"].startswith("grpc_deadline_exceeded") or
+                      r["error"].startswith("grpc_cancelled"),
+                      f"{label}: the deadline ends it with an error ({r['error']})")
+            else:
+                check(r["error"] == want or (status == "CANCELLED" and
+                                             r["error"].startswith("rst_stream")),
+                      f"{label}: error {r['error']!r} == {want!r}")
+            if status == "OK":
+                check(r["complete"] and r["grpc_status"] == 0 and
+                      r["token_events"] == t[model]["events"] and r["response_model"] == "ensemble",
+                      f"{label}: complete, grpc-status 0, every token ({r['token_events']})")
+                check_timing(check, r, t[model], label, find(records, model, "server"))
+            if status == "INVALID_ARGUMENT":
+                check(r["grpc_status"] == 3 and r["token_events"] == t[model]["events"],
+                      f"{label}: grpc-status 3 after its tokens")
+            if status == "CANCELLED":
+                check(not r["complete"] and r["token_events"] >= tokens,
+                      f"{label}: incomplete, the tokens before the cancel counted")
+
+
+def check_join(ctx, work, port, truth_path, h2_client):
+    """Capture joins a keep-alive HTTP/2 connection whose tables hold planted values."""
+    check, Tracer = ctx["check"], ctx["Tracer"]
+    join_dir = os.path.join(work, "join")
+    c = subprocess.Popen([DEBIAN_PYTHON, h2_client, "join", f"https://127.0.0.1:{port}",
+                          ctx["cert"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if not check(c.stdout.readline().strip() == "READY", "join: the client filled its tables"):
+        c.kill()
+        return
+    tracer = Tracer(join_dir)
+    c.stdin.write("go\n")
+    c.stdin.flush()
+    made = [json.loads(line) for line in c.stdout]
+    check(c.wait(timeout=60) == 0 and len(made) == 4, "join: the client made 4 more requests")
+    rc, out, err = tracer.stop()
+    records = [json.loads(line) for line in open(tracer.out)]
+    t = truths(truth_path)
+    check(not any(r["model"] and "jpre" in r["model"] for r in records),
+          "join: nothing of the requests before capture")
+    for m in made:
+        for role in ("client", "server"):
+            r = find(records, m["model"], role)
+            label = f"join {m['path'].split('/')[2]} [{role}]"
+            if not check(r is not None, f"{label}: a record"):
+                continue
+            check(r["http_version"] == "2" and r["headers_partial"],
+                  f"{label}: HTTP/2, headers_partial")
+            # a path is its own or unknown: never the planted one on a fresh request, or the
+            # fresh one on a planted request
+            check(r["path"] in (None, m["path"]), f"{label}: path {r['path']!r} is "
+                  f"{m['path']!r} or unknown")
+            check(r["complete"] and r["api"] == "openai.chat" and
+                  r["token_events"] == t[m["model"]]["events"],
+                  f"{label}: complete, every token, the dialect from the payload "
+                  f"({r['error']}, {r['api']})")
+            check_measured(check, r, t[m["model"]], label)
+    blob = open(tracer.out).read()
+    check("PLANTED-OLD-VALUE" not in blob and "FRESH-NEW-VALUE" not in blob,
+          "join: no header value in any record")
+    check("joined=" in out and "joined=0" not in out, "join: the summary counts a joined "
+          "connection")
