@@ -15,40 +15,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import plaintext_checks
-from plaintext_checks import DEBIAN_PYTHON, free_port, start_app, wait_file
+from plaintext_checks import DEBIAN_PYTHON, start_app, start_nginx, wait_file
 
 TOKEN_WINDOW_MS = 20.0  # how late a token's bytes may leave or arrive after the server made it
 CONCURRENT = 32
-
-NGINX_H2 = """
-worker_processes 1;
-pid {work}/nginx-h2.pid;
-error_log {work}/nginx-h2-error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {work}/body;
-    proxy_temp_path {work}/proxy;
-    fastcgi_temp_path {work}/fastcgi;
-    uwsgi_temp_path {work}/uwsgi;
-    scgi_temp_path {work}/scgi;
-    server {{
-        listen 127.0.0.1:{port} ssl http2;
-        ssl_certificate {cert};
-        ssl_certificate_key {key};
-        location / {{
-            proxy_pass http://127.0.0.1:{upstream};
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }}
-    }}
-}}
-"""
-
 
 def start(cmd, work, name, port_file):
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
@@ -64,24 +36,6 @@ def start_hypercorn(work, name, cert=None, key=None):
         cmd += ["--cert", cert, "--key", key]
     p, port = start(cmd, work, name, port_file)
     return p, port, truth
-
-
-def start_nginx_h2(work, upstream, cert, key):
-    import socket
-    port = free_port()
-    conf = os.path.join(work, "nginx-h2.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_H2.format(work=work, port=port, upstream=upstream, cert=cert, key=key))
-    p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return p, port
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("nginx (http2) did not start")
 
 
 def body_file(work, model):
@@ -121,7 +75,7 @@ def run_h2_checks(ctx):
         plain, plain_port, plain_truth = start_hypercorn(work, "hyper-h2c")
         uvi, uvi_port, uvi_truth = start_app(work, "asyncio")
         procs += [tls, plain, uvi]
-        nginx, nginx_port = start_nginx_h2(work, uvi_port, cert, key)
+        nginx, nginx_port = start_nginx(work, uvi_port, cert, key, http2=True)
         procs.append(nginx)
         gtruth = os.path.join(work, "grpc.truth")
         g1, g1_port = start([DEBIAN_PYTHON, grpc_llm, "serve", "--port-file",
@@ -131,14 +85,20 @@ def run_h2_checks(ctx):
                              os.path.join(work, "g2.port"), "--truth", gtruth, "--cert", cert,
                              "--key", key], work, "grpc-tls", os.path.join(work, "g2.port"))
         procs += [g1, g2]
-        body_phases(ctx, work, procs, locals())
+        body_phases(ctx, work, {
+            "tls_port": tls_port, "tls_truth": tls_truth, "plain_port": plain_port,
+            "plain_truth": plain_truth, "uvi_truth": uvi_truth, "nginx_port": nginx_port,
+            "g1_port": g1_port, "g2_port": g2_port, "gtruth": gtruth, "h2_client": h2_client,
+            "grpc_llm": grpc_llm, "clients": clients})
     finally:
         for p in procs:
             p.kill()
             p.wait()
 
 
-def body_phases(ctx, work, procs, s):
+def body_phases(ctx, work, s):
+    """The clients, one tracer for all of them, then the checks; s: the servers' ports and
+    truth files, the client scripts."""
     check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
     cert = ctx["cert"]
     tls_port, plain_port, nginx_port = s["tls_port"], s["plain_port"], s["nginx_port"]

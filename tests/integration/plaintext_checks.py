@@ -85,11 +85,13 @@ def start_app(work, loop, server="uvicorn"):
     return p, wait_file(port_file, p, f"uvicorn ({loop})"), truth
 
 
-def start_nginx(work, upstream, cert, key):
+def start_nginx(work, upstream, cert, key, http2=False):
+    """nginx terminating TLS in front of upstream (HTTP/2 to clients with http2)."""
     port = free_port()
     conf = os.path.join(work, "nginx.conf")
+    text = NGINX_CONF.format(work=work, port=port, upstream=upstream, cert=cert, key=key)
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(work=work, port=port, upstream=upstream, cert=cert, key=key))
+        f.write(text.replace(" ssl;", " ssl http2;") if http2 else text)
     p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
                          stdout=subprocess.DEVNULL,
                          stderr=open(os.path.join(work, "nginx.stderr"), "w"))

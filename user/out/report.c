@@ -589,6 +589,25 @@ static void print_engine(void *ctx, const struct attrib_engine_stats *e)
 		e->chunked ? " chunked_prefill" : "");
 }
 
+/* The summary's http/2: line, when any HTTP/2 connection was seen. */
+static void summary_http2(FILE *out, const struct health *h)
+{
+	if (!h->h2.connections)
+		return;
+	fprintf(out, "http/2: connections=%llu joined=%llu streams=%llu max_per_connection=%llu "
+		     "max_concurrent=%llu headers_partial=%llu unseen_start=%llu untracked=%llu "
+		     "reset=%llu goaway=%llu frame_errors=%llu hpack_errors=%llu\n",
+		(unsigned long long)h->h2.connections, (unsigned long long)h->h2.joined,
+		(unsigned long long)h->h2.streams,
+		(unsigned long long)h->h2.max_streams_per_conn,
+		(unsigned long long)h->h2.max_concurrent,
+		(unsigned long long)h->h2.headers_partial,
+		(unsigned long long)h->h2.streams_unseen_start,
+		(unsigned long long)h->h2.streams_untracked,
+		(unsigned long long)h->h2.reset_streams, (unsigned long long)h->h2.goaway,
+		(unsigned long long)h->h2.frame_errors, (unsigned long long)h->h2.hpack_errors);
+}
+
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
@@ -655,19 +674,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
 		(unsigned long long)h->decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
-	if (h->h2.connections)
-		fprintf(out, "http/2: connections=%llu joined=%llu streams=%llu max_per_connection=%llu "
-			     "max_concurrent=%llu headers_partial=%llu unseen_start=%llu untracked=%llu "
-			     "reset=%llu goaway=%llu frame_errors=%llu hpack_errors=%llu\n",
-			(unsigned long long)h->h2.connections, (unsigned long long)h->h2.joined,
-			(unsigned long long)h->h2.streams,
-			(unsigned long long)h->h2.max_streams_per_conn,
-			(unsigned long long)h->h2.max_concurrent,
-			(unsigned long long)h->h2.headers_partial,
-			(unsigned long long)h->h2.streams_unseen_start,
-			(unsigned long long)h->h2.streams_untracked,
-			(unsigned long long)h->h2.reset_streams, (unsigned long long)h->h2.goaway,
-			(unsigned long long)h->h2.frame_errors, (unsigned long long)h->h2.hpack_errors);
+	summary_http2(out, h);
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
 		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "
