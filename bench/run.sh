@@ -185,6 +185,52 @@ awk -v ev="$events" -v by="$bytes" -v tok="$tokens" -v us="$(median <"$work/repl
 	printf "  peak RSS of a replay: %d KiB\n", rss
 }'
 
+# HTTP/2 against HTTP/1.1 in the pipeline: the same 400 streamed requests of 100 token events
+# to hypercorn over TLS, recorded once over each protocol (httpx: 8 streams on one HTTP/2
+# connection, or 8 HTTP/1.1 connections), both ends traced; the two recordings replayed
+# alternately, 10 rounds. Token events/s of each, and HTTP/2's over HTTP/1.1's per round.
+rm -f "$work/h2.port"
+/usr/bin/python3 tests/fixtures/fastapi_app.py --server hypercorn --cert "$cert" --key "$key" \
+	--port-file "$work/h2.port" --truth /dev/null >/dev/null 2>&1 &
+server=$!
+while [ ! -s "$work/h2.port" ]; do sleep 0.1; done
+for proto in h1 h2; do
+	start_tracer -c python3 -r "$work/$proto.rec"
+	/usr/bin/python3 bench/h2_load.py "$proto" "https://127.0.0.1:$(cat "$work/h2.port")" \
+		"$cert" 400 8 100
+	stop_tracer
+	./tokenscope report "$work/$proto.rec" -q -o "$work/$proto.jsonl" >/dev/null
+done
+kill "$server"
+wait "$server" 2>/dev/null || true
+server=
+: >"$work/h1_ms"
+: >"$work/h2_ms"
+for i in $(seq 10); do
+	for proto in h1 h2; do
+		t0=$(date +%s%N)
+		./tokenscope report "$work/$proto.rec" -q >/dev/null
+		t1=$(date +%s%N)
+		echo $(((t1 - t0) / 1000)) >>"$work/${proto}_ms"
+	done
+done
+for proto in h1 h2; do
+	python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; print(len(r), sum(x["token_events"] or 0 for x in r))' "$work/$proto.jsonl" >"$work/$proto.count"
+done
+read -r n1 e1 <"$work/h1.count"
+read -r n2 e2 <"$work/h2.count"
+# per round: HTTP/2's token events/s over HTTP/1.1's, from the two replays of that round
+paste "$work/h1_ms" "$work/h2_ms" | awk -v e1="$e1" -v e2="$e2" '{ print (e2 / $2) / (e1 / $1) }' |
+	sort -n >"$work/h2_ratio"
+awk -v n1="$n1" -v e1="$e1" -v n2="$n2" -v e2="$e2" -v m1="$(median <"$work/h1_ms")" \
+	-v m2="$(median <"$work/h2_ms")" -v lo="$(head -n 1 "$work/h2_ratio")" \
+	-v hi="$(tail -n 1 "$work/h2_ratio")" 'BEGIN {
+	printf "  HTTP/1.1 and HTTP/2 replays of the same load (median of 10, alternated, process start included):\n"
+	printf "    HTTP/1.1: %d requests, %d token events in %.0f ms: %.0f token events/s\n", n1, e1, m1 / 1e3, e1 / (m1 / 1e6)
+	printf "    HTTP/2:   %d requests, %d token events in %.0f ms: %.0f token events/s\n", n2, e2, m2 / 1e3, e2 / (m2 / 1e6)
+	printf "    HTTP/2 over HTTP/1.1 in token events/s: %.2fx (per round %.2f-%.2fx)\n", (e2 / m2) / (e1 / m1), lo, hi
+}'
+
 # Memory per open stream: 10 000 streamed requests left open, each seen from both ends
 # (20 000 connections), replayed; against one.
 python3 bench/open_streams.py 1 "$work/open1.rec"

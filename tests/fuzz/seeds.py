@@ -77,7 +77,8 @@ def main():
                  b'"usage":{"prompt_tokens":12,"x":-1.5e-3,"ok":true,"n":null}}',
                  b'[{"candidates":[]}, [], {}, "a\\n\\"", 0, -0, 1E+2]'],
     }
-    for rec in ("tcp/capture.tsrec.gz", "vgpu/capture.tsrec.gz", "tls-clients/capture.tsrec.gz"):
+    for rec in ("tcp/capture.tsrec.gz", "vgpu/capture.tsrec.gz", "tls-clients/capture.tsrec.gz",
+                "h2/capture.tsrec.gz"):
         data = gzip.decompress(open(os.path.join(ROOT, "tests", "fixtures", rec), "rb").read())
         seeds["recording"].append(data[:65536])
     for name, items in seeds.items():

@@ -15,6 +15,7 @@
 #   vgpu/capture       the simulated engine on the stand-in libcuda (tests/gpu)
 #   llama/capture      llama.cpp (node-llama-cpp) serving 16 streams: its own steps, and the
 #                      split from the sequences they carried
+#   h2/capture         HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node
 set -u
 cd "$(dirname "$0")/../.."
 TOKENSCOPE=${TOKENSCOPE:-./tokenscope}

@@ -85,6 +85,22 @@ static void data(struct h2b *b, uint32_t stream, uint8_t flags, const char *s)
 	frame(b, H2_DATA, flags, stream, s, strlen(s));
 }
 
+/* The client's and the server's HPACK encoders (4096-byte tables, as the default SETTINGS). */
+static void encoders_new(nghttp2_hd_deflater **client, nghttp2_hd_deflater **server)
+{
+	assert_int_equal(nghttp2_hd_deflate_new(client, 4096), 0);
+	assert_int_equal(nghttp2_hd_deflate_new(server, 4096), 0);
+}
+
+static void conversation_free(struct script *sc, struct h2b *b, nghttp2_hd_deflater *client,
+			      nghttp2_hd_deflater *server)
+{
+	script__free(sc);
+	free(b->p);
+	nghttp2_hd_deflate_del(client);
+	nghttp2_hd_deflate_del(server);
+}
+
 /* One segment of the script from what b holds, b emptied. */
 static void flush(struct script *sc, struct h2b *b, bool write, uint64_t ts)
 {
@@ -138,8 +154,7 @@ static void test_h2_stream_exact(void **state)
 	size_t nreq;
 	char *out;
 
-	nghttp2_hd_deflate_new(&cdef, 4096);
-	nghttp2_hd_deflate_new(&sdef, 4096);
+	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
 	headers(&b, cdef, 1, 0, chat_req);
 	data(&b, 1, H2_F_END_STREAM, body);
@@ -180,10 +195,7 @@ static void test_h2_stream_exact(void **state)
 		}
 		run__free(&r);
 	}
-	script__free(&sc);
-	free(b.p);
-	nghttp2_hd_deflate_del(cdef);
-	nghttp2_hd_deflate_del(sdef);
+	conversation_free(&sc, &b, cdef, sdef);
 }
 
 /* 32 streams at once on one connection, their DATA frames interleaved: each stream's own
@@ -196,8 +208,7 @@ static void test_h2_concurrent_streams(void **state)
 	struct h2b b = { 0 };
 	struct run r;
 
-	nghttp2_hd_deflate_new(&cdef, 4096);
-	nghttp2_hd_deflate_new(&sdef, 4096);
+	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
 	for (int s = 0; s < N; s++) {
 		char model[64];
@@ -240,10 +251,7 @@ static void test_h2_concurrent_streams(void **state)
 	assert_int_equal(pipeline__health(r.pl)->h2.max_concurrent, N);
 	assert_int_equal(pipeline__health(r.pl)->h2.max_streams_per_conn, N);
 	run__free(&r);
-	script__free(&sc);
-	free(b.p);
-	nghttp2_hd_deflate_del(cdef);
-	nghttp2_hd_deflate_del(sdef);
+	conversation_free(&sc, &b, cdef, sdef);
 }
 
 /*
@@ -391,8 +399,7 @@ static void test_h2_reset_and_goaway(void **state)
 	struct h2b b = { 0 };
 	struct run r;
 
-	nghttp2_hd_deflate_new(&cdef, 4096);
-	nghttp2_hd_deflate_new(&sdef, 4096);
+	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
 	headers(&b, cdef, 1, 0, chat_req);
 	data(&b, 1, H2_F_END_STREAM, body);
@@ -418,10 +425,7 @@ static void test_h2_reset_and_goaway(void **state)
 	assert_int_equal(json_bool(r.json[1], "complete"), 0);
 	assert_int_equal(pipeline__health(r.pl)->h2.reset_streams, 1);
 	run__free(&r);
-	script__free(&sc);
-	free(b.p);
-	nghttp2_hd_deflate_del(cdef);
-	nghttp2_hd_deflate_del(sdef);
+	conversation_free(&sc, &b, cdef, sdef);
 }
 
 /* ---- gRPC ---- */
@@ -507,8 +511,7 @@ static void test_grpc_triton_stream(void **state)
 	size_t n, ni;
 	struct run r;
 
-	nghttp2_hd_deflate_new(&cdef, 4096);
-	nghttp2_hd_deflate_new(&sdef, 4096);
+	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
 	ni = pb_len(infer, 1, "ensemble", 8);
 	headers(&b, cdef, 1, 0, req);
@@ -551,10 +554,7 @@ static void test_grpc_triton_stream(void **state)
 			    "grpc_deadline_exceeded: Deadline Exceeded");
 	assert_float_equal(json_num(r.json[1], "grpc_status"), 4, 0);
 	run__free(&r);
-	script__free(&sc);
-	free(b.p);
-	nghttp2_hd_deflate_del(cdef);
-	nghttp2_hd_deflate_del(sdef);
+	conversation_free(&sc, &b, cdef, sdef);
 }
 
 /* What the message reader handed on. */
@@ -623,15 +623,15 @@ static void test_grpc_compressed_message(void **state)
 static void test_h2_frame_too_large(void **state)
 {
 	nghttp2_hd_deflater *cdef, *sdef;
+	static const char reply[] =
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 46\r\n\r\n"
+		"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
 	static uint8_t big[20000];
 	struct script sc = { 0 };
 	struct h2b b = { 0 };
-	size_t nreq;
-	char *out;
 	struct run r;
 
-	nghttp2_hd_deflate_new(&cdef, 4096);
-	nghttp2_hd_deflate_new(&sdef, 4096);
+	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
 	headers(&b, cdef, 1, 0, chat_req);
 	data(&b, 1, H2_F_END_STREAM, body);
@@ -644,9 +644,7 @@ static void test_h2_frame_too_large(void **state)
 	r.ssl = 0x77; /* a second connection, HTTP/1.1, beside it */
 	run__data(&r, true, T0, "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
 		  58);
-	out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 46\r\n\r\n"
-	      "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
-	run__data(&r, false, T0 + 7 * MS, out, strlen(out));
+	run__data(&r, false, T0 + 7 * MS, reply, sizeof(reply) - 1);
 	run__finish(&r, T0 + 999 * MS);
 	assert_int_equal(r.n, 2);
 	assert_string_equal(json_str(r.json[0], "error"), "h2_frame_too_large");
@@ -654,11 +652,7 @@ static void test_h2_frame_too_large(void **state)
 	assert_float_equal(json_num(r.json[1], "ttft_ms"), 7, 1e-9);
 	assert_int_equal(pipeline__health(r.pl)->h2.frame_errors, 1);
 	run__free(&r);
-	(void)nreq;
-	script__free(&sc);
-	free(b.p);
-	nghttp2_hd_deflate_del(cdef);
-	nghttp2_hd_deflate_del(sdef);
+	conversation_free(&sc, &b, cdef, sdef);
 }
 
 /*

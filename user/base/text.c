@@ -4,6 +4,17 @@
 
 #include "base/text.h"
 
+int text__hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 const char *text__safe(char *out, size_t n, const char *s)
 {
 	size_t o = 0;

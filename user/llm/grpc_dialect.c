@@ -183,17 +183,6 @@ static const char *const code_names[] = {
 	"unauthenticated",
 };
 
-static int hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void grpc_dialect__status(struct request *r, const char *status, size_t slen, const char *msg,
 			  size_t mlen)
 {
@@ -215,8 +204,8 @@ void grpc_dialect__status(struct request *r, const char *status, size_t slen, co
 		return;
 	/* grpc-message is percent-encoded UTF-8 (gRPC's HTTP/2 protocol document) */
 	for (i = 0; i < mlen && o + 1 < sizeof(text); i++) {
-		if (msg[i] == '%' && i + 2 < mlen && hex(msg[i + 1]) >= 0 && hex(msg[i + 2]) >= 0) {
-			text[o++] = (char)(hex(msg[i + 1]) << 4 | hex(msg[i + 2]));
+		if (msg[i] == '%' && i + 2 < mlen && text__hex_digit(msg[i + 1]) >= 0 && text__hex_digit(msg[i + 2]) >= 0) {
+			text[o++] = (char)(text__hex_digit(msg[i + 1]) << 4 | text__hex_digit(msg[i + 2]));
 			i += 2;
 		} else {
 			text[o++] = msg[i];

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/buf.h"
+#include "base/text.h"
 #include "llm/json.h"
 
 #define JSON_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
@@ -42,24 +43,13 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The 4 hex digits at p (p + 4 <= end checked by the caller), or -1. */
 static long hex4(const char *p)
 {
 	long v = 0;
 
 	for (int i = 0; i < 4; i++) {
-		int h = hex_value(p[i]);
+		int h = text__hex_digit(p[i]);
 
 		if (h < 0)
 			return -1;

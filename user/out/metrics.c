@@ -338,6 +338,14 @@ struct req_labels {
 	const char *v[MAX_LABELS];
 };
 
+/* The part of an error that names its type: all of it, but for a gRPC error's message. */
+static size_t error_type_len(const char *error)
+{
+	const char *msg = strstr(error, ": ");
+
+	return msg ? (size_t)(msg - error) : strlen(error);
+}
+
 static void genai_labels(struct req_labels *l, const struct request *r,
 			 const struct request_metrics *rm)
 {
@@ -349,10 +357,7 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 		snprintf(l->error, sizeof(l->error), "%d", r->status);
 	else if (r->error[0])
 		/* a gRPC error's message (after ": ") stays out of a label: one series per code */
-		snprintf(l->error, sizeof(l->error), "%.*s",
-			 (int)(strstr(r->error, ": ") ? strstr(r->error, ": ") - r->error
-						      : (ptrdiff_t)strlen(r->error)),
-			 r->error);
+		snprintf(l->error, sizeof(l->error), "%.*s", (int)error_type_len(r->error), r->error);
 	else if (!rm->complete)
 		snprintf(l->error, sizeof(l->error), "incomplete");
 	else

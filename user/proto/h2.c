@@ -194,7 +194,7 @@ static void block_add(struct h2_framer *f, const uint8_t *p, size_t n)
 }
 
 /* The frame's payload is all read. */
-static enum h2_error end_frame(struct h2_framer *f, uint64_t ts)
+static void end_frame(struct h2_framer *f, uint64_t ts)
 {
 	struct h2_frame *c = &f->cur;
 
@@ -221,7 +221,6 @@ static enum h2_error end_frame(struct h2_framer *f, uint64_t ts)
 	default:
 		f->cb->on_frame(f->ctx, c, f->ctl, f->nctl, ts);
 	}
-	return f->st == S_DEAD ? f->err : H2_OK;
 }
 
 /* Payload bytes: the prefix (pad length first), the content, the padding. Returns bytes used. */
@@ -271,7 +270,7 @@ static size_t payload(struct h2_framer *f, const uint8_t *d, size_t n, uint64_t 
 		used += k;
 	}
 	if (f->off == c->len && f->st == S_PAYLOAD)
-		*e = end_frame(f, ts);
+		end_frame(f, ts);
 	return used;
 }
 
@@ -304,7 +303,7 @@ enum h2_error h2_framer__feed(struct h2_framer *f, uint8_t *data, size_t len, ui
 			if (f->nhdr == H2_FRAME_HEADER_LEN) {
 				e = begin_frame(f, ts);
 				if (!e && f->cur.len == 0)
-					e = end_frame(f, ts);
+					end_frame(f, ts);
 			}
 			break;
 		}
@@ -329,7 +328,7 @@ enum h2_error h2_framer__gap(struct h2_framer *f, uint64_t n, uint64_t ts)
 	    n <= (uint64_t)(c->len - f->off)) {
 		f->off += (uint32_t)n;
 		if (f->off == c->len)
-			return end_frame(f, ts);
+			end_frame(f, ts);
 		return H2_OK;
 	}
 	f->st = S_RESYNC;

@@ -28,7 +28,8 @@ struct hpack {
 	struct entry *ent;	      /* partial mode: newest first */
 	size_t nent, cap, ent_bytes;
 	struct buf tmp;		      /* a string wrapped for the scratch inflater */
-	struct buf strs;	      /* decoded strings of the current representation */
+	struct buf name;	      /* the current representation's literal name, decoded */
+	struct buf strs;	      /* its value, and what masking decodes */
 	size_t emitted;		      /* decoded bytes handed on in this block */
 	bool unknown;		      /* this block had a field that could not be resolved */
 };
@@ -81,6 +82,7 @@ void hpack__free(struct hpack *h)
 	entries_clear(h);
 	free(h->ent);
 	buf__free(&h->tmp);
+	buf__free(&h->name);
 	buf__free(&h->strs);
 	free(h);
 }
@@ -178,13 +180,13 @@ static bool parse_rep(uint8_t *p, size_t len, struct rep *r)
 	return true;
 }
 
-/* Decode a string (Huffman or not) into h->strs; its offset there, or -1 when malformed.
+/* Decode a string (Huffman or not) onto out; its offset there, or -1 when malformed.
  * Huffman strings go through the scratch inflater as a literal without indexing, which
  * leaves its table as it was. */
-static long decode_string(struct hpack *h, const uint8_t *s, size_t n)
+static long decode_string(struct hpack *h, struct buf *out, const uint8_t *s, size_t n)
 {
 	static const uint8_t wrap[] = { 0x00, 0x01, 'x' };
-	size_t off = h->strs.len, k;
+	size_t off = out->len, k;
 	uint32_t len;
 	nghttp2_nv nv;
 	int flags = 0;
@@ -192,7 +194,7 @@ static long decode_string(struct hpack *h, const uint8_t *s, size_t n)
 
 	k = parse_int(s, n, 7, &len);
 	if (!(s[0] & 0x80)) {
-		if (buf__add(&h->strs, s + k, len, SIZE_MAX))
+		if (buf__add(out, s + k, len, SIZE_MAX))
 			return -1;
 		return (long)off;
 	}
@@ -201,7 +203,7 @@ static long decode_string(struct hpack *h, const uint8_t *s, size_t n)
 		return -1;
 	rv = nghttp2_hd_inflate_hd2(h->scratch, &nv, &flags, (uint8_t *)h->tmp.p, h->tmp.len, 1);
 	if (rv < 0 || !(flags & NGHTTP2_HD_INFLATE_EMIT) ||
-	    buf__add(&h->strs, nv.value, nv.valuelen, SIZE_MAX)) {
+	    buf__add(out, nv.value, nv.valuelen, SIZE_MAX)) {
 		/* a failed inflater cannot be reused: a fresh one */
 		nghttp2_hd_inflate_del(h->scratch);
 		h->scratch = NULL;
@@ -255,7 +257,7 @@ static long huffman_prefix_len(struct hpack *h, const uint8_t *v, size_t bits)
 	memcpy(w + hn, v, nbytes);
 	if (bits % 8)
 		w[hn + nbytes - 1] |= (uint8_t)(0xff >> (bits % 8));
-	off = decode_string(h, w, hn + nbytes);
+	off = decode_string(h, &h->strs, w, hn + nbytes);
 	if (off >= 0)
 		n = (long)(h->strs.len - (size_t)off);
 	h->strs.len = start; /* the probe's text is not kept */
@@ -297,7 +299,8 @@ static void mask_huffman_query(struct hpack *h, uint8_t *s, size_t n, size_t kee
 	}
 }
 
-/* The name a representation refers to, before it is decoded; NULL when unknown. */
+/* The name a literal representation refers to, before it is decoded (a literal name into
+ * h->name, where decoding the value cannot move it); NULL when unknown. */
 static const char *name_of(struct hpack *h, const struct rep *r, size_t *nlen)
 {
 	const nghttp2_nv *nv;
@@ -306,11 +309,12 @@ static const char *name_of(struct hpack *h, const struct rep *r, size_t *nlen)
 	if (r->kind != R_LITERAL)
 		return NULL;
 	if (!r->index) {
-		off = decode_string(h, r->name, r->name_len);
+		buf__reset(&h->name);
+		off = decode_string(h, &h->name, r->name, r->name_len);
 		if (off < 0)
 			return NULL;
-		*nlen = h->strs.len - (size_t)off;
-		return h->strs.p + off;
+		*nlen = h->name.len;
+		return h->name.p ? h->name.p : "";
 	}
 	if (r->index > STATIC_ENTRIES && !h->exact) {
 		size_t k = r->index - STATIC_ENTRIES - 1;
@@ -330,16 +334,15 @@ static const char *name_of(struct hpack *h, const struct rep *r, size_t *nlen)
 
 /* Credentials masked in place before anything decodes the representation; a :path keeps
  * what comes before its query string. */
-static void mask_credentials(struct hpack *h, const struct rep *r)
+static void mask_credentials(struct hpack *h, const struct rep *r, const char *name,
+			     size_t nlen)
 {
-	size_t nlen = 0, mark = h->strs.len;
-	const char *name = name_of(h, r, &nlen), *q;
+	size_t mark = h->strs.len;
+	const char *q;
 	uint32_t vlen;
 	size_t k;
 	long off;
 
-	if (!name)
-		return;
 	if (http__is_credential(name, nlen)) {
 		mask_value(r->value, r->value_len);
 		return;
@@ -354,7 +357,7 @@ static void mask_credentials(struct hpack *h, const struct rep *r)
 				*p = '*';
 		return;
 	}
-	off = decode_string(h, r->value, r->value_len);
+	off = decode_string(h, &h->strs, r->value, r->value_len);
 	q = off < 0 ? NULL : memchr(h->strs.p + off, '?', h->strs.len - (size_t)off);
 	if (q)
 		mask_huffman_query(h, r->value, r->value_len, (size_t)(q - (h->strs.p + off)) + 1);
@@ -441,62 +444,35 @@ static void insert(struct hpack *h, const char *name, size_t nlen, const char *v
 	h->ent_bytes += size;
 }
 
-static int partial_rep(struct hpack *h, const struct rep *r, hpack_field_fn fn, void *ctx)
+static int partial_rep(struct hpack *h, const struct rep *r, const char *name, size_t nlen,
+		       hpack_field_fn fn, void *ctx)
 {
-	const char *name = NULL, *value;
-	size_t nlen = 0;
 	long voff;
 
 	if (r->kind == R_SIZE) /* evictions move no newer entry: what we know stays known */
 		return 0;
 	if (r->kind == R_INDEXED) {
 		const nghttp2_nv *nv;
+		size_t k = r->index - STATIC_ENTRIES - 1;
 
 		if (r->index <= STATIC_ENTRIES) {
 			nv = nghttp2_hd_inflate_get_table_entry(h->scratch, r->index);
 			emit(h, fn, ctx, (const char *)nv->name, nv->namelen, (const char *)nv->value,
 			     nv->valuelen, true);
-		} else if (r->index - STATIC_ENTRIES - 1 < h->nent &&
-			   h->ent[r->index - STATIC_ENTRIES - 1].name) {
-			const struct entry *e = &h->ent[r->index - STATIC_ENTRIES - 1];
-
-			emit(h, fn, ctx, e->name, e->nlen, e->value, e->vlen, true);
+		} else if (k < h->nent && h->ent[k].name) {
+			emit(h, fn, ctx, h->ent[k].name, h->ent[k].nlen, h->ent[k].value,
+			     h->ent[k].vlen, true);
 		} else {
 			emit(h, fn, ctx, NULL, 0, NULL, 0, false);
 		}
 		return 0;
 	}
-	buf__reset(&h->strs);
-	name = name_of(h, r, &nlen);
-	if (!name && !r->index)
-		return -1; /* a literal name that does not decode */
-	/* copied: name may point into h->strs, which decoding the value can move */
-	{
-		char nbuf[256];
-		char *nm = NULL;
-
-		if (name && nlen < sizeof(nbuf)) {
-			memcpy(nbuf, name, nlen);
-			nm = nbuf;
-		} else if (name) {
-			nm = malloc(nlen);
-			if (!nm)
-				return -1;
-			memcpy(nm, name, nlen);
-		}
-		voff = decode_string(h, r->value, r->value_len);
-		if (voff < 0) {
-			if (nm != nbuf)
-				free(nm);
-			return -1;
-		}
-		value = h->strs.p + voff;
-		emit(h, fn, ctx, nm, nlen, value, h->strs.len - (size_t)voff, nm != NULL);
-		if (r->incremental)
-			insert(h, nm, nlen, value, h->strs.len - (size_t)voff);
-		if (nm != nbuf)
-			free(nm);
-	}
+	voff = decode_string(h, &h->strs, r->value, r->value_len);
+	if (voff < 0)
+		return -1;
+	emit(h, fn, ctx, name, nlen, h->strs.p + voff, h->strs.len - (size_t)voff, name != NULL);
+	if (r->incremental)
+		insert(h, name, nlen, h->strs.p + voff, h->strs.len - (size_t)voff);
 	return 0;
 }
 
@@ -511,6 +487,8 @@ enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpa
 	if (!h->scratch)
 		return HPACK_NO_MEMORY;
 	while (off < len && !err) {
+		const char *name = NULL;
+		size_t nlen = 0;
 		struct rep r;
 
 		if (!parse_rep(block + off, len - off, &r)) {
@@ -518,12 +496,19 @@ enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpa
 			break;
 		}
 		buf__reset(&h->strs);
-		if (r.kind == R_LITERAL)
-			mask_credentials(h, &r);
+		if (r.kind == R_LITERAL) {
+			name = name_of(h, &r, &nlen);
+			if (!name && !r.index) {
+				err = -1; /* a literal name that does not decode */
+				break;
+			}
+			if (name)
+				mask_credentials(h, &r, name, nlen);
+		}
 		if (h->exact)
 			err = inflate_exact(h, block + off, r.len, 0, fn, ctx);
 		else
-			err = partial_rep(h, &r, fn, ctx);
+			err = partial_rep(h, &r, name, nlen, fn, ctx);
 		off += r.len;
 	}
 	if (!err && h->exact)
@@ -531,6 +516,8 @@ enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpa
 	/* strings of a large block are not kept */
 	if (h->strs.cap > 4096)
 		buf__free(&h->strs);
+	if (h->name.cap > 4096)
+		buf__free(&h->name);
 	if (h->tmp.cap > 4096)
 		buf__free(&h->tmp);
 	if (err) {

@@ -478,7 +478,6 @@ void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64
 {
 	struct http_parser *p;
 	enum http_error e;
-	size_t used;
 
 	if (c->kind == CONN_UNKNOWN && !classify(c, is_write, data, len, ts))
 		return;
@@ -500,8 +499,9 @@ void conn__data(struct conn *c, bool is_write, uint8_t *data, size_t len, uint64
 	}
 	if (!e) {
 		e = http_parser__feed(p, data, len, ts);
-		used = http_parser__upgrade_used(p);
 		if (e == HTTP_ERR_UPGRADE) {
+			size_t used = http_parser__upgrade_used(p);
+
 			parser_failed(c, p, e, ts);
 			/* what followed the 101 in the same piece is already HTTP/2 */
 			if (c->kind == CONN_HTTP2 && used < len)

@@ -20,13 +20,11 @@
 struct h2_stream {
 	uint32_t id;
 	struct request *req; /* NULL: opened before capture joined (counted, not measured) */
-	struct h2conn *conn;
 	struct response_reader rr;
 	bool response_begun;
 	bool sniff_body;	/* joined: the content type was unknown, the body's bytes decide */
 	struct http_head head;	/* the response head, kept until the body decides */
 	bool grpc, grpc_gzip;
-	bool req_ended;
 	struct buf req_body;
 	bool req_body_encoded;
 	struct grpc_reader *req_grpc;
@@ -54,7 +52,6 @@ struct h2conn {
 struct h2_head {
 	char method[HTTP_METHOD_MAX], path[HTTP_PATH_MAX], ctype[64], encoding[24];
 	char grpc_encoding[16], grpc_status[8], grpc_message[REQ_ERROR_MAX];
-	size_t grpc_status_len, grpc_message_len;
 	int status;
 	bool has_method, has_path, has_status, partial;
 };
@@ -87,7 +84,6 @@ static struct h2_stream *add_stream(struct h2conn *h, uint32_t id, struct reques
 	}
 	s->id = id;
 	s->req = r;
-	s->conn = h;
 	h->streams[h->nstreams++] = s;
 	if (h->nstreams > h->counts->max_concurrent)
 		h->counts->max_concurrent = h->nstreams;
@@ -127,13 +123,14 @@ static void end_stream(struct h2conn *h, struct h2_stream *s, const char *reason
 	free_stream(h, s);
 }
 
-static void end_all(struct h2conn *h, const char *reason, uint64_t ts)
+/* Every stream ends with reason; lossy: bytes of them were lost (no figures, not wrong ones). */
+static void end_all(struct h2conn *h, const char *reason, bool lossy, uint64_t ts)
 {
 	while (h->nstreams) {
 		struct h2_stream *s = h->streams[0];
 
-		if (s->req)
-			s->req->lossy = s->req->lossy || strcmp(reason, "capture_loss") == 0;
+		if (s->req && lossy)
+			s->req->lossy = true;
 		end_stream(h, s, reason, ts);
 	}
 }
@@ -200,10 +197,8 @@ static void on_field(void *ctx, const struct hpack_field *f)
 		copy_value(hd->grpc_encoding, sizeof(hd->grpc_encoding), f);
 	} else if (name_is(f, "grpc-status")) {
 		copy_value(hd->grpc_status, sizeof(hd->grpc_status), f);
-		hd->grpc_status_len = strlen(hd->grpc_status);
 	} else if (name_is(f, "grpc-message")) {
 		copy_value(hd->grpc_message, sizeof(hd->grpc_message), f);
-		hd->grpc_message_len = strlen(hd->grpc_message);
 	}
 }
 
@@ -290,9 +285,9 @@ static void response_head(struct h2conn *h, struct h2_stream *s, const struct h2
 			s->req->api = grpc_dialect__from_path(s->req->path);
 		}
 	}
-	if (hd->grpc_status_len) /* trailers, or a trailers-only response */
-		grpc_dialect__status(s->req, hd->grpc_status, hd->grpc_status_len, hd->grpc_message,
-				     hd->grpc_message_len);
+	if (hd->grpc_status[0]) /* trailers, or a trailers-only response */
+		grpc_dialect__status(s->req, hd->grpc_status, strlen(hd->grpc_status),
+				     hd->grpc_message, strlen(hd->grpc_message));
 }
 
 /* Who is the client, if this block says it. */
@@ -316,36 +311,22 @@ static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size
 	struct hpack *hp = h->hp[h->cur_dir];
 	struct h2_head hd = { 0 };
 	struct h2_stream *s;
-	enum hpack_status st = HPACK_ERROR;
 
 	h->blocks_seen = true;
-	if (truncated) {
+	if (truncated)
 		hpack__lose(hp); /* the table followed bytes we did not keep */
+	if (truncated || hpack__decode(hp, block, len, on_field, &hd) < 0) {
 		h->counts->hpack_errors++;
 		hd.partial = true;
-	} else {
-		st = hpack__decode(hp, block, len, on_field, &hd);
-		if (st == HPACK_ERROR || st == HPACK_NO_MEMORY) {
-			h->counts->hpack_errors++;
-			hd.partial = true;
-		}
 	}
 	if (f->type == H2_PUSH_PROMISE)
 		return; /* decoded for the table; pushed streams are not requests */
 	learn_role(h, &hd);
 	s = find_stream(h, f->stream);
 	if (h->client_dir == h->cur_dir) {
-		if (s) { /* request trailers */
-			if (f->flags & H2_F_END_STREAM)
-				s->req_ended = true;
-			return;
-		}
-		if (h->joined && !hd.has_method && !hd.has_path && !hd.partial)
-			return;
-		request_head(h, f, &hd);
-		s = find_stream(h, f->stream);
-		if (s && (f->flags & H2_F_END_STREAM))
-			s->req_ended = true;
+		/* a new stream's request (trailers of a request end nothing we measure) */
+		if (!s && (!h->joined || hd.has_method || hd.has_path || hd.partial))
+			request_head(h, f, &hd);
 		return;
 	}
 	if (!s)
@@ -362,11 +343,13 @@ static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size
 
 /* ---- DATA ---- */
 
-/* A response body whose content type was not known: SSE by its first field name, gzip by
- * its magic (its events then read as SSE only when the encoding was known), else JSON. */
+/* A response body whose content type was not known: SSE by its first field name, NDJSON when
+ * a JSON object's line ends before the piece does, else one JSON body (gzip, known by its
+ * magic, is read as JSON: its text cannot be looked at before it is decoded). */
 static void sniff_type(struct http_head *head, const uint8_t *d, size_t n)
 {
 	static const char *const sse[] = { "data:", "event:", "id:", ":", "retry:" };
+	const uint8_t *nl;
 
 	if (n >= 2 && d[0] == 0x1f && d[1] == 0x8b) {
 		head->encoding = HTTP_ENC_GZIP;
@@ -380,9 +363,8 @@ static void sniff_type(struct http_head *head, const uint8_t *d, size_t n)
 			return;
 		}
 	}
-	head->ctype = n && d[0] == '{' && memchr(d, '\n', n) && memchr(d, '\n', n) < (const void *)(d + n - 1)
-			      ? HTTP_CT_NDJSON
-			      : HTTP_CT_JSON;
+	nl = memchr(d, '\n', n);
+	head->ctype = d[0] == '{' && nl && nl + 1 < d + n ? HTTP_CT_NDJSON : HTTP_CT_JSON;
 }
 
 static void request_data(struct h2_stream *s, const uint8_t *data, size_t len, bool end)
@@ -397,7 +379,6 @@ static void request_data(struct h2_stream *s, const uint8_t *data, size_t len, b
 	}
 	if (!end)
 		return;
-	s->req_ended = true;
 	if (!s->grpc && !s->req_body_encoded && !s->req_body.overflow && s->req_body.len)
 		dialect__request_body(r, s->req_body.p, s->req_body.len);
 	/* freed, not kept: a prompt can be megabytes, and a stream may run for minutes */
@@ -593,20 +574,19 @@ void h2conn__upgraded(struct h2conn *h, struct request *r, bool client_is_write)
 	h->counts->streams++;
 	r->http_version = 2;
 	r->stream_id = 1;
-	s->req_ended = true; /* the upgrade request was the whole of it */
 }
 
 static void framer_failed(struct h2conn *h, enum h2_error e, uint64_t ts)
 {
 	if (e == H2_ERR_LOST_SYNC) {
 		hpack__lose(h->hp[h->cur_dir]);
-		end_all(h, "capture_loss", ts);
+		end_all(h, "capture_loss", true, ts);
 		return;
 	}
 	h->dead = true;
 	h->counts->frame_errors++;
 	(*h->sink->malformed_streams)++;
-	end_all(h, h2_error__str(e), ts);
+	end_all(h, h2_error__str(e), true, ts);
 }
 
 /* A server may send its SETTINGS before it reads the client's preface: a connection taken
@@ -647,7 +627,7 @@ void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, ui
 			h->dead = true;
 			h->counts->frame_errors++;
 			(*h->sink->malformed_streams)++;
-			end_all(h, "h2_bad_preface", ts);
+			end_all(h, "h2_bad_preface", true, ts);
 			return;
 		}
 		h->preface_left[is_write] -= (uint8_t)skip;
@@ -684,12 +664,12 @@ void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason)
 		h2_framer__gap(h->fr[d], UINT64_MAX, ts);
 		hpack__lose(h->hp[d]);
 	}
-	end_all(h, reason, ts);
+	end_all(h, reason, true, ts);
 }
 
 void h2conn__close(struct h2conn *h, uint64_t ts, const char *reason)
 {
-	end_all(h, reason, ts);
+	end_all(h, reason, false, ts);
 }
 
 size_t h2conn__inflight(const struct h2conn *h)

@@ -33,8 +33,8 @@ static void on_decoded(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
 	struct response_reader *rr = ctx;
 
 	if (rr->grpc) {
-		if (grpc_reader__feed(rr->grpc, data, len, ts) && rr->req)
-			request__error(rr->req, "grpc_message_unreadable");
+		/* a message it cannot read is handed on unread: the dialect marks the request */
+		grpc_reader__feed(rr->grpc, data, len, ts);
 	} else if (rr->sse) {
 		if (sse_parser__feed(rr->sse, data, len, ts) && rr->req) {
 			request__error(rr->req, "event_too_large");
