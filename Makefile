@@ -66,9 +66,12 @@ deps:
 $(OUTPUT) $(OUTPUT)/tests $(patsubst %,$(OUTPUT)/user/%,$(LAYERS)):
 	$(Q)mkdir -p $@
 
+# The CUDA probes hand out map slots with an atomic fetch-and-add, which needs BPF ISA v3
+# (atomics with fetch: Linux 5.12).
+$(OUTPUT)/cuda.bpf.o: BPF_CPU = -mcpu=v3
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
+	$(Q)$(CLANG) -g -O2 -target bpf $(BPF_CPU) -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
 		-Wall -Wno-unused-function -c $< -o $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o

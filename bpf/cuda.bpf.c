@@ -28,38 +28,80 @@ struct work_key {
 	__u64 stream;
 };
 
+/*
+ * The launch path is the hot one (an eager engine launches thousands of kernels a step), and
+ * on it every helper call counts: 40-150 ns each on a host whose returns pay for a
+ * speculation mitigation, against a trap of about 1 us. So a launch reaches its stream's
+ * aggregate by inline loads only: aggregates live in the slots of an array (cuda_work), and a
+ * per-CPU cache remembers the last (process, stream) and its slot. The hash map cuda_slot_of,
+ * the authority on which slot is whose, is looked up when the cache misses and by markers.
+ * Slots come from cuda_free_slots (given back at process exit), or are new.
+ */
+#define WORK_SLOTS 8192
+
+struct work_slot {
+	__u32 pid; /* owner (0: free) */
+	__u32 _pad;
+	__u64 stream;
+	__u64 rt_lo, rt_hi; /* the process's CUDA runtime code: from_runtime() */
+	struct ts_gpu_work w;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct work_key);
-	__type(value, struct ts_gpu_work);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WORK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct work_slot);
 } cuda_work SEC(".maps");
 
-/* The streams of each process that have a `work` entry, for device-wide syncs. */
-struct pid_streams {
-	__u64 s[TS_GPU_MAX_STREAMS];
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, WORK_SLOTS);
+	__type(key, struct work_key);
+	__type(value, __u32);
+} cuda_slot_of SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, WORK_SLOTS);
+	__type(value, __u32);
+} cuda_free_slots SEC(".maps");
+
+__u32 cuda_next_slot = 0; /* slots below it have been handed out at least once */
+
+struct slot_cache {
+	__u32 pid, slot;
+	__u64 stream;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct slot_cache);
+} cuda_slot_cache SEC(".maps");
+
+/* Per process: its streams that have a slot (for device-wide syncs), and where its CUDA
+ * runtime's code lies. */
+struct cuda_proc {
+	__u64 s[TS_GPU_MAX_STREAMS]; /* stream + 1; 0: unused */
+	__u64 rt_lo, rt_hi;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u32);
-	__type(value, struct pid_streams);
-} cuda_streams SEC(".maps");
+	__type(value, struct cuda_proc);
+} cuda_procs SEC(".maps");
 
-/* Zeroed values to create map entries from: they are too big for the BPF stack. Never
- * written. */
-struct zeros {
-	struct ts_gpu_work work;
-	struct pid_streams streams;
-};
-
+/* A zeroed value to create entries from: too big for the BPF stack. Never written. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct zeros);
-} cuda_zeros SEC(".maps");
+	__type(value, struct cuda_proc);
+} cuda_zero_proc SEC(".maps");
 
 /* A sync/query/copy call in progress on a thread, from entry to return. */
 struct gpu_call {
@@ -78,26 +120,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gpu_call);
 } cuda_calls SEC(".maps");
-
-/* The last entry-only runtime call (launch, record, wait, copy) of a thread: a driver call of
- * the same kind and key right after it is the runtime calling the driver. */
-enum pending_kind { P_LAUNCH = 1, P_GRAPH, P_RECORD, P_WAIT, P_COPY };
-
-struct pending {
-	__u32 kind;
-	__u32 _pad;
-	__u64 key;
-	__u64 ts;
-};
-
-#define NESTED_WINDOW_NS 10000000ull
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct pending);
-} cuda_pending SEC(".maps");
 
 /* cuModuleGetFunction / cuLibraryGetKernel arguments, entry to return. */
 struct name_call {
@@ -122,83 +144,193 @@ static __always_inline __u64 norm_stream(__u64 s, bool per_thread)
 	return s == 1 ? 0 : s;
 }
 
-static __always_inline void set_pending(__u32 tid, __u32 kind, __u64 key, __u64 now)
+/* x86-64: at a function's entry, sp points at the return address; stack arguments follow. */
+static __always_inline __u64 return_address(struct pt_regs *ctx)
 {
-	struct pending p = { .kind = kind, .key = key, .ts = now };
+	__u64 v = 0;
 
-	bpf_map_update_elem(&cuda_pending, &tid, &p, BPF_ANY);
+	bpf_probe_read_user(&v, sizeof(v), (void *)PT_REGS_SP(ctx));
+	return v;
 }
 
-/* A driver call: was it made by the runtime call that this thread just entered? */
-static __always_inline bool nested(__u32 tid, __u32 kind, __u64 key, __u64 now)
+static __always_inline __u64 stack_arg(struct pt_regs *ctx, int n)
 {
-	struct pending *p = bpf_map_lookup_elem(&cuda_pending, &tid);
+	__u64 v = 0;
 
-	if (!p || p->kind != kind || p->key != key || now - p->ts > NESTED_WINDOW_NS)
+	bpf_probe_read_user(&v, sizeof(v), (void *)(PT_REGS_SP(ctx) + 8 * n));
+	return v;
+}
+
+/*
+ * A driver call made by the CUDA runtime, for a runtime call counted already, returns into
+ * the runtime's code; a driver call from anywhere else (Triton's launcher, the application)
+ * does not. That is exact and needs no state per call. The runtime's code is learnt at its
+ * first probed call in the process (learn_runtime).
+ */
+static __always_inline bool from_runtime(__u64 ret, __u64 lo, __u64 hi)
+{
+	if (!lo || ret < lo || ret >= hi)
 		return false;
-	bpf_map_delete_elem(&cuda_pending, &tid);
 	ts_count(TS_CNT_GPU_NESTED, 1);
 	return true;
 }
 
-static __always_inline struct ts_gpu_work *work_get(__u32 tgid, __u64 stream)
+struct code_range {
+	__u64 lo, hi;
+};
+
+static long vma_range(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct code_range *r = data;
+
+	r->lo = vma->vm_start;
+	r->hi = vma->vm_end;
+	return 0;
+}
+
+/* A runtime call: the mapping its probe sits in is the runtime's code (libcudart's, or a
+ * binary's that has cudart linked in). Once per process. */
+static __always_inline void learn_runtime(struct pt_regs *ctx, struct cuda_proc *p)
+{
+	struct code_range r = {};
+
+	if (p->rt_lo)
+		return;
+	if (bpf_find_vma(bpf_get_current_task_btf(), PT_REGS_IP(ctx), vma_range, &r, 0) ||
+	    !r.lo) {
+		/* the mm was busy: learnt at the next runtime call; until then its driver calls
+		 * count again, and are counted here */
+		ts_count(TS_CNT_GPU_RUNTIME_UNKNOWN, 1);
+		return;
+	}
+	p->rt_hi = r.hi;
+	p->rt_lo = r.lo;
+}
+
+static __always_inline struct cuda_proc *proc_get(__u32 tgid)
+{
+	__u32 zero = 0;
+	struct cuda_proc *z = bpf_map_lookup_elem(&cuda_zero_proc, &zero);
+
+	return z ? ts_lookup_or_init(&cuda_procs, &tgid, z) : NULL;
+}
+
+static __always_inline struct work_slot *slot_at(__u32 i)
+{
+	return bpf_map_lookup_elem(&cuda_work, &i);
+}
+
+/* The stream's slot, if it has one. */
+static __always_inline struct work_slot *work_find(__u32 tgid, __u64 stream)
 {
 	struct work_key key = { .pid = tgid, .stream = stream };
-	struct ts_gpu_work *w = bpf_map_lookup_elem(&cuda_work, &key);
-	struct pid_streams *ps;
-	struct zeros *z;
-	__u32 zero = 0;
+	struct slot_cache *c;
+	struct work_slot *s;
+	__u32 zero = 0, *i;
+
+	c = bpf_map_lookup_elem(&cuda_slot_cache, &zero);
+	if (!c)
+		return NULL;
+	/* a slot's owner is checked, not trusted from the cache: the cache may be stale */
+	if (c->pid == tgid && c->stream == stream && (s = slot_at(c->slot)) && s->pid == tgid &&
+	    s->stream == stream)
+		return s;
+	i = bpf_map_lookup_elem(&cuda_slot_of, &key);
+	if (!i || !(s = slot_at(*i)) || s->pid != tgid || s->stream != stream)
+		return NULL;
+	c->pid = tgid;
+	c->stream = stream;
+	c->slot = *i;
+	return s;
+}
+
+/* Give the process's new stream a place among its streams, for device-wide syncs. */
+static __always_inline bool proc_add_stream(struct cuda_proc *p, __u64 stream)
+{
 	int slot = -1;
 
-	if (w)
-		return w;
-	z = bpf_map_lookup_elem(&cuda_zeros, &zero);
-	if (!z)
-		return NULL;
-	/* a new stream of this process: give it a slot for device-wide syncs */
-	ps = ts_lookup_or_init(&cuda_streams, &tgid, &z->streams);
-	if (!ps)
-		return NULL;
 	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
-		if (ps->s[i] == stream + 1) { /* stored +1 so that stream 0 is not "empty" */
-			slot = i;
-			break;
-		}
-		if (!ps->s[i] && slot < 0)
+		if (p->s[i] == stream + 1)
+			return true;
+		if (!p->s[i] && slot < 0)
 			slot = i;
 	}
-	if (slot < 0) {
+	if (slot < 0 || slot >= TS_GPU_MAX_STREAMS)
+		return false;
+	p->s[slot] = stream + 1;
+	return true;
+}
+
+/* The stream's slot, made on its first use. NULL (counted) when the process has too many
+ * streams or every slot is taken. */
+static __always_inline struct work_slot *work_get(__u32 tgid, __u64 stream)
+{
+	struct work_key key = { .pid = tgid, .stream = stream };
+	struct work_slot *s = work_find(tgid, stream);
+	struct cuda_proc *p;
+	__u32 i;
+
+	if (s)
+		return s;
+	p = proc_get(tgid);
+	if (!p || !proc_add_stream(p, stream)) {
 		ts_count(TS_CNT_GPU_NO_SLOT, 1);
 		return NULL;
 	}
-	if (slot < TS_GPU_MAX_STREAMS)
-		ps->s[slot] = stream + 1;
-	w = ts_lookup_or_init(&cuda_work, &key, &z->work);
-	if (!w)
-		ts_count(TS_CNT_GPU_NO_SLOT, 1); /* the map is full */
-	return w;
+	if (bpf_map_pop_elem(&cuda_free_slots, &i) &&
+	    (i = __sync_fetch_and_add(&cuda_next_slot, 1)) >= WORK_SLOTS) {
+		ts_count(TS_CNT_GPU_NO_SLOT, 1);
+		return NULL;
+	}
+	s = slot_at(i);
+	if (!s)
+		return NULL;
+	__builtin_memset(&s->w, 0, sizeof(s->w));
+	s->stream = stream;
+	s->rt_lo = p->rt_lo;
+	s->rt_hi = p->rt_hi;
+	s->pid = tgid;
+	if (bpf_map_update_elem(&cuda_slot_of, &key, &i, BPF_NOEXIST)) {
+		/* another thread of the process made it meanwhile: use that one */
+		s->pid = 0;
+		bpf_map_push_elem(&cuda_free_slots, &i, 0);
+		return work_find(tgid, stream);
+	}
+	return s;
 }
 
-static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32 flags,
-				       __u32 gx, __u32 gy, __u32 gz, __u32 bx, __u32 by,
-				       __u32 bz, bool graph)
+/* A runtime call on this slot's stream: make sure the slot knows the runtime's code. */
+static __always_inline void slot_learn_runtime(struct pt_regs *ctx, __u32 tgid,
+					       struct work_slot *s)
 {
-	struct ts_gpu_work *w = work_get(tgid, stream);
-	__u64 now = bpf_ktime_get_ns();
+	struct cuda_proc *p;
 
-	if (!w)
+	if (s->rt_lo)
 		return;
-	if (w->capturing) {
-		ts_count(TS_CNT_GPU_CAPTURED, 1);
+	p = bpf_map_lookup_elem(&cuda_procs, &tgid);
+	if (!p)
 		return;
-	}
-	if (graph)
+	learn_runtime(ctx, p);
+	s->rt_hi = p->rt_hi;
+	s->rt_lo = p->rt_lo;
+}
+
+struct launch {
+	__u64 stream, id, ret; /* ret: the return address (driver calls) */
+	__u32 flags, grid[3], block[3];
+	bool graph;
+};
+
+static __always_inline void add_launch(struct ts_gpu_work *w, const struct launch *l)
+{
+	if (l->graph)
 		__sync_fetch_and_add(&w->graph_launches, 1);
 	else
 		__sync_fetch_and_add(&w->launches, 1);
+	/* the one clock read is the step's first launch: a read per launch would add about a
+	 * tenth of a trap here */
 	if (!w->first_ns)
-		w->first_ns = now;
-	w->last_ns = now;
+		w->first_ns = bpf_ktime_get_ns();
 	ts_count(TS_CNT_GPU_LAUNCHES, 1);
 
 	/* the bounded kernel sample: the same kernel with the same shape counts up */
@@ -206,20 +338,17 @@ static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32
 		struct ts_kernel_sample *k = &w->k[i];
 
 		if (i >= w->nsamples) {
-			k->id = id;
+			k->id = l->id;
 			k->count = 1;
-			k->flags = flags;
-			k->grid[0] = gx;
-			k->grid[1] = gy;
-			k->grid[2] = gz;
-			k->block[0] = bx;
-			k->block[1] = by;
-			k->block[2] = bz;
+			k->flags = l->flags;
+			__builtin_memcpy(k->grid, l->grid, sizeof(k->grid));
+			__builtin_memcpy(k->block, l->block, sizeof(k->block));
 			w->nsamples = i + 1;
 			return;
 		}
-		if (k->id == id && k->grid[0] == gx && k->grid[1] == gy && k->grid[2] == gz &&
-		    k->block[0] == bx && k->block[1] == by && k->block[2] == bz) {
+		if (k->id == l->id && k->grid[0] == l->grid[0] && k->grid[1] == l->grid[1] &&
+		    k->grid[2] == l->grid[2] && k->block[0] == l->block[0] &&
+		    k->block[1] == l->block[1] && k->block[2] == l->block[2]) {
 			__sync_fetch_and_add(&k->count, 1);
 			return;
 		}
@@ -231,12 +360,10 @@ static __always_inline void add_launch(__u32 tgid, __u64 stream, __u64 id, __u32
 static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u64 event,
 				      __u32 api, bool take_work, __s32 result, __u64 enter_ns)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct work_key key = { .pid = id >> 32, .stream = stream };
-	struct ts_gpu_work *w = take_work ? bpf_map_lookup_elem(&cuda_work, &key) : NULL;
+	struct work_slot *s = take_work ? work_find(bpf_get_current_pid_tgid() >> 32, stream) : NULL;
 	struct ts_gpu_mark *m;
 
-	if (w && w->capturing)
+	if (s && s->w.capturing)
 		return; /* inside a capture: records and syncs belong to the graph */
 	m = ts_reserve(TS_EV_GPU_MARK, sizeof(*m), TS_CNT_GPU_DROPS);
 	if (!m)
@@ -248,9 +375,9 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 	m->api = api;
 	m->result = result;
 	m->enter_ns = enter_ns;
-	if (w) {
-		__builtin_memcpy(&m->work, w, sizeof(m->work));
-		__builtin_memset(w, 0, sizeof(*w));
+	if (s) {
+		__builtin_memcpy(&m->work, &s->w, sizeof(m->work));
+		__builtin_memset(&s->w, 0, sizeof(s->w));
 	} else {
 		__builtin_memset(&m->work, 0, sizeof(m->work));
 	}
@@ -260,20 +387,19 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 /* Device-wide sync: every stream of the process hands over its work first. */
 static __always_inline void flush_all(__u32 tgid, __u32 api)
 {
-	struct pid_streams *ps = bpf_map_lookup_elem(&cuda_streams, &tgid);
+	struct cuda_proc *p = bpf_map_lookup_elem(&cuda_procs, &tgid);
 
-	if (!ps)
+	if (!p)
 		return;
 	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
-		__u64 s = ps->s[i];
-		struct work_key key = { .pid = tgid, .stream = s - 1 };
-		struct ts_gpu_work *w;
+		__u64 stream = p->s[i] - 1;
+		struct work_slot *s;
 
-		if (!s)
+		if (!p->s[i])
 			continue;
-		w = bpf_map_lookup_elem(&cuda_work, &key);
-		if (w && (w->launches || w->graph_launches || w->copies))
-			send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, s - 1, 0, api, true, 0, 0);
+		s = work_find(tgid, stream);
+		if (s && (s->w.launches || s->w.graph_launches || s->w.copies))
+			send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, stream, 0, api, true, 0, 0);
 	}
 }
 
@@ -286,34 +412,40 @@ static __always_inline void flush_all(__u32 tgid, __u32 api)
 	SEC("uprobe") int name(struct pt_regs *ctx) { return fn(ctx, false, api); }          \
 	SEC("uprobe") int name##_ptsz(struct pt_regs *ctx) { return fn(ctx, true, api); }
 
-/* ---- launches ---- */
-
-static __always_inline int launch(__u64 stream, __u64 id, __u32 flags, __u32 gx, __u32 gy,
-				  __u32 gz, __u32 bx, __u32 by, __u32 bz, bool graph, __u32 api)
+/* The stream's slot for a call that adds work to it, or NULL: not traced, a driver call made
+ * by the runtime (counted at the runtime's entry), or no slot. ret: the return address, 0 if
+ * not read with the arguments (read here only where the process has a runtime). */
+static __always_inline struct work_slot *work_call(struct pt_regs *ctx, __u64 stream, __u64 ret,
+						   __u32 api)
 {
-	__u64 pt = bpf_get_current_pid_tgid(), now;
-	__u32 tgid = pt >> 32, tid = (__u32)pt;
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 tgid = t->tgid;
+	struct work_slot *s;
 
-	if (!ts_traced(tgid))
-		return 0;
-	now = bpf_ktime_get_ns();
-	if (api == TS_GPU_DRIVER) {
-		if (nested(tid, graph ? P_GRAPH : P_LAUNCH, stream, now))
-			return 0;
-	} else {
-		set_pending(tid, graph ? P_GRAPH : P_LAUNCH, stream, now);
+	if (!ts_traced_task(t, tgid) || !(s = work_get(tgid, stream)))
+		return NULL;
+	if (api == TS_GPU_RUNTIME) {
+		slot_learn_runtime(ctx, tgid, s);
+		return s;
 	}
-	add_launch(tgid, stream, id, flags, gx, gy, gz, bx, by, bz, graph);
-	return 0;
+	if (s->rt_lo && from_runtime(ret ? ret : return_address(ctx), s->rt_lo, s->rt_hi))
+		return NULL;
+	return s;
 }
 
-static __always_inline __u64 stack_arg(struct pt_regs *ctx, int n)
-{
-	__u64 v = 0;
+/* ---- launches ---- */
 
-	/* x86-64: at entry, sp points at the return address; stack arguments follow it */
-	bpf_probe_read_user(&v, sizeof(v), (void *)(PT_REGS_SP(ctx) + 8 * n));
-	return v;
+static __always_inline int launch(struct pt_regs *ctx, const struct launch *l, __u32 api)
+{
+	struct work_slot *s = work_call(ctx, l->stream, l->ret, api);
+
+	if (!s)
+		return 0;
+	if (s->w.capturing)
+		ts_count(TS_CNT_GPU_CAPTURED, 1);
+	else
+		add_launch(&s->w, l);
+	return 0;
 }
 
 /* cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -322,10 +454,13 @@ static __always_inline __u64 stack_arg(struct pt_regs *ctx, int n)
 static __always_inline int rt_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
 	__u64 gxy = PT_REGS_PARM2(ctx), bxy = PT_REGS_PARM4(ctx);
+	struct launch l = {
+		.stream = norm_stream(stack_arg(ctx, 2), ptsz), .id = PT_REGS_PARM1(ctx),
+		.flags = TS_KS_STUB, .grid = { (__u32)gxy, gxy >> 32, (__u32)PT_REGS_PARM3(ctx) },
+		.block = { (__u32)bxy, bxy >> 32, (__u32)PT_REGS_PARM5(ctx) },
+	};
 
-	return launch(norm_stream(stack_arg(ctx, 2), ptsz), PT_REGS_PARM1(ctx), TS_KS_STUB,
-		      (__u32)gxy, gxy >> 32, (__u32)PT_REGS_PARM3(ctx), (__u32)bxy, bxy >> 32,
-		      (__u32)PT_REGS_PARM5(ctx), false, api);
+	return launch(ctx, &l, api);
 }
 
 /* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) */
@@ -335,20 +470,35 @@ static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 ap
 		__u32 grid[3], block[3];
 		__u64 shmem, stream;
 	} c = {};
+	struct launch l = { .id = PT_REGS_PARM2(ctx), .flags = TS_KS_STUB };
 
 	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
-	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), TS_KS_STUB, c.grid[0],
-		      c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], false, api);
+	l.stream = norm_stream(c.stream, ptsz);
+	__builtin_memcpy(l.grid, c.grid, sizeof(l.grid));
+	__builtin_memcpy(l.block, c.block, sizeof(l.block));
+	return launch(ctx, &l, api);
 }
 
 /* cuLaunchKernel(CUfunction f, gx, gy, gz, bx, by, bz, shmem, CUstream s, params, extra);
- * cuLaunchCooperativeKernel has the same first nine arguments. */
+ * cuLaunchCooperativeKernel has the same first nine arguments. The return address and the
+ * stack arguments come in one read. */
 static __always_inline int drv_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return launch(norm_stream(stack_arg(ctx, 3), ptsz), PT_REGS_PARM1(ctx), 0,
-		      (__u32)PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx),
-		      (__u32)PT_REGS_PARM4(ctx), (__u32)PT_REGS_PARM5(ctx),
-		      (__u32)PT_REGS_PARM6(ctx), (__u32)stack_arg(ctx, 1), false, api);
+	struct {
+		__u64 ret, bz, shmem, stream;
+	} st = {};
+	struct launch l = { .id = PT_REGS_PARM1(ctx) };
+
+	bpf_probe_read_user(&st, sizeof(st), (void *)PT_REGS_SP(ctx));
+	l.stream = norm_stream(st.stream, ptsz);
+	l.ret = st.ret;
+	l.grid[0] = (__u32)PT_REGS_PARM2(ctx);
+	l.grid[1] = (__u32)PT_REGS_PARM3(ctx);
+	l.grid[2] = (__u32)PT_REGS_PARM4(ctx);
+	l.block[0] = (__u32)PT_REGS_PARM5(ctx);
+	l.block[1] = (__u32)PT_REGS_PARM6(ctx);
+	l.block[2] = (__u32)st.bz;
+	return launch(ctx, &l, api);
 }
 
 /* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) */
@@ -359,17 +509,24 @@ static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 a
 		__u32 shmem, _pad;
 		__u64 stream;
 	} c = {};
+	struct launch l = { .id = PT_REGS_PARM2(ctx) };
 
 	bpf_probe_read_user(&c, sizeof(c), (void *)PT_REGS_PARM1(ctx));
-	return launch(norm_stream(c.stream, ptsz), PT_REGS_PARM2(ctx), 0, c.grid[0], c.grid[1],
-		      c.grid[2], c.block[0], c.block[1], c.block[2], false, api);
+	l.stream = norm_stream(c.stream, ptsz);
+	__builtin_memcpy(l.grid, c.grid, sizeof(l.grid));
+	__builtin_memcpy(l.block, c.block, sizeof(l.block));
+	return launch(ctx, &l, api);
 }
 
 /* cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s), cuGraphLaunch(CUgraphExec, CUstream) */
 static __always_inline int graph_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return launch(norm_stream(PT_REGS_PARM2(ctx), ptsz), PT_REGS_PARM1(ctx), TS_KS_GRAPH, 0, 0,
-		      0, 0, 0, 0, true, api);
+	struct launch l = {
+		.stream = norm_stream(PT_REGS_PARM2(ctx), ptsz), .id = PT_REGS_PARM1(ctx),
+		.flags = TS_KS_GRAPH, .graph = true,
+	};
+
+	return launch(ctx, &l, api);
 }
 
 BOTH_STREAMS(cuda_launch, rt_launch, TS_GPU_RUNTIME)
@@ -381,36 +538,25 @@ BOTH_STREAMS(cu_graph, graph_launch, TS_GPU_DRIVER)
 
 /* ---- async copies: work on the stream, no marker ---- */
 
-static __always_inline int async_copy(__u64 stream, __u32 api)
+static __always_inline int async_copy(struct pt_regs *ctx, __u64 stream, __u32 api)
 {
-	__u64 pt = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
-	__u32 tgid = pt >> 32, tid = (__u32)pt;
-	struct ts_gpu_work *w;
+	struct work_slot *s = work_call(ctx, stream, 0, api);
 
-	if (!ts_traced(tgid))
-		return 0;
-	if (api == TS_GPU_DRIVER) {
-		if (nested(tid, P_COPY, stream, now))
-			return 0;
-	} else {
-		set_pending(tid, P_COPY, stream, now);
-	}
-	w = work_get(tgid, stream);
-	if (w && !w->capturing)
-		__sync_fetch_and_add(&w->copies, 1);
+	if (s && !s->w.capturing)
+		__sync_fetch_and_add(&s->w.copies, 1);
 	return 0;
 }
 
 /* cudaMemcpyAsync(dst, src, count, kind, stream) */
 static __always_inline int rt_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(norm_stream(PT_REGS_PARM5(ctx), ptsz), api);
+	return async_copy(ctx, norm_stream(PT_REGS_PARM5(ctx), ptsz), api);
 }
 
 /* cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), cuMemcpyAsync(dst, src, bytes, stream) */
 static __always_inline int drv_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(norm_stream(PT_REGS_PARM4(ctx), ptsz), api);
+	return async_copy(ctx, norm_stream(PT_REGS_PARM4(ctx), ptsz), api);
 }
 
 BOTH_STREAMS(cuda_copy_async, rt_copy_async, TS_GPU_RUNTIME)
@@ -418,20 +564,19 @@ BOTH_STREAMS(cu_copy_async, drv_copy_async, TS_GPU_DRIVER)
 
 /* ---- event record, stream wait ---- */
 
-static __always_inline int ordering(__u32 kind, __u64 stream, __u64 event, __u32 api)
+static __always_inline int ordering(struct pt_regs *ctx, __u32 kind, __u64 stream, __u64 event,
+				    __u32 api)
 {
-	__u64 pt = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
-	__u32 tid = (__u32)pt;
-	__u32 pk = kind == TS_GPU_RECORD ? P_RECORD : P_WAIT;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cuda_proc *p;
 
-	if (!ts_traced(pt >> 32))
+	if (!ts_traced(tgid))
 		return 0;
-	if (api == TS_GPU_DRIVER) {
-		if (nested(tid, pk, event, now))
-			return 0;
-	} else {
-		set_pending(tid, pk, event, now);
-	}
+	p = proc_get(tgid);
+	if (p && api == TS_GPU_RUNTIME)
+		learn_runtime(ctx, p);
+	else if (p && p->rt_lo && from_runtime(return_address(ctx), p->rt_lo, p->rt_hi))
+		return 0;
 	send_mark(kind, TS_GPU_SCOPE_STREAM, stream, event, api, kind == TS_GPU_RECORD, 0, 0);
 	return 0;
 }
@@ -439,15 +584,15 @@ static __always_inline int ordering(__u32 kind, __u64 stream, __u64 event, __u32
 /* cudaEventRecord(event, stream[, flags]), cuEventRecord(event, stream[, flags]) */
 static __always_inline int record(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return ordering(TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), ptsz), PT_REGS_PARM1(ctx),
-			api);
+	return ordering(ctx, TS_GPU_RECORD, norm_stream(PT_REGS_PARM2(ctx), ptsz),
+			PT_REGS_PARM1(ctx), api);
 }
 
 /* cudaStreamWaitEvent(stream, event, flags), cuStreamWaitEvent(stream, event, flags) */
 static __always_inline int wait_event(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return ordering(TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), ptsz), PT_REGS_PARM2(ctx),
-			api);
+	return ordering(ctx, TS_GPU_WAIT, norm_stream(PT_REGS_PARM1(ctx), ptsz),
+			PT_REGS_PARM2(ctx), api);
 }
 
 BOTH_STREAMS(cuda_record, record, TS_GPU_RUNTIME)
@@ -571,13 +716,13 @@ SYNC_CALL(cu_ctx_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, TS_GPU_DRIVER)
 static __always_inline int capture(__u64 stream, __u32 on)
 {
 	__u64 pt = bpf_get_current_pid_tgid();
-	struct ts_gpu_work *w;
+	struct work_slot *s;
 
 	if (!ts_traced(pt >> 32))
 		return 0;
-	w = work_get(pt >> 32, stream);
-	if (w)
-		w->capturing = on;
+	s = work_get(pt >> 32, stream);
+	if (s)
+		s->w.capturing = on;
 	return 0;
 }
 
@@ -655,29 +800,36 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 	return 0;
 }
 
-/* A thread that dies inside a sync or between a runtime call and its driver call must not
- * leave state that would make its tid's next calls look nested. A process that used CUDA
- * gives its streams' aggregates back and is reported gone (its open work is then counted as
- * never observed, and a later process with the same pid starts clean). */
+/* A thread that dies inside a sync or a name call must not leave state that its tid's next
+ * calls would find. A process that used CUDA gives its streams' slots back and is reported
+ * gone (its open work is then counted as never observed, and a later process with the same
+ * pid starts clean). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(cuda_thread_exit, struct task_struct *p)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
-	struct pid_streams *ps;
+	struct cuda_proc *cp;
 
 	bpf_map_delete_elem(&cuda_calls, &tid);
-	bpf_map_delete_elem(&cuda_pending, &tid);
 	bpf_map_delete_elem(&cuda_name_calls, &tid);
-	if (tid != tgid || !(ps = bpf_map_lookup_elem(&cuda_streams, &tgid)))
+	if (tid != tgid || !(cp = bpf_map_lookup_elem(&cuda_procs, &tgid)))
 		return 0;
 	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
-		struct work_key key = { .pid = tgid, .stream = ps->s[i] - 1 };
+		struct work_key key = { .pid = tgid, .stream = cp->s[i] - 1 };
+		struct work_slot *s;
+		__u32 *slot;
 
-		if (ps->s[i])
-			bpf_map_delete_elem(&cuda_work, &key);
+		if (!cp->s[i] || !(slot = bpf_map_lookup_elem(&cuda_slot_of, &key)))
+			continue;
+		s = slot_at(*slot);
+		if (s && s->pid == tgid) {
+			s->pid = 0;
+			bpf_map_push_elem(&cuda_free_slots, slot, 0);
+		}
+		bpf_map_delete_elem(&cuda_slot_of, &key);
 	}
-	bpf_map_delete_elem(&cuda_streams, &tgid);
+	bpf_map_delete_elem(&cuda_procs, &tgid);
 	ts_send_proc(TS_EV_EXIT);
 	return 0;
 }

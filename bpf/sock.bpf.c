@@ -250,19 +250,18 @@ __noinline int classify(__u64 head, __u32 n)
  * SSL* uses this socket. Said once per link. */
 static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, tgid = id >> 32;
-	struct ssl_call *call = bpf_map_lookup_elem(&tls_calls, &tid);
+	__u32 tgid = bpf_get_current_task_btf()->tgid;
+	struct ssl_call *call = tls_thread(false);
 	struct ts_tls_sock *e;
-	__u64 ssl = 0, *last;
+	__u64 ssl = 0;
 	__u32 exact = 1;
 
-	if (call) {
+	if (call && call->active) {
 		ssl = call->ssl;
-	} else if (dir == TS_DIR_WRITE && (last = bpf_map_lookup_elem(&tls_last_write, &tid))) {
-		ssl = *last;
+	} else if (dir == TS_DIR_WRITE && call && call->last_write) {
+		ssl = call->last_write;
 		exact = 0;
-		bpf_map_delete_elem(&tls_last_write, &tid);
+		call->last_write = 0;
 	}
 	if (!ssl || (st->linked == ssl && st->linked_pid == tgid))
 		return;

@@ -50,23 +50,21 @@ struct {
 
 static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
-	struct ssl_call c = {
-		.ssl = (__u64)ssl,
-		.buf = (__u64)buf,
-		.out_len = (__u64)out_len,
-		.entry_ns = bpf_ktime_get_ns(),
-		.dir = dir,
-	};
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct ssl_call *c;
 
-	if (!ts_traced(id >> 32))
+	if (!ts_traced_task(t, t->tgid) || !(c = tls_thread(true)))
 		return 0;
 	/* OpenSSL does not nest these calls, so an entry still here is stale: its return was
 	 * never seen (the thread died, or the probe was attached while the call ran). */
-	if (bpf_map_lookup_elem(&tls_calls, &tid))
+	if (c->active)
 		ts_count(TS_CNT_STALE_CALLS, 1);
-	bpf_map_update_elem(&tls_calls, &tid, &c, BPF_ANY);
+	c->ssl = (__u64)ssl;
+	c->buf = (__u64)buf;
+	c->out_len = (__u64)out_len;
+	c->entry_ns = dir == TS_DIR_WRITE ? bpf_ktime_get_ns() : 0; /* one clock read a call */
+	c->dir = dir;
+	c->active = 1;
 	return 0;
 }
 
@@ -126,17 +124,14 @@ static long emit_piece(__u64 i, struct piece_ctx *p)
 
 static __always_inline int tls_call_return(long ret, bool ex)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u32 tgid = bpf_get_current_task_btf()->tgid;
 	struct stream_key key = { .pid = tgid };
+	struct ssl_call *c = tls_thread(false);
 	struct piece_ctx pc;
-	struct ssl_call *c;
 	__u64 total, *next, zero64 = 0, npieces;
 	__u8 one = 1;
 
-	c = bpf_map_lookup_elem(&tls_calls, &tid);
-	if (!c)
+	if (!c || !c->active)
 		return 0;
 
 	/* phase: how many bytes did the call move */
@@ -154,7 +149,7 @@ static __always_inline int tls_call_return(long ret, bool ex)
 	if (!total)
 		goto out;
 	if (c->dir == TS_DIR_WRITE)
-		bpf_map_update_elem(&tls_last_write, &tid, &c->ssl, BPF_ANY);
+		c->last_write = c->ssl;
 
 	/* phase: reserve the stream's sequence numbers for every piece */
 	key.ssl = c->ssl;
@@ -168,17 +163,23 @@ static __always_inline int tls_call_return(long ret, bool ex)
 	if (!next)
 		goto out;
 	pc.seq = __sync_fetch_and_add(next, npieces);
-	bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+	if (c->noted_pid != tgid) { /* once per thread, not an LRU update per call */
+		bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+		c->noted_pid = tgid;
+	}
 
 	/* phase: the pieces */
 	pc.ssl = c->ssl;
 	pc.buf = c->buf;
 	pc.total = total;
-	pc.ts = c->dir == TS_DIR_WRITE ? c->entry_ns : now;
+	pc.ts = c->dir == TS_DIR_WRITE ? c->entry_ns : bpf_ktime_get_ns();
 	pc.dir = c->dir;
-	bpf_loop(npieces, emit_piece, &pc, 0);
+	if (npieces == 1) /* the usual case: no bpf_loop call for it */
+		emit_piece(0, &pc);
+	else
+		bpf_loop(npieces, emit_piece, &pc, 0);
 out:
-	bpf_map_delete_elem(&tls_calls, &tid);
+	c->active = 0;
 	return 0;
 }
 
@@ -432,7 +433,6 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 
-	bpf_map_delete_elem(&tls_calls, &tid); /* a thread that dies inside an SSL call */
 	if (tgid != tid) /* threads: only the group leader's exit ends the process */
 		return 0;
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))

@@ -207,7 +207,8 @@ struct ts_gpu_work {
 	__u32 copies;	       /* async copies enqueued */
 	__u32 other_samples;   /* launches whose kernel did not fit in k[] */
 	__u64 first_ns;	       /* first launch (entry of the launch call) */
-	__u64 last_ns;	       /* last launch */
+	__u64 _was_last_ns;    /* 0: the last launch's time is not taken (a clock read per
+				  launch cost a tenth of its trap); kept for the layout */
 	__u32 nsamples;
 	__u32 capturing;       /* stream capture in progress: launches are recorded, not run */
 	struct ts_kernel_sample k[TS_KSAMPLES];
@@ -297,6 +298,8 @@ enum ts_counter {
 	TS_CNT_LLAMA_STEPS,	/* llama_decode/llama_encode calls sent */
 	TS_CNT_LLAMA_NESTED,	/* calls inside a probed call on the same thread (a shim's): once */
 	TS_CNT_LLAMA_DROPS,	/* llama steps lost: ring buffer full, or no room for the call */
+	TS_CNT_GPU_RUNTIME_UNKNOWN, /* runtime calls whose code could not be located (the mm was
+				       busy): their driver calls may count twice */
 	TS_CNT__MAX,
 };
 

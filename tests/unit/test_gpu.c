@@ -47,7 +47,7 @@ static void on_step(void *ctx, const struct engine_step *es)
 }
 
 static struct ts_gpu_work work(uint32_t launches, uint32_t graphs, uint32_t copies, uint64_t first,
-			       uint64_t last, uint64_t kernel)
+			       uint64_t kernel)
 {
 	struct ts_gpu_work w = { 0 };
 
@@ -55,7 +55,6 @@ static struct ts_gpu_work work(uint32_t launches, uint32_t graphs, uint32_t copi
 	w.graph_launches = graphs;
 	w.copies = copies;
 	w.first_ns = first;
-	w.last_ns = last;
 	if (launches || graphs) {
 		w.nsamples = 1;
 		w.k[0] = (struct ts_kernel_sample){ .id = kernel, .count = launches + graphs,
@@ -88,7 +87,7 @@ static void test_sync_step(void **state)
 {
 	struct seen seen = { 0 };
 	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
-	struct ts_gpu_work w = work(3, 0, 1, 10 * MS, 11 * MS, 0xf1);
+	struct ts_gpu_work w = work(3, 0, 1, 10 * MS, 0xf1);
 
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 12 * MS, 0, &w);
 	assert_int_equal(seen.n, 0);
@@ -101,13 +100,13 @@ static void test_sync_step(void **state)
 	assert_int_equal(seen.steps[0].host_seen_ns, 15 * MS);
 	assert_false(seen.steps[0].done_bound);
 	/* a sync that returns at once only bounds completion */
-	w = work(2, 0, 0, 20 * MS, 20 * MS, 0xf1);
+	w = work(2, 0, 0, 20 * MS, 0xf1);
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 30 * MS, 0, &w);
 	mark(g, TS_GPU_SYNC_RETURN, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 30 * MS + 20000, 30 * MS, NULL);
 	assert_int_equal(seen.n, 2);
 	assert_true(seen.steps[1].done_bound);
 	/* a failed sync (no driver) too */
-	w = work(1, 0, 0, 40 * MS, 40 * MS, 0xf1);
+	w = work(1, 0, 0, 40 * MS, 0xf1);
 	mark(g, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 41 * MS, 0, &w);
 	{
 		struct ts_gpu_mark m = { 0 };
@@ -131,8 +130,8 @@ static void test_async_chain(void **state)
 {
 	struct seen seen = { 0 };
 	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
-	struct ts_gpu_work w1 = work(0, 1, 0, 10 * MS, 10 * MS, 0x9a);
-	struct ts_gpu_work c1 = work(0, 0, 1, 0, 0, 0), w2 = work(0, 1, 0, 12 * MS, 12 * MS, 0x9a);
+	struct ts_gpu_work w1 = work(0, 1, 0, 10 * MS, 0x9a);
+	struct ts_gpu_work c1 = work(0, 0, 1, 0, 0), w2 = work(0, 1, 0, 12 * MS, 0x9a);
 	struct ts_gpu_work c2 = c1;
 
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe1, 10 * MS + 100, 0, &w1);
@@ -170,8 +169,8 @@ static void test_async_chain_bounds(void **state)
 {
 	struct seen seen = { 0 };
 	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
-	struct ts_gpu_work w1 = work(2, 0, 0, 10 * MS, 10 * MS, 0x9a), w2 = w1, w3 = w1, w4 = w1;
-	struct ts_gpu_work k = work(1, 0, 0, 10 * MS, 10 * MS, 0x77), c = work(0, 0, 1, 0, 0, 0);
+	struct ts_gpu_work w1 = work(2, 0, 0, 10 * MS, 0x9a), w2 = w1, w3 = w1, w4 = w1;
+	struct ts_gpu_work k = work(1, 0, 0, 10 * MS, 0x77), c = work(0, 0, 1, 0, 0);
 
 	/* the side stream runs a kernel of its own after waiting: step 1 is a bound */
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe1, 10 * MS + 100, 0, &w1);
@@ -183,8 +182,8 @@ static void test_async_chain_bounds(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_true(seen.steps[i].done_bound == (seen.steps[i].stream == S_MAIN));
 	/* a copy queued behind an earlier copy the host never waited for: step 3 a bound */
-	w2.first_ns = w2.last_ns = 20 * MS;
-	w3.first_ns = w3.last_ns = 21 * MS;
+	w2.first_ns = 20 * MS;
+	w3.first_ns = 21 * MS;
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe2, 20 * MS + 100, 0, &w2);
 	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe2, 20 * MS + 200, 0, NULL);
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_COPY, 0xc2, 20 * MS + 300, 0, &c);
@@ -199,8 +198,8 @@ static void test_async_chain_bounds(void **state)
 	assert_int_equal(seen.steps[3].first_launch_ns, 21 * MS);
 	assert_true(seen.steps[3].done_bound);
 	/* a copy that waited for two steps: a bound for both */
-	w4.first_ns = w4.last_ns = 31 * MS;
-	w1.first_ns = w1.last_ns = 30 * MS;
+	w4.first_ns = 31 * MS;
+	w1.first_ns = 30 * MS;
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe4, 30 * MS + 100, 0, &w1);
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe5, 31 * MS + 100, 0, &w4);
 	mark(g, TS_GPU_WAIT, TS_GPU_SCOPE_STREAM, S_COPY, 0xe4, 31 * MS + 200, 0, NULL);
@@ -217,7 +216,7 @@ static void test_device_sync_and_query(void **state)
 {
 	struct seen seen = { 0 };
 	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
-	struct ts_gpu_work a = work(4, 0, 0, 1 * MS, 2 * MS, 0xa), b = work(2, 0, 0, 1 * MS, 3 * MS, 0xb);
+	struct ts_gpu_work a = work(4, 0, 0, 1 * MS, 0xa), b = work(2, 0, 0, 1 * MS, 0xb);
 
 	mark(g, TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 4 * MS, 0, &a);
 	mark(g, TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, S_COPY, 0, 4 * MS, 0, &b);
@@ -227,7 +226,7 @@ static void test_device_sync_and_query(void **state)
 	assert_false(seen.steps[0].done_bound);
 	assert_false(seen.steps[1].done_bound);
 	/* a query that reports done closes the stream's work, as an upper bound */
-	a = work(1, 0, 0, 10 * MS, 10 * MS, 0xa);
+	a = work(1, 0, 0, 10 * MS, 0xa);
 	mark(g, TS_GPU_QUERY_DONE, TS_GPU_SCOPE_STREAM, S_MAIN, 0, 12 * MS, 11 * MS, &a);
 	assert_int_equal(seen.n, 3);
 	assert_true(seen.steps[2].done_bound);
@@ -240,7 +239,7 @@ static void test_names_aliases_and_exit(void **state)
 	struct seen seen = { 0 };
 	struct cuda_steps *g = cuda_steps__new(on_step, &seen);
 	struct ts_gpu_kname k = { 0 };
-	struct ts_gpu_work w = work(1, 0, 0, 1 * MS, 1 * MS, 0xf00d);
+	struct ts_gpu_work w = work(1, 0, 0, 1 * MS, 0xf00d);
 
 	k.hdr = (struct ts_event_hdr){ .type = TS_EV_GPU_KNAME, .size = sizeof(k), .pid = 42 };
 	k.id = 0xbeef; /* a CUkernel from cuLibraryGetKernel */
@@ -255,7 +254,7 @@ static void test_names_aliases_and_exit(void **state)
 	assert_int_equal(seen.n, 1);
 	assert_string_equal(seen.names[0], "void gemm<float>(float*)");
 	/* open work of a process that exits is never reported, only counted */
-	w = work(5, 0, 0, 4 * MS, 4 * MS, 0xf00d);
+	w = work(5, 0, 0, 4 * MS, 0xf00d);
 	mark(g, TS_GPU_RECORD, TS_GPU_SCOPE_STREAM, S_MAIN, 0xe9, 5 * MS, 0, &w);
 	cuda_steps__exit(g, 42);
 	assert_int_equal(seen.n, 1);

@@ -53,6 +53,10 @@
 	{                                                                                     \
 		return (struct ts_filter *)&((struct x##_bpf *)s)->rodata->ts_filter;           \
 	}                                                                                     \
+	static __u64 *x##_ring_wake(void *s)                                                  \
+	{                                                                                     \
+		return (__u64 *)&((struct x##_bpf *)s)->rodata->ts_ring_wake;                   \
+	}                                                                                     \
 	static int x##_load(void *s) { return x##_bpf__load(s); }                              \
 	static void x##_destroy(void *s) { x##_bpf__destroy(s); }
 
@@ -71,6 +75,7 @@ struct probe_family {
 	void *(*open)(void);
 	struct bpf_object *(*object)(void *skel);
 	struct ts_filter *(*filter)(void *skel);
+	__u64 *(*ring_wake)(void *skel); /* common.bpf.h's ts_ring_wake */
 	int (*load)(void *skel);
 	void (*destroy)(void *skel);
 	/* After load: fill the family's own maps from the options (may be NULL). */
@@ -86,8 +91,8 @@ static void cuda_after(struct live *lv, const void *rec);
 static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
 
 #define FAMILY(x, what, optional, wanted, configure, before, after)                           \
-	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_load, x##_destroy,     \
-	  configure, before, after }
+	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
+	  x##_destroy, configure, before, after }
 
 static bool plaintext_wanted(const struct live_opts *o)
 {
@@ -297,6 +302,7 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
 				     (__u32)o->ringbuf_mb << 20))
 		goto fail;
+	*f->ring_wake(skel) = ((__u64)o->ringbuf_mb << 20) / 8;
 	bpf_object__for_each_map(map, obj) {
 		struct bpf_map *shared;
 

@@ -365,7 +365,6 @@ static void report_done(struct cuda_steps *g, struct proc *p, uint64_t ts)
 			st.copies = s->work.copies;
 			st.other_launches = s->work.other_samples;
 			st.first_launch_ns = s->work.first_ns;
-			st.last_launch_ns = s->work.last_ns;
 			st.host_seen_ns = ts;
 			st.gpu_done_ns = ts;
 			st.done_bound = !s->exact;

@@ -30,7 +30,7 @@ struct cuda_step {
 	char comm[TS_COMM_LEN];
 	uint64_t stream;
 	uint32_t launches, graph_launches, copies, other_launches;
-	uint64_t first_launch_ns, last_launch_ns;
+	uint64_t first_launch_ns;
 	uint64_t gpu_done_ns;  /* the sync's return when the host was blocked; else an upper bound */
 	uint64_t host_seen_ns; /* when the host observed completion */
 	bool done_bound;       /* gpu_done_ns is an upper bound */

@@ -648,6 +648,10 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_GPU_CAPTURED], (unsigned long long)h->gpu_steps,
 			(unsigned long long)h->gpu_unobserved, (unsigned long long)h->bpf[TS_CNT_GPU_DROPS],
 			(unsigned long long)h->bpf[TS_CNT_GPU_NO_SLOT]);
+	if (h->bpf[TS_CNT_GPU_RUNTIME_UNKNOWN]) /* rare: said only when it happened */
+		fprintf(out, "gpu: runtime_unknown=%llu (runtime calls whose code could not be "
+			     "located: their driver calls may have counted twice)\n",
+			(unsigned long long)h->bpf[TS_CNT_GPU_RUNTIME_UNKNOWN]);
 	if (h->llama_steps || h->bpf[TS_CNT_LLAMA_DROPS])
 		fprintf(out, "llama.cpp: steps=%llu failed=%llu nested_deduped=%llu drops=%llu\n",
 			(unsigned long long)h->llama_steps, (unsigned long long)h->failed_steps,

@@ -198,7 +198,6 @@ static json_t *cuda_json(const struct engine_step *es)
 	json_object_set_new(o, "graph_launches", json_integer(s->graph_launches));
 	json_object_set_new(o, "copies", json_integer(s->copies));
 	json_object_set_new(o, "first_launch_ns", json_integer((json_int_t)s->first_launch_ns));
-	json_object_set_new(o, "last_launch_ns", json_integer((json_int_t)s->last_launch_ns));
 	json_object_set_new(o, "gpu_done_ns", json_integer((json_int_t)s->gpu_done_ns));
 	json_object_set_new(o, "host_seen_ns", json_integer((json_int_t)s->host_seen_ns));
 	json_object_set_new(o, "done_bound", json_boolean(s->done_bound));
