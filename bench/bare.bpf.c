@@ -11,6 +11,12 @@ int bare(void *ctx)
 	return 0;
 }
 
+SEC("uretprobe")
+int bare_ret(void *ctx)
+{
+	return 0;
+}
+
 /* Attached by bench/sockbench.c to the enter and exit tracepoints of read and write. */
 SEC("tracepoint/syscalls/sys_enter_read")
 int bare_tp(void *ctx)

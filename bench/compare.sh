@@ -1,26 +1,30 @@
 #!/bin/bash
 # Two tokenscope binaries side by side on the SSL path, in one run (root): interleaved rounds of
-# sslbench untraced, under a bare uprobe on SSL_write, and under each binary; medians. Reports
-# the cost each adds per traced call, as a ratio to the bare uprobe, and the tracer's CPU.
+# sslbench untraced, under an empty uprobe + uretprobe pair on SSL_write and SSL_read, and
+# under each binary (the order of the two alternating from round to round). For each binary:
+# the cost it adds per round trip, as a ratio to the bare pair, and its CPU time (ns, from
+# schedstat), each a median over rounds with a bootstrap 95 % interval (bench/stats.py); then
+# the new binary's added cost over the old one's, per round.
 #
 # usage: bench/compare.sh OLD_BINARY NEW_BINARY [ROUNDS] [CALLS]
 # e.g.:  git worktree add /tmp/old HEAD~1 && make -C /tmp/old tokenscope &&
 #        bench/compare.sh /tmp/old/tokenscope ./tokenscope
 set -eu
 cd "$(dirname "$0")/.."
-old=$1 new=$2 rounds=${3:-5} n=${4:-20000}
+old=$1 new=$2 rounds=${3:-9} n=${4:-20000}
 cert=tests/fixtures/.gen/cert.pem key=tests/fixtures/.gen/key.pem b=.output/sslbench
 lib=/lib/x86_64-linux-gnu/libssl.so.3
 work=$(mktemp -d /tmp/tokenscope-compare-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-traced() { # binary, figures file, cpu file
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
+traced() { # binary: prints "ns per round trip" and "tracer CPU ns"
 	"$1" -q -c sslbench 2>"$work/err" >/dev/null &
-	local t=$! c0 c1
+	local t=$! c0 v
 	until grep -q "Hit Ctrl-C" "$work/err"; do sleep 0.1; done
-	c0=$(awk '{print $14 + $15}' /proc/$t/stat)
-	$b ssl "$n" $cert $key >>"$2"
-	c1=$(awk '{print $14 + $15}' /proc/$t/stat)
-	echo $((c1 - c0)) >>"$3"
+	c0=$(cpu_ns $t)
+	v=$($b ssl "$n" $cert $key)
+	sleep 0.1 # drained: the reader polls every 20 ms
+	echo "$v $(($(cpu_ns $t) - c0))"
 	kill -INT $t
 	wait $t
 	# its probes come off in a child, tokenscope-det: the next measurement waits for it
@@ -29,19 +33,24 @@ traced() { # binary, figures file, cpu file
 	done
 }
 for r in $(seq "$rounds"); do
-	$b ssl "$n" $cert $key >>"$work/u"
-	$b bare $lib SSL_write $b ssl "$n" $cert $key >>"$work/b"
-	traced "$old" "$work/o" "$work/oc"
-	traced "$new" "$work/n" "$work/nc"
+	u=$($b ssl "$n" $cert $key)
+	p=$($b pair $lib SSL_write,SSL_read $b ssl "$n" $cert $key)
+	if [ $((r % 2)) = 0 ]; then
+		read -r o oc <<<"$(traced "$old")"
+		read -r nw nc <<<"$(traced "$new")"
+	else
+		read -r nw nc <<<"$(traced "$new")"
+		read -r o oc <<<"$(traced "$old")"
+	fi
+	echo "$u $p $o" >>"$work/old"
+	echo "$u $p $nw" >>"$work/new"
+	echo "$oc $((2 * n)) $((2 * n * 120))" >>"$work/oldcpu"
+	echo "$nc $((2 * n)) $((2 * n * 120))" >>"$work/newcpu"
+	echo "$(awk -v u="$u" -v o="$o" 'BEGIN { print o - u }') $(awk -v u="$u" -v x="$nw" 'BEGIN { print x - u }')" >>"$work/added"
 done
-med() { sort -n "$1" | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-awk -v u="$(med "$work/u")" -v b="$(med "$work/b")" -v o="$(med "$work/o")" \
-	-v nw="$(med "$work/n")" -v oc="$(med "$work/oc")" -v nc="$(med "$work/nc")" \
-	-v hz="$(getconf CLK_TCK)" -v calls=$((2 * n)) 'BEGIN {
-	printf "%d rounds of %d SSL_write + SSL_read round trips, medians\n", '"$rounds"', calls / 2
-	printf "  bare uprobe on SSL_write: %.0f ns per call\n", b - u
-	printf "  old: %.0f ns added per traced call (%.2f x bare), tracer CPU %.1f ms\n",
-		(o - u) / 2, (o - u) / 2 / (b - u), oc * 1000 / hz
-	printf "  new: %.0f ns added per traced call (%.2f x bare), tracer CPU %.1f ms\n",
-		(nw - u) / 2, (nw - u) / 2 / (b - u), nc * 1000 / hz
-}'
+echo "$rounds rounds of $n SSL_write + SSL_read round trips"
+python3 bench/stats.py cost "old" "$work/old"
+python3 bench/stats.py cost "new" "$work/new"
+python3 bench/stats.py cpu "old, tracer CPU" "$work/oldcpu"
+python3 bench/stats.py cpu "new, tracer CPU" "$work/newcpu"
+python3 bench/stats.py paired "added cost per round trip" ns "$work/added" old new

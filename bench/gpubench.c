@@ -4,6 +4,8 @@
  *   gpubench rt N    N cudaLaunchKernel calls into the real libcudart (no GPU here: each call
  *                    fails fast, after the probe at its entry has run)
  *   gpubench drv N   N cuLaunchKernel calls into the stand-in libcuda.so.1 (virtual GPU)
+ *   gpubench rtgraph N   N cudaGraphLaunch calls into the real libcudart (fail fast, as rt)
+ *   gpubench drvgraph N  N cuGraphLaunch calls of a captured one-kernel graph, stand-in libcuda
  * Each first waits 300 ms (tracers attach to new processes' libraries meanwhile), launches
  * 1000 times untimed, then prints nanoseconds per launch.
  */
@@ -18,6 +20,11 @@ typedef struct {
 
 int cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shmem,
 		     void *stream);
+int cudaGraphLaunch(void *exec, void *stream);
+int cuStreamBeginCapture_v2(void *, int);
+int cuStreamEndCapture(void *, void **);
+int cuGraphInstantiateWithFlags(void **, void *, unsigned long long);
+int cuGraphLaunch(void *, void *);
 int cuInit(unsigned);
 int cuModuleLoadData(void **, const void *);
 int cuModuleGetFunction(void **, void *, const char *);
@@ -39,41 +46,74 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static const char *const modes[] = { "rt", "drv", "rtgraph", "drvgraph" };
+
+static int mode_of(const char *m)
+{
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(m, modes[i]))
+			return i;
+	return -1;
+}
+
+/* One call of the mode's entry point; the driver modes' handles are set up first. */
+static void *mod, *f, *s, *graph, *exec;
+static unsigned zero_us;
+static void *params[] = { &zero_us };
+
+static void call(int mode)
+{
+	switch (mode) {
+	case 0:
+		cudaLaunchKernel((const void *)bench_kernel_stub, (dim3){ 1, 1, 1 }, (dim3){ 32, 1, 1 },
+				 NULL, 0, NULL);
+		break;
+	case 1:
+		cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+		break;
+	case 2:
+		cudaGraphLaunch(NULL, NULL);
+		break;
+	default:
+		cuGraphLaunch(exec, s);
+	}
+}
+
+static int driver_setup(int mode)
+{
+	if (cuInit(0) || cuModuleLoadData(&mod, "x") || cuModuleGetFunction(&f, mod, "k") ||
+	    cuStreamCreate(&s, 0))
+		return 1;
+	if (mode == 3 && (cuStreamBeginCapture_v2(s, 0) ||
+			  cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL) ||
+			  cuStreamEndCapture(s, &graph) || cuGraphInstantiateWithFlags(&exec, graph, 0)))
+		return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : 0;
+	int mode = argc > 2 ? mode_of(argv[1]) : -1;
 	struct timespec warm = { 0, 300000000 };
-	unsigned zero_us = 0;
-	void *params[] = { &zero_us };
-	void *mod, *f, *s;
 	double t0;
 
-	if (argc < 3 || n <= 0 || (strcmp(argv[1], "rt") && strcmp(argv[1], "drv"))) {
-		fprintf(stderr, "usage: gpubench rt|drv N\n");
+	if (mode < 0 || n <= 0) {
+		fprintf(stderr, "usage: gpubench rt|drv|rtgraph|drvgraph N\n");
 		return 2;
 	}
 	nanosleep(&warm, NULL);
-	if (!strcmp(argv[1], "rt")) {
-		for (int i = 0; i < 1000; i++)
-			cudaLaunchKernel((const void *)bench_kernel_stub, (dim3){ 1, 1, 1 },
-					 (dim3){ 32, 1, 1 }, NULL, 0, NULL);
-		t0 = now_ns();
-		for (long i = 0; i < n; i++)
-			cudaLaunchKernel((const void *)bench_kernel_stub, (dim3){ 1, 1, 1 },
-					 (dim3){ 32, 1, 1 }, NULL, 0, NULL);
-	} else {
-		if (cuInit(0) || cuModuleLoadData(&mod, "x") || cuModuleGetFunction(&f, mod, "k") ||
-		    cuStreamCreate(&s, 0))
-			return 1;
-		for (int i = 0; i < 1000; i++)
-			cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+	if ((mode & 1) && driver_setup(mode))
+		return 1;
+	for (int i = 0; i < 1000; i++)
+		call(mode);
+	if (mode & 1)
 		cuStreamSynchronize(s);
-		t0 = now_ns();
-		for (long i = 0; i < n; i++)
-			cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
-	}
+	t0 = now_ns();
+	for (long i = 0; i < n; i++)
+		call(mode);
 	printf("%.1f\n", (now_ns() - t0) / n);
-	if (!strcmp(argv[1], "drv"))
+	if (mode & 1)
 		cuStreamSynchronize(s);
 	return 0;
 }

@@ -1,7 +1,10 @@
 #!/bin/sh
 # `make bench`: what tokenscope costs the processes it traces, and how fast its pipeline runs.
-# Uprobe traps are slow and noisy in VMs, so the cost per SSL call is reported as a ratio to
-# one bare (empty) uprobe measured in the same run. Figures: docs/performance.md.
+# Traps are slow and noisy in VMs, so each cost per call is reported as a ratio to a bare
+# (empty) probe on the very same entry point or tracepoints, measured in the same run: rounds
+# interleave untraced, bare and traced runs (the order alternating from round to round), and
+# bench/stats.py gives every figure as a median over rounds with a bootstrap 95 % interval, or
+# says "within noise" where the run cannot resolve it. Figures: docs/performance.md.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then
@@ -9,22 +12,32 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 N=${BENCH_N:-20000}
-ROUNDS=${BENCH_ROUNDS:-5}
+ROUNDS=${BENCH_ROUNDS:-15}
+ENGINE_ROUNDS=${BENCH_ENGINE_ROUNDS:-5}
+BULK=${BENCH_BULK_BYTES:-1073741824}
 cert=tests/fixtures/.gen/cert.pem
 key=tests/fixtures/.gen/key.pem
 bench=.output/sslbench
+sb=.output/sockbench
+lb=.output/llamabench
+stats="python3 bench/stats.py"
 work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
 trap 'kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
 tracer= server=
 
+# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine
+want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine} " in *" $1 "*) ;; *) return 1 ;; esac; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-# a process's CPU time so far (user + system), in clock ticks
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+# a process's CPU time so far, every thread, in ns (schedstat: time on a CPU)
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
 
 start_tracer() {
 	./tokenscope -q "$@" 2>"$work/stderr" >"$work/stdout" &
 	tracer=$!
-	until grep -q "Hit Ctrl-C to end." "$work/stderr"; do sleep 0.1; done
+	until grep -q "Hit Ctrl-C to end." "$work/stderr"; do
+		kill -0 "$tracer" 2>/dev/null || { cat "$work/stderr" >&2; exit 1; }
+		sleep 0.1
+	done
 }
 # tokenscope leaves the removal of its probes to a child, tokenscope-det, that ends on its
 # own: the next measurement waits for it, or its probes would still trap there.
@@ -39,67 +52,135 @@ stop_tracer() {
 libssl=/lib/x86_64-linux-gnu/libssl.so.3
 libcudart=$(ls /usr/local/cuda/lib64/libcudart.so.* | head -n 1)
 libcuda=.output/gpu/libcuda.so.1
-echo "tokenscope bench: $ROUNDS rounds of $N iterations (medians)"
-for f in ssl ssl_bare ssl_t ssl_t_lost ssl_cpu ssl_bt ssl_bt_lost rt rt_bare rt_t drv drv_bare drv_t; do : >"$work/$f"; done
-sed "s|LIBSSL|$libssl|g" bench/peer_ssl.bt >"$work/peer.bt"
-for r in $(seq "$ROUNDS"); do
-	$bench ssl "$N" "$cert" "$key" >>"$work/ssl"
-	$bench bare $libssl SSL_write $bench ssl "$N" "$cert" "$key" >>"$work/ssl_bare"
-	.output/gpubench rt "$N" >>"$work/rt"
-	$bench bare "$libcudart" cudaLaunchKernel .output/gpubench rt "$N" >>"$work/rt_bare"
-	.output/gpubench drv "$N" >>"$work/drv"
-	$bench bare $libcuda cuLaunchKernel .output/gpubench drv "$N" >>"$work/drv_bare"
-	start_tracer -c sslbench
-	cpu0=$(cpu_ticks "$tracer")
-	$bench ssl "$N" "$cert" "$key" >>"$work/ssl_t"
-	sleep 0.1 # drained: the reader polls every 20 ms
-	# tracer CPU for the 2N records of 120 bytes, in ms per MB
-	awk -v t="$(($(cpu_ticks "$tracer") - cpu0))" -v hz="$(getconf CLK_TCK)" -v n="$N" \
-		'BEGIN { print t * 1000 / hz / (2 * n * 120 / 1e6) }' >>"$work/ssl_cpu"
-	stop_tracer
-	echo $((2 * N - $(grep -o 'events=[0-9]*' "$work/stdout" | cut -d= -f2))) >>"$work/ssl_t_lost"
+stub=$(pwd)/.output/libllamastub.so
+ssl="$bench ssl $N $cert $key"
+# Loopback TCP's time per call moves by more than the bare programs cost from one process to
+# the next when the scheduler moves it between CPUs: the socket workloads run on one CPU.
+pin="taskset -c $(($(nproc) - 1))"
+
+# The workloads whose cost per call is measured: name, the command, the bare probe's place
+# (how sslbench attaches it: "bare LIB SYMBOLS" an entry uprobe, "pair LIB SYMBOLS" entry and
+# return, "tp" sockbench's empty programs on the enter and exit of read and write).
+workloads() {
+	cat <<-EOF
+	ssl|$ssl|pair $libssl SSL_write,SSL_read
+	rt|.output/gpubench rt $N|bare $libcudart cudaLaunchKernel
+	drv|.output/gpubench drv $N|bare $libcuda cuLaunchKernel
+	rtgraph|.output/gpubench rtgraph $N|bare $libcudart cudaGraphLaunch
+	drvgraph|.output/gpubench drvgraph $N|bare $libcuda cuGraphLaunch
+	llamadec|$lb decode $N|pair $stub llama_decode
+	llamapre|$lb prefill $N|pair $stub llama_decode
+	pipe|$pin $sb pipe 50000|tp
+	tcp|$pin $sb tcp 50000|tp
+	http|$pin $sb http 50000|tp
+	EOF
+}
+bare_run() { # place, command...
+	place=$1
+	shift
+	case $place in
+	tp) $sb bare "$@" ;;
+	*) $bench $place "$@" ;;
+	esac
+}
+untraced_set() {
+	workloads | while IFS='|' read -r name cmd place; do
+		# shellcheck disable=SC2086
+		if [ $((r % 2)) = 0 ]; then
+			$cmd >"$work/$name.u1" </dev/null
+			bare_run $place $cmd >"$work/$name.b1" </dev/null
+		else
+			bare_run $place $cmd >"$work/$name.b1" </dev/null
+			$cmd >"$work/$name.u1" </dev/null
+		fi
+	done
+	$sb bulk "$BULK" >"$work/bulk.u1"
 	# the peer: bpftrace copying what each call moved (bench/peer_ssl.bt)
 	BPFTRACE_STRLEN=200 bpftrace "$work/peer.bt" >"$work/bt.out" 2>"$work/bt.err" &
 	tracer=$!
-	until grep -q "Attaching" "$work/bt.out"; do sleep 0.1; done
+	until grep -q "Attaching" "$work/bt.out"; do
+		kill -0 "$tracer" 2>/dev/null || { cat "$work/bt.err" >&2; exit 1; }
+		sleep 0.1
+	done
 	sleep 2 # bpftrace says "Attaching" before it attaches
-	$bench ssl "$N" "$cert" "$key" >>"$work/ssl_bt"
+	$ssl >"$work/ssl.bt1"
 	stop_tracer
 	# each traced call prints a line; what bpftrace could not take, it does not print
 	echo $((2 * N - $(grep -c '^[0-9]* [0-9]* [0-9]* ' "$work/bt.out"))) >>"$work/ssl_bt_lost"
-	start_tracer -c gpubench
-	.output/gpubench rt "$N" >>"$work/rt_t"
-	.output/gpubench drv "$N" >>"$work/drv_t"
+}
+traced_set() {
+	start_tracer # default options: every process, plaintext capture on
+	workloads | while IFS='|' read -r name cmd place; do
+		[ "$name" != ssl ] || c0=$(cpu_ns "$tracer")
+		# shellcheck disable=SC2086
+		$cmd >"$work/$name.t1" </dev/null
+		if [ "$name" = ssl ]; then
+			sleep 0.1 # drained: the reader polls every 20 ms
+			echo "$(($(cpu_ns "$tracer") - c0)) $((2 * N)) $((2 * N * 120))" >>"$work/ssl_cpu"
+		fi
+	done
+	$sb bulk "$BULK" >"$work/bulk.t1"
 	stop_tracer
-done
-for f in ssl ssl_bare ssl_t ssl_bt rt rt_bare rt_t drv drv_bare drv_t; do
-	eval "$f=\$(median <\"\$work/$f\")"
-done
-bt_lost=$(sort -n "$work/ssl_bt_lost" | tr '\n' ' ')
-t_lost=$(sort -n "$work/ssl_t_lost" | tr '\n' ' ')
-ssl_cpu=$(median <"$work/ssl_cpu")
-awk -v s="$ssl" -v sb="$ssl_bare" -v st="$ssl_t" -v sbt="$ssl_bt" -v r="$rt" -v rb="$rt_bare" -v rt="$rt_t" \
-	-v d="$drv" -v db="$drv_bare" -v dt="$drv_t" 'BEGIN {
-	printf "  %-34s %9s %9s %9s %9s\n", "per call (ns)", "untraced", "bare", "traced", "ratio"
-	# SSL: one round trip is two traced calls (SSL_write, SSL_read); the bare probe is on SSL_write
-	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "SSL_write + SSL_read round trip", s, sb - s, (st - s) / 2, (st - s) / 2 / (sb - s)
-	printf "  %-34s %9s %9s %9.0f %8.2fx\n", "  the same under bpftrace (peer)", "", "", (sbt - s) / 2, (sbt - s) / 2 / (sb - s)
-	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "cudaLaunchKernel (libcudart)", r, rb - r, rt - r, (rt - r) / (rb - r)
-	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "cuLaunchKernel (stand-in libcuda)", d, db - d, dt - d, (dt - d) / (db - d)
-	printf "  bare: an empty uprobe on the same entry point; traced: added per call with tokenscope\n"
-	printf "  (a traced SSL call takes an entry and a return probe; a launch only an entry probe)\n"
-}'
-echo "  calls not delivered, per round of $((2 * N)): tokenscope $t_lost; bpftrace $bt_lost"
-echo "  tokenscope's own CPU while tracing them: $ssl_cpu ms per MB captured"
-echo "  (bcc's sslsniff, the other peer, is not run: it builds against kernel headers, and Debian 12"
-echo "  has none for this kernel)"
+	# records the ring had no room for, over every workload of the round
+	grep -o 'capture: events=[0-9]* bytes=[0-9]* drops=[0-9]*' "$work/stdout" |
+		sed 's/.*drops=//' >>"$work/ssl_t_lost"
+}
 
-# Start and stop: from exec to "Hit Ctrl-C to end." (every probe attached), from SIGINT to
-# the process's end, and from SIGINT until its probes are gone (the detaching child's end).
+if want calls; then
+echo "tokenscope bench: $ROUNDS rounds (each: untraced, bare and traced runs, interleaved), $N calls a run"
+sed "s|LIBSSL|$libssl|g" bench/peer_ssl.bt >"$work/peer.bt"
+: >"$work/ssl_bt_lost"
+: >"$work/ssl_t_lost"
+: >"$work/ssl_cpu"
+: >"$work/ssl.bt"
+: >"$work/bulk.rows"
+workloads | while IFS='|' read -r name cmd place; do : >"$work/$name.rows"; done
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) = 0 ]; then
+		untraced_set
+		traced_set
+	else
+		traced_set
+		untraced_set
+	fi
+	workloads | while IFS='|' read -r name cmd place; do
+		echo "$(cat "$work/$name.u1") $(cat "$work/$name.b1") $(cat "$work/$name.t1")" >>"$work/$name.rows"
+	done
+	echo "$(cat "$work/ssl.u1") $(cat "$work/ssl.b1") $(cat "$work/ssl.bt1")" >>"$work/ssl.bt"
+	echo "$(cat "$work/bulk.u1") $(cat "$work/bulk.t1")" >>"$work/bulk.rows"
+done
+echo "  cost per call, ns: untraced; what a bare probe adds; what tokenscope adds (95 % intervals)"
+$stats cost "SSL_write + SSL_read round trip" "$work/ssl.rows"
+$stats cost "  the same under bpftrace (peer)" "$work/ssl.bt"
+echo "    (bare: an empty uprobe and uretprobe on SSL_write and on SSL_read; tokenscope takes"
+echo "    the entry and the return of each; bpftrace copies up to 200 bytes at each return)"
+range() { sort -n "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf(lo == hi ? "%d in every round" : "%d to %d", lo, hi) }'; }
+echo "  SSL calls not delivered, per round of $((2 * N)): bpftrace $(range "$work/ssl_bt_lost"); tokenscope: records dropped (ring full), over every workload of a round: $(range "$work/ssl_t_lost")"
+$stats cpu "tokenscope's own CPU while tracing them (2 records of 120 bytes a round trip)" "$work/ssl_cpu"
+$stats cost "cudaLaunchKernel (libcudart)" "$work/rt.rows"
+$stats cost "cuLaunchKernel (stand-in libcuda)" "$work/drv.rows"
+$stats cost "cudaGraphLaunch (libcudart)" "$work/rtgraph.rows"
+$stats cost "cuGraphLaunch (stand-in libcuda)" "$work/drvgraph.rows"
+echo "    (bare: an empty uprobe on the entry point; a launch takes only an entry probe)"
+$stats cost "llama_decode, decode step (4 seqs)" "$work/llamadec.rows"
+$stats cost "llama_decode, prefill (512 tokens)" "$work/llamapre.rows"
+echo "    (on a stub library that returns at once; bare: an empty uprobe and uretprobe there)"
+$stats cost "pipe (not a socket)" "$work/pipe.rows"
+$stats cost "TCP, not HTTP (ignored socket)" "$work/tcp.rows"
+$stats cost "TCP, HTTP (both calls captured)" "$work/http.rows"
+echo "    (a write + read of 120 bytes; bare: empty programs on the enter and exit tracepoints"
+echo "    of read and write, the very four tokenscope's run on for these calls)"
+$stats paired "bulk TCP, $((BULK >> 20)) MiB, not HTTP" MB/s "$work/bulk.rows"
+fi
+
+if want start; then
+# Start and stop (medians of 5): from exec to "Hit Ctrl-C to end." (every probe attached),
+# from SIGINT to the process's end, and from SIGINT until its probes are gone (the detaching
+# child's end).
 : >"$work/start"
 : >"$work/stop"
 : >"$work/gone"
-for r in $(seq "$ROUNDS"); do
+for r in $(seq 5); do
 	t0=$(date +%s%N)
 	./tokenscope -q 2>"$work/stderr" >"$work/stdout" &
 	tracer=$!
@@ -119,45 +200,9 @@ for r in $(seq "$ROUNDS"); do
 done
 printf "  start (exec to every probe attached): %d ms; Ctrl-C to exit: %d ms; to every probe removed: %d ms\n" \
 	"$(median <"$work/start")" "$(median <"$work/stop")" "$(median <"$work/gone")"
+fi
 
-# Plaintext TCP: the syscall tracepoints every process pays, against an empty tracepoint
-# program on the same four tracepoints (enter and exit of read and write), no filter.
-SOCK_N=${BENCH_SOCK_N:-50000}
-BULK=${BENCH_BULK_BYTES:-1073741824}
-sb=.output/sockbench
-modes="pipe tcp http"
-for m in $modes; do for k in u b t; do : >"$work/$m.$k"; done; done
-: >"$work/bulk.u"
-: >"$work/bulk.t"
-for r in $(seq "$ROUNDS"); do
-	for m in $modes; do
-		$sb "$m" "$SOCK_N" >>"$work/$m.u"
-		$sb bare $sb "$m" "$SOCK_N" >>"$work/$m.b"
-	done
-	$sb bulk "$BULK" >>"$work/bulk.u"
-	start_tracer
-	for m in $modes; do $sb "$m" "$SOCK_N" >>"$work/$m.t"; done
-	$sb bulk "$BULK" >>"$work/bulk.t"
-	stop_tracer
-done
-printf "  %-34s %9s %9s %9s %9s %9s\n" "write + read of 120 bytes (ns)" "untraced" "bare" "traced" \
-	"ratio" "of total"
-for m in $modes; do
-	u=$(median <"$work/$m.u") b=$(median <"$work/$m.b") t=$(median <"$work/$m.t")
-	case $m in
-	pipe) what="pipe (not a socket)" ;;
-	tcp) what="TCP, not HTTP (ignored socket)" ;;
-	http) what="TCP, HTTP (both calls captured)" ;;
-	esac
-	awk -v w="$what" -v u="$u" -v b="$b" -v t="$t" 'BEGIN {
-		printf "  %-34s %9.0f %9.0f %9.0f %8.2fx %8.2fx\n", w, u, b - u, t - u, (t - u) / (b - u), t / b }'
-done
-awk -v u="$(median <"$work/bulk.u")" -v t="$(median <"$work/bulk.t")" -v n="$BULK" 'BEGIN {
-	printf "  bare/traced: added per write + read pair; ratio: added, traced over bare; of total:\n"
-	printf "  the pair with tokenscope over the pair with the bare program\n"
-	printf "  bulk TCP transfer of %d MiB, not HTTP: %.0f MB/s untraced, %.0f MB/s traced: %.2fx\n", n / 1048576, u, t, t / u
-}'
-
+if want pipeline; then
 # Pipeline throughput: replay a recording of 1 000 streamed requests of 100 token events in
 # every dialect, client and server both traced (2 000 reported requests).
 python3 tests/fixtures/llm_server.py --cert "$cert" --key "$key" --port-file "$work/port" \
@@ -184,7 +229,9 @@ awk -v ev="$events" -v by="$bytes" -v tok="$tokens" -v us="$(median <"$work/repl
 	printf "    %.0f records/s, %.0f token events/s (each its own SSE or NDJSON event), %.1f MB/s\n", ev / (us / 1e6), tok / (us / 1e6), by / us
 	printf "  peak RSS of a replay: %d KiB\n", rss
 }'
+fi
 
+if want h2; then
 # HTTP/2 against HTTP/1.1 in the pipeline: the same 400 streamed requests of 100 token events
 # to hypercorn over TLS, recorded once over each protocol (httpx: 8 streams on one HTTP/2
 # connection, or 8 HTTP/1.1 connections), both ends traced; the two recordings replayed
@@ -230,7 +277,9 @@ awk -v n1="$n1" -v e1="$e1" -v n2="$n2" -v e2="$e2" -v m1="$(median <"$work/h1_m
 	printf "    HTTP/2:   %d requests, %d token events in %.0f ms: %.0f token events/s\n", n2, e2, m2 / 1e3, e2 / (m2 / 1e6)
 	printf "    HTTP/2 over HTTP/1.1 in token events/s: %.2fx (per round %.2f-%.2fx)\n", (e2 / m2) / (e1 / m1), lo, hi
 }'
+fi
 
+if want memory; then
 # Memory per open stream: 10 000 streamed requests left open, each seen from both ends
 # (20 000 connections), replayed; against one.
 python3 bench/open_streams.py 1 "$work/open1.rec"
@@ -248,7 +297,9 @@ for mb in 8 0; do
 done | awk '{
 	printf "  open streams, both ends, live (-b %s): VmRSS %d KiB (ring and binary %d KiB, heap %d KiB), streams seen %d client / %d server\n", $2 ? $2 : "default", $3, $5, $6, $7, $8
 }'
+fi
 
+if want fork; then
 # Many short-lived client processes (a fork-per-request client): RSS and CPU per tenth of 50 000
 # requests, each from its own process, then the same requests from one process.
 for how in fork one; do
@@ -268,56 +319,44 @@ awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
 		for (i = 1; i <= n; i++) printf " %d", t[i]
 		printf " ticks\n"
 	}' "$work/fork.one"
+fi
 
-# llama.cpp's step path: the probes' cost per llama_decode call, against one bare uprobe on
-# the same function, on a stub library (bench/llamastub.c) so that the call is all probe: a
-# decode step (4 sequences, a token each) and a 512-token prefill step (the batch is read
-# at entry, 32 tokens at a time, then each token's sequence id).
-lb=.output/llamabench
-stub=$(pwd)/.output/libllamastub.so
-for k in dec dec_b dec_t pre pre_b pre_t; do : >"$work/llama.$k"; done
-for r in $(seq "$ROUNDS"); do
-	$lb decode "$N" >>"$work/llama.dec"
-	$bench bare "$stub" llama_decode $lb decode "$N" >>"$work/llama.dec_b"
-	$lb prefill "$N" >>"$work/llama.pre"
-	$bench bare "$stub" llama_decode $lb prefill "$N" >>"$work/llama.pre_b"
-	start_tracer -c llamabench
-	$lb decode "$N" >>"$work/llama.dec_t"
-	$lb prefill "$N" >>"$work/llama.pre_t"
-	stop_tracer
-done
-for k in dec dec_b dec_t pre pre_b pre_t; do eval "l_$k=\$(median <\"\$work/llama.$k\")"; done
-awk -v d="$l_dec" -v db="$l_dec_b" -v dt="$l_dec_t" -v p="$l_pre" -v pb="$l_pre_b" -v pt="$l_pre_t" 'BEGIN {
-	printf "  %-34s %9s %9s %9s %9s\n", "per llama_decode call (ns)", "untraced", "bare", "traced", "ratio"
-	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "decode step (4 sequences)", d, db - d, dt - d, (dt - d) / (db - d)
-	printf "  %-34s %9.0f %9.0f %9.0f %8.2fx\n", "prefill step (512 tokens)", p, pb - p, pt - p, (pt - p) / (pb - p)
-	printf "  (a traced call takes an entry and a return probe; the bare one an entry probe only)\n"
-}'
-
-# The same on the real engine: node-llama-cpp's CPU llama.cpp on the tests' tiny model, its
-# generated tokens/s without and with tokenscope, interleaved. The tiny model's steps are
-# short (a few ms), so this is where the probes weigh most; the VM's noise between runs is
-# larger than their cost, which the per-call figures above and the steps/s give.
+if want engine; then
+# What an engine loses: the same load untraced and traced (default options: every process,
+# plaintext capture on), interleaved, the order alternating from round to round.
+#
+# node-llama-cpp's CPU llama.cpp on the tests' tiny model (1 thread, 4 sequences of 300
+# tokens, 4 times): generated tokens/s. Its steps are short (about 2 ms), so this is where the
+# step probes weigh most.
 model=tests/fixtures/.gen/tiny.gguf
-: >"$work/tps"
-for r in $(seq "$ROUNDS"); do
-	u=$(node bench/llama_tokens.mjs "$model" 300 4)
-	start_tracer -c node
+: >"$work/llama_tps"
+for r in $(seq "$ENGINE_ROUNDS"); do
+	if [ $((r % 2)) = 0 ]; then u=$(node bench/llama_tokens.mjs "$model" 300 4); fi
+	start_tracer
 	t=$(node bench/llama_tokens.mjs "$model" 300 4)
 	stop_tracer
-	steps=$(grep -o 'llama.cpp: steps=[0-9]*' "$work/stdout" | cut -d= -f2)
-	echo "$u $t $steps" >>"$work/tps"
+	if [ $((r % 2)) = 1 ]; then u=$(node bench/llama_tokens.mjs "$model" 300 4); fi
+	echo "$u $t" >>"$work/llama_tps"
 done
-awk -v dt="$l_dec_t" -v d="$l_dec" 'function med(a, n,   i, j, t) {
-		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-		return a[int((n + 1) / 2)]
-	}
-	{ n++; u[n] = $1; t[n] = $2; ratio[n] = $1 / $2; lo = (n == 1 || ratio[n] < lo) ? ratio[n] : lo
-	  hi = (n == 1 || ratio[n] > hi) ? ratio[n] : hi; steps = $3 }
-	END {
-		mu = med(u, n); mt = med(t, n); mr = med(ratio, n)
-		printf "  llama.cpp (node-llama-cpp, tiny model, 1 thread): %.0f tokens/s untraced, %.0f traced (medians of %d interleaved rounds);\n", mu, mt, n
-		printf "    slowdown %.3fx (per round %.3f to %.3f)", mr, lo, hi
-		if (lo <= 1 && hi >= 1) printf ": not resolved by this run"
-		printf "\n    from the per-call cost: %d steps for %d tokens, %.1f us each: %.4fx\n", steps, 4 * 4 * 300, (dt - d) / 1e3, 1 + steps * (dt - d) / 1e9 / (4 * 4 * 300 / mt)
-	}' "$work/tps"
+echo "  what an engine loses, traced over untraced (medians of per-round ratios, 95 % intervals):"
+$stats paired "llama.cpp tokens/s (tiny model)" tokens/s "$work/llama_tps"
+
+# The vLLM-shaped fixture (tests/fixtures/vllm: uvicorn API server, ZMQ, an engine core on the
+# stand-in GPU): 96 streamed requests, 32 at a time, over plaintext HTTP (captured when
+# traced). bench/engine_load.py gives its tokens/s, requests/s and median step time.
+: >"$work/vllm"
+for r in $(seq "$ENGINE_ROUNDS"); do
+	for k in $([ $((r % 2)) = 0 ] && echo u t || echo t u); do
+		[ "$k" = u ] || start_tracer
+		python3 bench/engine_load.py "$work/vllm.$k" >"$work/vllm.$k.out"
+		[ "$k" = u ] || stop_tracer
+	done
+	paste -d' ' "$work/vllm.u.out" "$work/vllm.t.out" >>"$work/vllm"
+done
+awk '{ print $1, $4 }' "$work/vllm" >"$work/vllm.tps"
+awk '{ print $2, $5 }' "$work/vllm" >"$work/vllm.rps"
+awk '{ print $3, $6 }' "$work/vllm" >"$work/vllm.step"
+$stats paired "vLLM-shaped engine: tokens/s" tokens/s "$work/vllm.tps"
+$stats paired "  its API server: requests/s" requests/s "$work/vllm.rps"
+$stats paired "  median step time (host, launch to sync)" ms "$work/vllm.step"
+fi

@@ -4,14 +4,18 @@
  *   sslbench ssl N CERT KEY   N round trips of SSL_write (client, 120 bytes, an SSE event's
  *                             size) + SSL_read (server) through real libssl over a memory BIO
  *                             pair: two probed SSL calls per iteration, no sockets
- *   sslbench bare LIB SYMBOL CMD...  run CMD with a uprobe that does nothing attached to
- *                             SYMBOL in LIB (every process): the yardstick, measured on the
- *                             very entry point whose tracing cost is compared with it
+ *   sslbench bare LIB SYMBOLS CMD...  run CMD with a uprobe that does nothing attached to
+ *                             each of SYMBOLS (comma-separated) in LIB (every process): the
+ *                             yardstick, measured on the very entry points whose tracing
+ *                             cost is compared with it
+ *   sslbench pair LIB SYMBOLS CMD...  the same with an empty uretprobe beside each uprobe:
+ *                             the yardstick for probes that take the entry and the return
  * Prints nanoseconds per iteration.
  */
 #include <bpf/libbpf.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,23 +33,34 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static int bare_probe(const char *lib, const char *sym, char **cmd)
+#define MAX_BARE 8
+
+static int bare_probe(const char *lib, const char *syms, bool with_return, char **cmd)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = sym);
 	struct bare_bpf *skel = bare_bpf__open_and_load();
-	struct bpf_link *link = NULL;
-	int status = 1;
+	struct bpf_link *links[2 * MAX_BARE] = { 0 };
+	char names[256], *save = NULL;
+	int status = 1, nlinks = 0;
 	pid_t child;
 
 	if (!skel) {
 		fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
 		return 1;
 	}
-	link = bpf_program__attach_uprobe_opts(skel->progs.bare, -1, lib, 0, &opts);
-	if (!link) {
-		fprintf(stderr, "sslbench: cannot attach to %s in %s\n", sym, lib);
-		bare_bpf__destroy(skel);
-		return 1;
+	snprintf(names, sizeof(names), "%s", syms);
+	for (char *sym = strtok_r(names, ",", &save); sym && nlinks < 2 * MAX_BARE;
+	     sym = strtok_r(NULL, ",", &save)) {
+		for (int ret = 0; ret <= (int)with_return; ret++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = sym, .retprobe = ret);
+			struct bpf_program *prog = ret ? skel->progs.bare_ret : skel->progs.bare;
+
+			links[nlinks] = bpf_program__attach_uprobe_opts(prog, -1, lib, 0, &opts);
+			if (!links[nlinks]) {
+				fprintf(stderr, "sslbench: cannot attach to %s in %s\n", sym, lib);
+				goto out;
+			}
+			nlinks++;
+		}
 	}
 	child = fork();
 	if (child == 0) {
@@ -54,7 +69,9 @@ static int bare_probe(const char *lib, const char *sym, char **cmd)
 	}
 	if (child > 0)
 		waitpid(child, &status, 0);
-	bpf_link__destroy(link);
+out:
+	for (int i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
 	bare_bpf__destroy(skel);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
@@ -117,8 +134,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 5 && !strcmp(argv[1], "ssl") && n > 0)
 		return bench_ssl(n, argv[3], argv[4]);
-	if (argc >= 5 && !strcmp(argv[1], "bare"))
-		return bare_probe(argv[2], argv[3], argv + 4);
-	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench bare LIB SYMBOL CMD...\n");
+	if (argc >= 5 && (!strcmp(argv[1], "bare") || !strcmp(argv[1], "pair")))
+		return bare_probe(argv[2], argv[3], !strcmp(argv[1], "pair"), argv + 4);
+	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench bare|pair LIB SYMBOLS CMD...\n");
 	return 2;
 }
