@@ -22,7 +22,7 @@ sb=.output/sockbench
 lb=.output/llamabench
 stats="python3 bench/stats.py"
 work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
-trap 'kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -z "$tracer$server" ] || kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
 tracer= server=
 
 # BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine
@@ -360,3 +360,4 @@ $stats paired "vLLM-shaped engine: tokens/s" tokens/s "$work/vllm.tps"
 $stats paired "  its API server: requests/s" requests/s "$work/vllm.rps"
 $stats paired "  median step time (host, launch to sync)" ms "$work/vllm.step"
 fi
+exit 0
