@@ -22,7 +22,8 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-init
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
 # libmicrohttpd (--metrics) is linked dynamically: its static form needs GnuTLS and p11-kit,
 # which Debian ships without static archives.
-LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lz -lstdc++ -Wl,-Bdynamic -lmicrohttpd -lm
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lz -lstdc++ \
+	-Wl,-Bdynamic -lmicrohttpd -lm
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
@@ -183,10 +184,11 @@ asan:
 	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" $(OUTPUT)/san/tokenscope
 	$(Q)cp $(OUTPUT)/san/tokenscope tokenscope-asan
 
+# `make demo TOP=1`: the vLLM-shaped service under waves of load, in `tokenscope top`.
 demo: deps
 	$(Q)$(MAKE) -s all fixtures
 	$(Q)$(MAKE) -s -C tests/gpu ../../.output/gpu/libcuda.so.1
-	$(Q)./demo/run.sh
+	$(Q)if [ "$(TOP)" = 1 ]; then ./demo/top.sh; else ./demo/run.sh; fi
 
 bench: deps
 	$(Q)./scripts/setup.sh bench

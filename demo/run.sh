@@ -7,6 +7,7 @@
 # and the HTML report of the last two in .output/demo.
 set -eu
 cd "$(dirname "$0")/.."
+. demo/vllm.sh
 if [ "$(id -u)" != 0 ]; then
 	echo "the demo loads eBPF probes: run it as root (sudo make demo)" >&2
 	exit 1
@@ -60,14 +61,7 @@ until grep -q "Hit Ctrl-C to end." "$work/stderr2" 2>/dev/null; do
 	if ! kill -0 "$tracer" 2>/dev/null; then cat "$work/stderr2" >&2; exit 1; fi
 	sleep 0.1
 done
-vport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-VGPU_LIB=$PWD/.output/gpu/libcuda.so.1 /usr/bin/python3 tests/fixtures/vllm/api_server.py \
-	--port "$vport" --truth "$work/truth.jsonl" --mode async --chunk 2048 >/dev/null 2>&1 &
-api=$!
-until python3 -c "import socket; socket.create_connection(('127.0.0.1', $vport), 1)" 2>/dev/null; do
-	if ! kill -0 "$api" 2>/dev/null; then echo "demo: the vLLM-shaped service did not start" >&2; exit 1; fi
-	sleep 0.1
-done
+start_vllm "$work"
 /usr/bin/python3 tests/fixtures/vllm/load.py "http://127.0.0.1:$vport" 64 32 >/dev/null
 kill -INT "$api"
 wait "$api" || true

@@ -16,6 +16,7 @@
 #   llama/capture      llama.cpp (node-llama-cpp) serving 16 streams: its own steps, and the
 #                      split from the sequences they carried
 #   h2/capture         HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node
+# Then `tokenscope top --replay` of tls-clients/capture, driven in tmux.
 set -u
 cd "$(dirname "$0")/../.."
 TOKENSCOPE=${TOKENSCOPE:-./tokenscope}
@@ -103,6 +104,14 @@ if ! $TOKENSCOPE report "$tmp" -q 2>"$tmp/dir.err" >/dev/null &&
 	pass=$((pass + 1))
 else
 	echo "FAIL: report DIR does not say it is a directory: $(cat "$tmp/dir.err")"
+	fail=$((fail + 1))
+fi
+# `tokenscope top --replay` in tmux: the same final screen twice, its rows against the
+# report's records, the keys, a resize, no terminal (tests/integration/top_checks.py).
+if python3 tests/integration/top_checks.py replay "$TOKENSCOPE" tests/fixtures/tls-clients/capture.tsrec.gz; then
+	pass=$((pass + 1))
+else
+	echo "FAIL: top --replay (above)"
 	fail=$((fail + 1))
 fi
 

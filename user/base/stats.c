@@ -77,6 +77,15 @@ void sample__free(struct sample *s)
 	memset(s, 0, sizeof(*s));
 }
 
+void sample__clear(struct sample *s)
+{
+	s->n = 0;
+	s->seen = 0;
+	s->max = 0;
+	s->rng = 0;
+	s->sorted = 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

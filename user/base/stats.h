@@ -28,6 +28,8 @@ double sample__max(struct sample *s);
 /* Values added (not only those kept). */
 uint64_t sample__count(const struct sample *s);
 void sample__free(struct sample *s);
+/* Empty again, keeping its memory (a sample refilled once a refresh). */
+void sample__clear(struct sample *s);
 /* The summary's line for s (nothing when empty): label, count, p50, p90, p99, max. */
 void sample__print(FILE *out, const char *label, struct sample *s);
 /* Sort nanosecond values in place, once; then read any number of percentiles from them. */

@@ -33,3 +33,17 @@ const char *text__safe(char *out, size_t n, const char *s)
 	out[o] = 0;
 	return out;
 }
+
+const char *text__ascii(char *out, size_t n, const char *s)
+{
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < n; p++) {
+		if (*p < 0x20 || *p > 0x7e)
+			o += snprintf(out + o, n - o, "\\x%02x", *p);
+		else
+			out[o++] = (char)*p;
+	}
+	out[o] = 0;
+	return out;
+}

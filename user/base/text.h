@@ -13,6 +13,9 @@
  * is kept. Cut to fit out, which TEXT_SAFE_MAX(len) bytes always suffice for. Returns out. */
 #define TEXT_SAFE_MAX(len) ((len) * 4 + 16)
 const char *text__safe(char *out, size_t n, const char *s);
+/* s with every byte outside printable ASCII written as \xNN, for a terminal's fixed-width
+ * columns (a UTF-8 byte is one \xNN each). Cut as text__safe. Returns out. */
+const char *text__ascii(char *out, size_t n, const char *s);
 /* The value of hex digit c (either case), or -1. */
 int text__hex_digit(char c);
 

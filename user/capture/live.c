@@ -33,6 +33,7 @@
  * eighth full or a lifecycle record comes. */
 #define POLL_MAX_MS 20
 #define STATS_INTERVAL_NS 1000000000ull /* kernel counters read, drops warned about */
+#define CONSUMED_MARGIN_NS 1000000ull
 
 /* Capability bits (linux/capability.h): CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON. */
 #define CAP_SYS_ADMIN_BIT 21
@@ -800,6 +801,7 @@ static int consume(struct live *lv)
 		uint64_t now;
 		long n = ring__poll(&lv->ring, attacher__next_due_ms(lv->att, now_ns(),
 									 POLL_MAX_MS));
+		uint64_t consumed = now_ns();
 
 		if (n >= 0) /* what came without a wake-up */
 			n = ring__consume(&lv->ring);
@@ -816,6 +818,9 @@ static int consume(struct live *lv)
 				lv->o->tick(lv->o->started_ctx);
 		}
 		if (deadline && now >= deadline)
+			break;
+		/* a record is committed within microseconds of its time: one of 1 ms ago is read */
+		if (lv->o->poll && lv->o->poll(lv->o->started_ctx, consumed - CONSUMED_MARGIN_NS))
 			break;
 	}
 	return 0;

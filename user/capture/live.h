@@ -31,6 +31,11 @@ struct live_opts {
 	/* Called about once a second from the capture loop, after the kernel counters were read
 	 * (NULL: none): --metrics publishes then. */
 	void (*tick)(void *ctx);
+	/* Called at each wake-up of the capture loop (at least every 20 ms), after the records
+	 * that came were consumed (NULL: none): `tokenscope top` reads its keys and redraws.
+	 * consumed_ns: every record the probes made before it has been fed (CLOCK_MONOTONIC).
+	 * Nonzero ends the run as Ctrl-C does. */
+	int (*poll)(void *ctx, uint64_t consumed_ns);
 };
 
 /* Can live tracing start on this machine (privileges, BTF, the -p processes exist)? Prints

@@ -4,6 +4,8 @@
  *
  *   tokenscope [options]             trace live (root, or CAP_BPF + CAP_PERFMON)
  *   tokenscope report FILE [options] replay a recording through the same pipeline
+ *   tokenscope top [options]         trace live, in a full-screen view (cli/top_screen.h)
+ *   tokenscope top --replay FILE     play a recording through that view
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,8 +22,10 @@
 #include "out/metrics.h"
 #include "out/perfetto.h"
 #include "out/report.h"
+#include "out/top.h"
 #include "capture/live.h"
 #include "cli/options.h"
+#include "cli/top_screen.h"
 #include "tokenscope.h"
 
 /* What the run writes, and the moment it may start writing it. */
@@ -37,6 +41,9 @@ struct outputs {
 	struct report *rp;
 	struct perfetto *perfetto;
 	struct html *html;
+	struct top *top;	   /* `top`: its figures */
+	struct top_screen *screen; /* and its terminal, once the run has started */
+	bool quit;		   /* the user quit the view */
 };
 
 /* --metrics: the capture loop renders, about once a second, what scrapes then serve. */
@@ -106,6 +113,14 @@ static int start_outputs(void *ctx)
 		}
 		report__set_perfetto(out->rp, out->perfetto);
 	}
+	if (out->top) {
+		out->screen = top_screen__start(out->top, out->pl,
+						out->o->replay_path, out->o->speed);
+		if (!out->screen) {
+			fprintf(stderr, "tokenscope: out of memory\n");
+			return -1;
+		}
+	}
 	path = out->o->record_path;
 	if (out->rec_file.fd >= 0) {
 		if (outfile__start(&out->rec_file))
@@ -124,9 +139,23 @@ fail:
 static int replay_record(void *ctx, void *rec, size_t size)
 {
 	struct outputs *out = ctx;
+	const struct ts_event_hdr *h = rec;
 
+	/* top --replay: each record at its time; the replay ends where the user quit */
+	if (out->screen && h->ts_ns && top_screen__pace(out->screen, h->ts_ns)) {
+		out->quit = true;
+		return 1;
+	}
 	pipeline__feed(out->pl, rec, size);
 	return 0;
+}
+
+/* top, live: the capture loop's wake-ups read the view's keys. */
+static int poll_screen(void *ctx, uint64_t consumed_ns)
+{
+	struct outputs *out = ctx;
+
+	return out->screen ? top_screen__poll(out->screen, consumed_ns) : 0;
 }
 
 /* What the report hands requests and steps on to, besides its own outputs; the engines
@@ -142,6 +171,12 @@ static int wire_outputs(struct outputs *out, struct report *rp)
 		if (!out->metrics)
 			goto oom;
 		report__set_metrics(rp, out->metrics);
+	}
+	if (o->top) {
+		out->top = top__new(0);
+		if (!out->top)
+			goto oom;
+		report__set_top(rp, out->top);
 	}
 	if (o->html_path) {
 		out->html = html__new();
@@ -192,17 +227,17 @@ int main(int argc, char **argv)
 				 .no_plaintext = o.no_plaintext, .ringbuf_mb = o.ringbuf_mb,
 				 .duration_s = o.duration_s, .verbose = o.verbose,
 				 .started = start_outputs, .started_ctx = &out,
-				 .tick = publish_metrics };
+				 .tick = publish_metrics, .poll = o.top ? poll_screen : NULL };
 	/* Everything that can refuse a live run is checked before any output file is touched;
 	 * the files are opened (and checked) now, and emptied only once the run has started. */
-	if (!o.replay_path && live__check(&lo))
+	if ((o.top && top_screen__check()) || (!o.replay_path && live__check(&lo)))
 		return 1;
 	if (o.jsonl_path && outfile__open(&out.jsonl_file, o.jsonl_path))
 		return 1;
 	if ((o.record_path && outfile__open(&out.rec_file, o.record_path)) ||
 	    (o.perfetto_path && outfile__open(&out.perfetto_file, o.perfetto_path)))
 		goto cleanup;
-	rp = out.rp = report__new(o.quiet ? NULL : stdout,
+	rp = out.rp = report__new(o.quiet || o.top ? NULL : stdout,
 				  out.jsonl_file.fd >= 0 ? &out.jsonl_file : NULL);
 	out.pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
 	if (!out.pl) {
@@ -215,15 +250,21 @@ int main(int argc, char **argv)
 		if (recording__replay(o.replay_path, start_outputs, replay_record, &out))
 			goto cleanup;
 		pipeline__finish(out.pl, 0);
+		if (out.screen && !out.quit)
+			top_screen__hold(out.screen);
 	} else if (live__run(&lo, out.pl)) {
 		goto cleanup;
 	}
+	/* the view gone first: the summary goes to the terminal as a non-top run's does */
+	top_screen__stop(out.screen);
+	out.screen = NULL;
 	report__summary(rp, stdout, pipeline__health(out.pl));
 	err = o.metrics_file && write_metrics_file(&out) ? 1 : 0;
 	if (o.html_path && write_html_file(&out))
 		err = 1;
 
 cleanup:
+	top_screen__stop(out.screen); /* a run that failed: the terminal back, then why */
 	/* each output says itself how many records it could not write */
 	if (out.started && (out.rec ? recording__close(out.rec) : outfile__close(&out.rec_file)))
 		err = 1;
@@ -233,6 +274,7 @@ cleanup:
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	report__free(rp);
+	top__free(out.top); /* after what could still hand it a request */
 	if (out.started && outfile__close(&out.jsonl_file))
 		err = 1;
 	if (perfetto__close(out.perfetto) ||

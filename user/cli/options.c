@@ -131,6 +131,31 @@ static int set_ringbuf_mb(struct options *o, const char *arg)
 	return 0;
 }
 
+static int set_speed(struct options *o, const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0.01 && v <= 10000)) {
+		fprintf(stderr, "tokenscope: invalid --speed '%s' (from 0.01 to 10000)\n", arg);
+		return -1;
+	}
+	o->speed = v;
+	return 0;
+}
+
+static int set_replay(struct options *o, const char *arg)
+{
+	if (!strcmp(arg, "-")) { /* the view's keys come from standard input */
+		fprintf(stderr, "tokenscope: top --replay wants a file, not standard input\n");
+		return -1;
+	}
+	o->replay_path = arg;
+	return 0;
+}
+
 /* Options that only set a field. */
 enum opt_kind {
 	SET_FN,	  /* the option's own set() */
@@ -148,8 +173,9 @@ struct opt_spec {
 	enum opt_kind kind;
 	size_t off;
 	int (*set)(struct options *o, const char *arg);
-	bool in_report; /* taken by `report FILE` too */
+	bool in_report; /* taken by `report FILE` (and `top --replay`) too */
 	const char *help; /* '\n' starts a continuation line */
+	bool top_only;	/* `tokenscope top` only */
 };
 
 #define FN(f) SET_FN, 0, f
@@ -194,6 +220,9 @@ static const struct opt_spec specs[] = {
 	{ "quiet", 'q', NULL, FIELD(SET_FLAG, quiet), true, "no per-request lines, only the summary" },
 	{ "verbose", 'v', NULL, FIELD(SET_COUNT, verbose), true,
 	  "which files were probed (repeat for libbpf debug output)" },
+	{ "replay", 0, "FILE", FN(set_replay), true,
+	  "top: play a recording through the view, at its own pace", true },
+	{ "speed", 0, "X", FN(set_speed), true, "top --replay: X times as fast (default 1)", true },
 	{ "help", 'h', NULL, PRINT_HELP, 0, NULL, true, "this help" },
 	{ "version", 'V', NULL, PRINT_VERSION, 0, NULL, true, "the version" },
 };
@@ -205,6 +234,9 @@ static void usage(FILE *f)
 {
 	fputs("Usage: tokenscope [OPTIONS]              trace LLM API calls live\n"
 	      "       tokenscope report FILE [OPTIONS]  replay a recording (FILE - : standard input)\n"
+	      "       tokenscope top [OPTIONS]          trace live, in a full-screen view\n"
+	      "       tokenscope top --replay FILE [--speed X] [OPTIONS]\n"
+	      "                                         play a recording through the view\n"
 	      "\n"
 	      "Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
 	      "hits of every streamed LLM API call that a process makes or serves, over OpenSSL or\n"
@@ -236,25 +268,28 @@ static void usage(FILE *f)
 	}
 }
 
-/* What `report FILE` takes, for its error line. */
-static void say_report_options(void)
+/* What a replay (`report FILE`, `top --replay FILE`) takes, for its error line. */
+static void say_report_options(bool top)
 {
-	fprintf(stderr, "tokenscope: report takes only");
+	fprintf(stderr, "tokenscope: %s takes only", top ? "top --replay" : "report");
 	for (size_t i = 0, said = 0; i < NSPECS; i++) {
-		if (specs[i].in_report && specs[i].kind != PRINT_HELP && specs[i].kind != PRINT_VERSION)
+		if (specs[i].in_report && specs[i].kind != PRINT_HELP &&
+		    specs[i].kind != PRINT_VERSION && (top || !specs[i].top_only))
 			fprintf(stderr, "%s --%s", said++ ? "," : "", specs[i].name);
 	}
 	fprintf(stderr, "\n");
 }
 
 /* Does what the option says: 0, 1 (printed the help or the version), or -1. */
-static int apply(const struct opt_spec *s, struct options *o, const char *arg)
+static int apply(const struct opt_spec *s, struct options *o, const char *arg,
+		 const char **live_only)
 {
 	char *field = (char *)o + s->off;
 
-	if (o->replay_path && !s->in_report) {
-		fprintf(stderr, "tokenscope: --%s is for live tracing\n", s->name);
-		say_report_options();
+	if (!s->in_report && !*live_only)
+		*live_only = s->name;
+	if (s->top_only && !o->top) {
+		fprintf(stderr, "tokenscope: --%s is for `tokenscope top`\n", s->name);
 		return -1;
 	}
 	switch (s->kind) {
@@ -293,11 +328,16 @@ int options__parse(int argc, char **argv, struct options *o)
 {
 	struct option longopts[NSPECS + 1];
 	char shorts[2 * NSPECS + 1], *sp = shorts;
+	const char *live_only = NULL; /* the first option given that only live tracing takes */
 	int c, idx, ret;
 
 	o->ringbuf_mb = live__default_ringbuf_mb();
 	o->perfetto_max_mb = PERFETTO_DEFAULT_MAX_MB;
-	if (argc > 1 && !strcmp(argv[1], "report")) {
+	if (argc > 1 && !strcmp(argv[1], "top")) {
+		o->top = true;
+		argv++;
+		argc--;
+	} else if (argc > 1 && !strcmp(argv[1], "report")) {
 		if (argc < 3 || (argv[2][0] == '-' && argv[2][1])) {
 			fprintf(stderr, "tokenscope: report needs a recording FILE\n");
 			return -1;
@@ -326,10 +366,22 @@ int options__parse(int argc, char **argv, struct options *o)
 			usage(stderr);
 			return -1;
 		}
-		ret = apply(&specs[idx], o, optarg);
+		ret = apply(&specs[idx], o, optarg, &live_only);
 		if (ret)
 			return ret;
 	}
+	/* checked once all are read: `top -r F --replay R` is refused as `top --replay R -r F` */
+	if (o->replay_path && live_only) {
+		fprintf(stderr, "tokenscope: --%s is for live tracing\n", live_only);
+		say_report_options(o->top);
+		return -1;
+	}
+	if (o->speed && !(o->top && o->replay_path)) {
+		fprintf(stderr, "tokenscope: --speed is for `tokenscope top --replay FILE`\n");
+		return -1;
+	}
+	if (!o->speed)
+		o->speed = 1;
 	if (optind < argc) {
 		fprintf(stderr, "tokenscope: unexpected argument '%s'\n", argv[optind]);
 		return -1;

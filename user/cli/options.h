@@ -24,7 +24,9 @@ struct options {
 	bool no_plaintext;
 	const char *jsonl_path;
 	const char *record_path;
-	const char *replay_path; /* `report FILE` */
+	const char *replay_path; /* `report FILE`, `top --replay FILE` */
+	bool top;		 /* `tokenscope top`: the live view */
+	double speed;		 /* top --replay: the recording's pace (1: as recorded) */
 	long duration_s;
 	long ringbuf_mb;
 	bool quiet;
@@ -40,7 +42,7 @@ struct options {
 	long perfetto_max_mb;
 };
 
-/* `tokenscope [report FILE] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the
+/* `tokenscope [report FILE | top] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the
  * version (the run is over, successfully); -1 when the line is wrong (said on stderr). */
 int options__parse(int argc, char **argv, struct options *o);
 

@@ -16,6 +16,7 @@
 #include "out/perfetto.h"
 #include "out/report.h"
 #include "out/steps.h"
+#include "out/top.h"
 
 /* One summary line: requests of one command, role, API and model, from however many processes
  * (a fork-per-request client, cron jobs, CLI calls): a line per process would grow without
@@ -59,6 +60,7 @@ struct report {
 	struct metrics *metrics;
 	struct perfetto *perfetto;
 	struct html *html;
+	struct top *top;
 	struct group *groups;
 	struct step_summary *steps;
 };
@@ -97,6 +99,11 @@ void report__set_perfetto(struct report *rp, struct perfetto *pf)
 void report__set_html(struct report *rp, struct html *h)
 {
 	rp->html = h;
+}
+
+void report__set_top(struct report *rp, struct top *t)
+{
+	rp->top = t;
 }
 
 void report__set_attrib(struct report *rp, const struct attrib *a)
@@ -341,6 +348,8 @@ void report__process_exit(void *ctx, uint32_t pid)
 
 	for (struct group *g = rp->groups; g; g = g->next)
 		pidset__del(&g->live, pid);
+	if (rp->top)
+		top__process_exit(rp->top, pid);
 }
 
 static void fmt_ms(char *buf, size_t n, double v)
@@ -455,6 +464,8 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 		perfetto__request(rp->perfetto, r, &m);
 	if (rp->html)
 		html__request(rp->html, r, &m);
+	if (rp->top)
+		top__request(rp->top, r, &m);
 	if (rp->jsonl) {
 		write_line(rp->jsonl, request_json(r, &m, rp->gaps));
 	}
@@ -495,6 +506,8 @@ void report__step(void *ctx, const struct engine_step *s)
 		perfetto__step(rp->perfetto, s);
 	if (rp->html)
 		html__step(rp->html, s);
+	if (rp->top)
+		top__step(rp->top, s);
 	step_summary__add(rp->steps, s);
 }
 

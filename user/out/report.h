@@ -29,6 +29,9 @@ void report__set_perfetto(struct report *rp, struct perfetto *pf);
 /* --html: the page gets every request and step too (NULL: none). */
 struct html;
 void report__set_html(struct report *rp, struct html *h);
+/* `tokenscope top`: its figures get every request, step and process exit too (NULL: none). */
+struct top;
+void report__set_top(struct report *rp, struct top *t);
 /* The correlation state whose engines the summary describes (NULL: none). */
 void report__set_attrib(struct report *rp, const struct attrib *a);
 /* A request_fn for pipeline__new. */

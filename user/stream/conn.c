@@ -295,6 +295,21 @@ size_t conn__inflight(const struct conn *c)
 	return c->h2 ? h2conn__inflight(c->h2) : c->qlen;
 }
 
+void conn__each_open(const struct conn *c, open_request_fn fn, void *ctx)
+{
+	if (c->h2) {
+		h2conn__each_open(c->h2, fn, ctx);
+		return;
+	}
+	for (size_t i = 0; i < c->qlen; i++)
+		fn(ctx, c->queue[i]);
+}
+
+const struct stream_key *conn__key(const struct conn *c)
+{
+	return &c->key;
+}
+
 const char *transport__name(enum transport t)
 {
 	return t == TRANSPORT_TCP ? "tcp" : "tls";

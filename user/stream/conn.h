@@ -90,6 +90,11 @@ void conn__close(struct conn *c, uint64_t ts, const char *reason);
 enum conn_kind conn__kind(const struct conn *c);
 /* Requests of this connection still waiting for the end of their response. */
 size_t conn__inflight(const struct conn *c);
+/* Calls fn for each of them (the live view counts them); c's own stream is key. */
+typedef void (*open_request_fn)(void *ctx, const struct request *r);
+void conn__each_open(const struct conn *c, open_request_fn fn, void *ctx);
+/* The stream c was made for (a connection two processes share is counted once, by it). */
+const struct stream_key *conn__key(const struct conn *c);
 /* The socket's addresses ("ip:port"), for the requests of this connection. */
 void conn__set_addresses(struct conn *c, const char *local, const char *peer);
 bool conn__has_addresses(const struct conn *c);

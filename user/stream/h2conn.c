@@ -676,3 +676,12 @@ size_t h2conn__inflight(const struct h2conn *h)
 {
 	return h->nstreams;
 }
+
+void h2conn__each_open(const struct h2conn *h, void (*fn)(void *ctx, const struct request *r),
+		       void *ctx)
+{
+	for (size_t i = 0; i < h->nstreams; i++) {
+		if (h->streams[i]->req)
+			fn(ctx, h->streams[i]->req);
+	}
+}

@@ -44,6 +44,9 @@ void h2conn__missing(struct h2conn *h, bool is_write, uint64_t n, uint64_t ts);
 void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason);
 void h2conn__close(struct h2conn *h, uint64_t ts, const char *reason);
 size_t h2conn__inflight(const struct h2conn *h);
+/* Calls fn for each open stream's request (those opened before capture joined have none). */
+void h2conn__each_open(const struct h2conn *h, void (*fn)(void *ctx, const struct request *r),
+		       void *ctx);
 
 /* What the connection lends its HTTP/2 streams (stream/conn.c). */
 struct request *conn__begin_request(struct conn *c, uint64_t start_ns);

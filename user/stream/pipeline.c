@@ -805,6 +805,45 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 	release_held(p, UINT64_MAX);
 }
 
+struct open_filter {
+	open_request_fn fn;
+	void *ctx;
+};
+
+static void open_llm(void *ctx, const struct request *r)
+{
+	struct open_filter *f = ctx;
+
+	if (r->api != API_UNKNOWN)
+		f->fn(f->ctx, r);
+}
+
+void pipeline__each_open(struct pipeline *p, open_request_fn fn, void *ctx)
+{
+	struct open_filter f = { fn, ctx };
+
+	for (size_t b = 0; b < NBUCKETS; b++) {
+		for (struct stream *s = p->buckets[b]; s; s = s->next) {
+			const struct stream_key *k = conn__key(s->conn);
+
+			/* a connection two processes share: once, by the stream it was made for */
+			if (k->pid == s->key.pid && k->id == s->key.id &&
+			    k->transport == s->key.transport)
+				conn__each_open(s->conn, open_llm, &f);
+		}
+	}
+}
+
+uint64_t pipeline__reported_through(const struct pipeline *p, uint64_t now)
+{
+	uint64_t end;
+
+	if (!p->held)
+		return now;
+	end = p->held->ready_ns - ATTRIB_SETTLE_NS; /* the oldest held request's end */
+	return end && end - 1 < now ? end - 1 : now;
+}
+
 const struct health *pipeline__health(struct pipeline *p)
 {
 	p->h.gpu_marks = cuda_steps__marks(p->cuda);

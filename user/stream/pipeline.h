@@ -84,6 +84,12 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
 void pipeline__finish(struct pipeline *p, uint64_t ts);
 const struct health *pipeline__health(struct pipeline *p);
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
+/* Calls fn for each LLM request in flight (its API known, its response not ended). */
+void pipeline__each_open(struct pipeline *p, open_request_fn fn, void *ctx);
+/* The time (record time, at most now) before which every request that finished has been
+ * reported: just before the oldest finished request still held for its attribution, else now.
+ * A window that ends there holds every request that ended in it. */
+uint64_t pipeline__reported_through(const struct pipeline *p, uint64_t now);
 /* The correlation state: for --engine overrides and the summary's engine figures. */
 struct attrib *pipeline__attrib(struct pipeline *p);
 

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* `tokenscope top`'s figures (out/top.h) on hand-made requests and steps: windows against
+ * percentiles computed here by nearest rank, the whole run against the summary's samples,
+ * the tail's letters, engines' busy time, sorting, filtering and escaping. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/stats.h"
+#include "llm/attribution.h"
+#include "llm/request.h"
+#include "out/top.h"
+
+#define MS 1000000ull
+#define S 1000000000ull
+
+/* A finished request of (comm, role, API, model), ended at end_ns, with this TTFT. */
+static void feed(struct top *t, const char *comm, enum role role, const char *model,
+		 uint64_t end_ns, double ttft_ms, int cache_hit, const struct attribution *a)
+{
+	struct request r = { .pid = 42, .role = role, .api = API_OPENAI_CHAT, .model = model,
+			     .response_model = "", .path = "", .start_ns = end_ns - 100 * MS,
+			     .end_ns = end_ns, .id = end_ns / MS };
+	struct request_metrics m = { .ttft_ms = ttft_ms, .tpot_ms = ttft_ms / 10, .e2e_ms = 100,
+				     .itl_max_ms = ttft_ms / 5, .cache_hit = cache_hit,
+				     .complete = true };
+
+	snprintf(r.comm, sizeof(r.comm), "%s", comm);
+	r.attr = (struct attribution *)a;
+	top__request(t, &r, &m);
+}
+
+static const struct top_row *row_of(const struct top_view *v, const char *model)
+{
+	for (size_t i = 0; i < v->nrows; i++) {
+		if (!strcmp(v->rows[i].model, model))
+			return &v->rows[i];
+	}
+	return NULL;
+}
+
+/* The window holds the requests that ended in it, and its percentiles are nearest rank. */
+static void test_window(void **state)
+{
+	struct top *t = top__new(1000 * S);
+	struct top_view v = { 0 };
+	struct sample want = { 0 };
+	const struct top_row *row;
+	uint64_t now = 1000 * S + 200 * S;
+
+	/* one request a second for 200 s, TTFT 1..200 ms */
+	for (int i = 1; i <= 200; i++)
+		feed(t, "api", ROLE_SERVER, "m", 1000 * S + (uint64_t)i * S, i, i % 4 == 0, NULL);
+	assert_int_equal(top__view(t, NULL, now, TOP_W10S, TOP_ALL_GROUPS, &v), 0);
+	row = row_of(&v, "m");
+	assert_non_null(row);
+	/* ended in (190 s, 200 s]: 191..200 */
+	assert_int_equal(row->done, 10);
+	for (int i = 191; i <= 200; i++)
+		sample__add(&want, i);
+	assert_float_equal(row->ttft[0], sample__pct(&want, 50), 0);
+	assert_float_equal(row->ttft[2], sample__pct(&want, 99), 0);
+	assert_float_equal(row->rps, 1.0, 1e-9);
+	assert_float_equal(row->gap_max, 40.0, 1e-9);
+	assert_float_equal(row->hit_share, 30.0, 1e-9); /* 192, 196, 200 of ten */
+	assert_int_equal(v.nslow, 2); /* at or above the p90 (199), newest first */
+	assert_non_null(strstr(v.slow[0].line, "ttft=200.0ms"));
+	assert_non_null(strstr(v.slow[1].line, "ttft=199.0ms"));
+	/* 60 s: 141..200 */
+	assert_int_equal(top__view(t, NULL, now, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	row = row_of(&v, "m");
+	assert_int_equal(row->done, 60);
+	assert_float_equal(row->ttft[0], 170, 0);
+	/* all: the summary's samples, whatever is kept */
+	assert_int_equal(top__view(t, NULL, now, TOP_WALL, TOP_ALL_GROUPS, &v), 0);
+	row = row_of(&v, "m");
+	assert_int_equal(row->done, 200);
+	assert_float_equal(row->ttft[0], 100, 0);
+	assert_float_equal(row->rps, 1.0, 1e-9);
+	/* a window that ends earlier (a request still held for attribution) leaves out later ends */
+	assert_int_equal(top__view(t, NULL, now - 5 * S, TOP_W10S, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(row_of(&v, "m")->done, 10); /* 186..195 */
+	assert_float_equal(row_of(&v, "m")->ttft[0], 190, 0);
+	top_view__free(&v);
+	sample__free(&want);
+	top__free(t);
+}
+
+/* The tail's letters: the attributed requests at or above the p90, by largest remainder. */
+static void test_tail(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+	struct attribution a = { .ok = true, .queue_busy_ns = 60 * MS, .queue_idle_ns = 5 * MS,
+				 .prefill_ns = 30 * MS, .emit_ns = 5 * MS, .prefill_steps = 2 };
+
+	for (int i = 1; i <= 20; i++)
+		feed(t, "api", ROLE_SERVER, "m", (uint64_t)i * S, i < 19 ? i : 100, 0,
+		     i < 19 ? NULL : &a);
+	assert_int_equal(top__view(t, NULL, 30 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	/* 60 % B, 5 % I, 30 % P, 5 % E: 6, 0 or 1, 3, 0 or 1 letters; the two halves tie */
+	assert_int_equal(strlen(v.rows[0].tail), 10);
+	assert_memory_equal(v.rows[0].tail, "BBBBBB", 6);
+	assert_non_null(strstr(v.rows[0].tail, "PPP"));
+	assert_int_equal(v.nslow, 3); /* the p90 is 18: 18 (not attributed), 19, 20 */
+	assert_non_null(strstr(v.slow[0].line, "#20000 "));
+	assert_non_null(strstr(v.slow[2].line, "[not attributed]"));
+	assert_non_null(strstr(v.slow[0].line, "[queue=65.0 (busy 60.0) prefill=30.0/2 emit=5.0]"));
+	top_view__free(&v);
+	top__free(t);
+}
+
+/* Names from the traffic cannot reach the terminal as control bytes, nor as UTF-8. */
+static void test_escaped(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+
+	feed(t, "ev\x1b]0;x", ROLE_CLIENT, "m\x1b[2J\xc3\xa9", 1 * S, 5, -1, NULL);
+	assert_int_equal(top__view(t, NULL, 2 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_string_equal(v.rows[0].model, "m\\x1b[2J\\xc3\\xa9");
+	assert_string_equal(v.rows[0].name, "ev\\x1b]0;x[42]");
+	assert_true(isnan(v.rows[0].hit_share));
+	top_view__free(&v);
+	top__free(t);
+}
+
+static void test_sort_filter(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+
+	for (int i = 1; i <= 3; i++)
+		feed(t, "a", ROLE_CLIENT, "small", (uint64_t)i * S, 5, -1, NULL);
+	feed(t, "b", ROLE_CLIENT, "big", 1 * S, 500, -1, NULL);
+	feed(t, "c", ROLE_SERVER, "none", 1 * S, NAN, -1, NULL);
+	assert_int_equal(top__view(t, NULL, 10 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	top_view__sort(&v, TOP_COL_TTFT50, false);
+	assert_string_equal(v.rows[0].model, "big");
+	assert_string_equal(v.rows[1].model, "small");
+	assert_string_equal(v.rows[2].model, "none"); /* unknown last, either way */
+	top_view__sort(&v, TOP_COL_TTFT50, true);
+	assert_string_equal(v.rows[0].model, "small");
+	assert_string_equal(v.rows[2].model, "none");
+	top_view__sort(&v, TOP_COL_DONE, false);
+	assert_string_equal(v.rows[0].model, "small");
+	top_view__filter(&v, "SERV"); /* role, any case */
+	assert_int_equal(v.nrows, 1);
+	assert_string_equal(v.rows[0].model, "none");
+	top_view__free(&v);
+	top__free(t);
+}
+
+/* Busy: the union of the steps' work in the window; kinds from their sequences. */
+static void test_engine(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+	struct engine_step s = { .source = STEP_SOURCE_LLAMA, .pid = 7, .comm = "eng" };
+
+	/* two overlapping steps (1.0-1.4 s, 1.2-1.6 s) and one that began before the window */
+	s.start_ns = 1000 * MS, s.end_ns = 1400 * MS, s.nseqs = 1;
+	s.seqs[0] = (struct step_seq){ 0, 1, 10, 10, 1 }, s.tokens = 1;
+	top__step(t, &s);
+	s.start_ns = 1200 * MS, s.end_ns = 1600 * MS;
+	top__step(t, &s);
+	s.start_ns = 0, s.end_ns = 12 * S + 500 * MS, s.nseqs = 0;
+	top__step(t, &s);
+	assert_int_equal(top__view(t, NULL, 20 * S, TOP_W10S, TOP_ALL_GROUPS, &v), 0);
+	/* (10 s, 20 s]: only the long step, its 2.5 s in the window */
+	assert_int_equal(v.engines[0].steps, 1);
+	assert_float_equal(v.engines[0].busy, 25.0, 1e-6);
+	assert_true(isnan(v.engines[0].decode_share));
+	assert_int_equal(top__view(t, NULL, 20 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	/* the run's 20 s: 0.6 s + 12.5 s, overlaps once */
+	assert_int_equal(v.engines[0].steps, 3);
+	assert_float_equal(v.engines[0].busy, 100.0 * 12.5 / 20, 1e-6);
+	assert_float_equal(v.engines[0].decode_share, 100, 1e-9);
+	assert_float_equal(v.engines[0].batch_p50, 1, 0);
+	assert_string_equal(v.engines[0].name, "eng[7]");
+	top_view__free(&v);
+	top__free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_window),	    cmocka_unit_test(test_tail),
+		cmocka_unit_test(test_escaped),	    cmocka_unit_test(test_sort_filter),
+		cmocka_unit_test(test_engine),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,712 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#define _GNU_SOURCE /* strcasestr, qsort_r */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/pidset.h"
+#include "base/stats.h"
+#include "base/text.h"
+#include "llm/dialect.h"
+#include "llm/attribution.h"
+#include "out/top.h"
+
+/* Requests (and steps) kept per group (and engine): the newest; a window reaching past the
+ * oldest kept one says it is cut. The summary's tail keeps as many. */
+#define KEEP_MAX 262144
+/* Records are reported nearly in the order they ended: a window is looked for this far past
+ * its start before the scan stops. */
+#define DISORDER_NS (10ull * 1000000000ull)
+
+/* One finished request, as the view keeps it. */
+struct kept_req {
+	uint64_t end_ns, id;
+	double ttft, tpot, gap_max, e2e; /* ms; NAN: not measured */
+	int8_t cache_hit;		 /* -1 unknown */
+	bool complete, attributed;
+	uint32_t prefill_steps;
+	uint64_t busy, idle, prefill, emit; /* the TTFT split, attributed requests (ns) */
+};
+
+/* A ring of the newest KEEP_MAX items of one size. */
+struct ring {
+	void *v;
+	size_t size, head, len, cap; /* head: the oldest */
+	uint64_t dropped;	     /* items overwritten */
+};
+
+static void *ring_push(struct ring *r)
+{
+	if (r->len == KEEP_MAX) {
+		void *slot = (char *)r->v + r->head * r->size;
+
+		r->head = (r->head + 1) % KEEP_MAX;
+		r->dropped++;
+		return slot;
+	}
+	if (r->len == r->cap && !array__reserve(&r->v, &r->cap, r->len + 1, r->size))
+		return NULL;
+	return (char *)r->v + (r->head + r->len++) * r->size;
+}
+
+/* The i-th newest item (0: the newest). */
+static void *ring_newest(const struct ring *r, size_t i)
+{
+	size_t at = r->len == KEEP_MAX ? (r->head + r->len - 1 - i) % KEEP_MAX : r->len - 1 - i;
+
+	return (char *)r->v + at * r->size;
+}
+
+/* The summary's grouping: command, role, API, model. */
+struct group {
+	char comm[TS_COMM_LEN];
+	enum role role;
+	enum api api;
+	char model[REQ_MODEL_MAX];
+	uint32_t pid; /* the first */
+	uint64_t npids;
+	struct pidset live;
+	/* the whole run, as the summary counts it */
+	uint64_t n, incomplete, hits, known_cache;
+	double gap_max;
+	struct sample ttft, tpot;
+	struct ring reqs; /* struct kept_req */
+	uint64_t in_flight, waiting; /* of the view being made */
+};
+
+struct kept_step {
+	uint64_t end_ns, start_ns; /* the end first, as in kept_req: ring_scan reads it */
+	uint8_t kind; /* enum step_kind */
+	bool failed;
+	uint32_t nseqs;
+};
+
+struct engine {
+	uint32_t pid;
+	enum step_source source;
+	char comm[TS_COMM_LEN];
+	struct ring steps; /* struct kept_step */
+};
+
+struct top {
+	uint64_t start_ns;
+	struct group **groups;
+	size_t ngroups, capgroups;
+	struct engine **engines;
+	size_t nengines, capengines;
+	uint64_t prev_records, prev_ns; /* at the previous view */
+	struct sample scratch[3];	/* refilled by each view */
+	uint64_t *intervals;		/* scratch: steps' [start, end) pairs */
+	uint64_t unnamed_flight, unnamed_waiting; /* in flight, model not known yet */
+	size_t capintervals;
+};
+
+uint64_t top_window__ns(enum top_window w)
+{
+	static const uint64_t ns[] = { 10ull * 1000000000ull, 60ull * 1000000000ull,
+				       300ull * 1000000000ull, 0 };
+
+	return ns[w];
+}
+
+const char *top_window__name(enum top_window w)
+{
+	static const char *const names[] = { "10s", "60s", "5min", "all" };
+
+	return names[w];
+}
+
+const char *top_col__name(enum top_col c)
+{
+	static const char *const names[] = { "name", "done", "req/s", "flight", "ttft p50",
+					     "ttft p90", "ttft p99", "tpot p50", "tpot p99",
+					     "gap max", "hit%" };
+
+	return names[c];
+}
+
+struct top *top__new(uint64_t start_ns)
+{
+	struct top *t = calloc(1, sizeof(*t));
+
+	if (t)
+		t->start_ns = t->prev_ns = start_ns;
+	return t;
+}
+
+void top__set_start(struct top *t, uint64_t start_ns)
+{
+	t->start_ns = t->prev_ns = start_ns;
+}
+
+void top__free(struct top *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->ngroups; i++) {
+		pidset__free(&t->groups[i]->live);
+		sample__free(&t->groups[i]->ttft);
+		sample__free(&t->groups[i]->tpot);
+		free(t->groups[i]->reqs.v);
+		free(t->groups[i]);
+	}
+	for (size_t i = 0; i < t->nengines; i++) {
+		free(t->engines[i]->steps.v);
+		free(t->engines[i]);
+	}
+	for (size_t i = 0; i < 3; i++)
+		sample__free(&t->scratch[i]);
+	free(t->groups);
+	free(t->engines);
+	free(t->intervals);
+	free(t);
+}
+
+static const char *model_of(const struct request *r)
+{
+	return r->model[0] ? r->model : r->response_model;
+}
+
+static struct group *group_of(struct top *t, const struct request *r)
+{
+	const char *model = model_of(r);
+	struct group *g;
+
+	for (size_t i = 0; i < t->ngroups; i++) {
+		g = t->groups[i];
+		if (g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
+		    !strcmp(g->model, model))
+			return g;
+	}
+	if (!array__reserve((void **)&t->groups, &t->capgroups, t->ngroups + 1, sizeof(*t->groups)))
+		return NULL;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	memcpy(g->comm, r->comm, sizeof(g->comm));
+	g->role = r->role;
+	g->api = r->api;
+	snprintf(g->model, sizeof(g->model), "%s", model);
+	g->pid = r->pid;
+	g->reqs.size = sizeof(struct kept_req);
+	t->groups[t->ngroups++] = g;
+	return g;
+}
+
+static void keep_request(struct group *g, const struct request *r, const struct request_metrics *m)
+{
+	struct kept_req *k = ring_push(&g->reqs);
+	const struct attribution *a = r->attr;
+
+	if (!k)
+		return; /* no memory: the group's whole-run figures still have it */
+	*k = (struct kept_req){
+		.end_ns = r->end_ns ? r->end_ns : r->last_token_ns ? r->last_token_ns : r->start_ns,
+		.id = r->id, .ttft = m->ttft_ms, .tpot = m->tpot_ms, .gap_max = m->itl_max_ms,
+		.e2e = m->e2e_ms, .cache_hit = (int8_t)m->cache_hit, .complete = m->complete,
+	};
+	if (a && a->ok) {
+		k->attributed = true;
+		k->prefill_steps = a->prefill_steps;
+		k->busy = a->queue_busy_ns;
+		k->idle = a->queue_idle_ns;
+		k->prefill = a->prefill_ns;
+		k->emit = a->emit_ns;
+	}
+}
+
+void top__request(struct top *t, const struct request *r, const struct request_metrics *m)
+{
+	struct group *g = group_of(t, r);
+
+	if (!g)
+		return;
+	/* a pid seen again after its exit was reported is a new process, as in the summary */
+	if (pidset__add(&g->live, r->pid))
+		g->npids++;
+	g->n++;
+	if (!m->complete)
+		g->incomplete++;
+	if (!isnan(m->ttft_ms))
+		sample__add(&g->ttft, m->ttft_ms);
+	if (!isnan(m->tpot_ms))
+		sample__add(&g->tpot, m->tpot_ms);
+	if (!isnan(m->itl_max_ms) && m->itl_max_ms > g->gap_max)
+		g->gap_max = m->itl_max_ms;
+	if (m->cache_hit >= 0) {
+		g->known_cache++;
+		g->hits += m->cache_hit > 0;
+	}
+	keep_request(g, r, m);
+}
+
+void top__process_exit(struct top *t, uint32_t pid)
+{
+	for (size_t i = 0; i < t->ngroups; i++)
+		pidset__del(&t->groups[i]->live, pid);
+}
+
+void top__step(struct top *t, const struct engine_step *s)
+{
+	struct engine *e = NULL;
+	struct kept_step *k;
+
+	for (size_t i = 0; i < t->nengines && !e; i++) {
+		if (t->engines[i]->pid == s->pid && t->engines[i]->source == s->source)
+			e = t->engines[i];
+	}
+	if (!e) {
+		if (!array__reserve((void **)&t->engines, &t->capengines, t->nengines + 1,
+				    sizeof(*t->engines)) ||
+		    !(e = calloc(1, sizeof(*e))))
+			return;
+		e->pid = s->pid;
+		e->source = s->source;
+		memcpy(e->comm, s->comm, sizeof(e->comm));
+		e->steps.size = sizeof(struct kept_step);
+		t->engines[t->nengines++] = e;
+	}
+	k = ring_push(&e->steps);
+	if (k)
+		*k = (struct kept_step){ s->end_ns > s->start_ns ? s->end_ns : s->start_ns, s->start_ns,
+					 (uint8_t)step__kind(s), s->failed, s->nseqs };
+}
+
+/* ---- the view ---- */
+
+/* The window [lo, hi] of a view: requests and steps that ended after lo, at or before hi. */
+struct span {
+	uint64_t lo, hi;
+	bool all;
+	double secs; /* what rates divide by: the window, or the run so far when shorter */
+};
+
+/* Calls keep(ctx, item) for each item of r that ended in the window, newest first. */
+static void ring_scan(const struct ring *r, const struct span *w, void (*keep)(void *, void *),
+		      void *ctx)
+{
+	for (size_t i = 0; i < r->len; i++) {
+		void *item = ring_newest(r, i);
+		uint64_t end = *(const uint64_t *)item; /* each item starts with... its end */
+
+		if (end > w->hi)
+			continue;
+		if (!w->all && end <= w->lo) {
+			if (end + DISORDER_NS <= w->lo)
+				break;
+			continue;
+		}
+		keep(ctx, item);
+	}
+}
+
+struct row_acc {
+	struct top *t;
+	struct top_view *v;
+	struct group *g;
+	struct top_row *row;
+	double p90; /* pass 2: the window's TTFT p90 */
+	bool slow;  /* pass 2: list slow requests */
+	uint64_t hits, known, split[4];
+};
+
+static void row_pass1(void *ctx, void *item)
+{
+	struct row_acc *a = ctx;
+	const struct kept_req *k = item;
+
+	a->row->done++;
+	a->row->incomplete += !k->complete;
+	if (!isnan(k->ttft))
+		sample__add(&a->t->scratch[0], k->ttft);
+	if (!isnan(k->tpot))
+		sample__add(&a->t->scratch[1], k->tpot);
+	if (!isnan(k->gap_max) && (isnan(a->row->gap_max) || k->gap_max > a->row->gap_max))
+		a->row->gap_max = k->gap_max;
+	if (k->cache_hit >= 0) {
+		a->known++;
+		a->hits += k->cache_hit > 0;
+	}
+}
+
+static void slow_line(const struct top_row *row, const struct kept_req *k, char *out, size_t n)
+{
+	int o = snprintf(out, n, "#%llu %s %s %s %s ttft=%.1fms", (unsigned long long)k->id,
+			 row->name, role__name(row->role), api__name(row->api),
+			 row->model[0] ? row->model : "-", k->ttft);
+
+	if (!isnan(k->tpot) && o > 0 && (size_t)o < n)
+		o += snprintf(out + o, n - o, " tpot=%.1fms", k->tpot);
+	if (!isnan(k->e2e) && o > 0 && (size_t)o < n)
+		o += snprintf(out + o, n - o, " e2e=%.1fms", k->e2e);
+	if (k->attributed && o > 0 && (size_t)o < n)
+		snprintf(out + o, n - o, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f]",
+			 (k->busy + k->idle) / 1e6, k->busy / 1e6, k->prefill / 1e6, k->prefill_steps,
+			 k->emit / 1e6);
+	else if (row->role == ROLE_SERVER && o > 0 && (size_t)o < n)
+		snprintf(out + o, n - o, " [not attributed]");
+	if (!k->complete && strlen(out) + 12 < n)
+		strcat(out, " INCOMPLETE");
+}
+
+/* A slow request, into the view's list (newest first, at most TOP_SLOW_MAX). */
+static void add_slow(struct top_view *v, const struct top_row *row, const struct kept_req *k)
+{
+	size_t at = v->nslow;
+
+	while (at > 0 && v->slow[at - 1].end_ns < k->end_ns)
+		at--;
+	if (at == TOP_SLOW_MAX)
+		return;
+	if (v->nslow == TOP_SLOW_MAX)
+		v->nslow--;
+	memmove(&v->slow[at + 1], &v->slow[at], (v->nslow - at) * sizeof(*v->slow));
+	v->nslow++;
+	v->slow[at].end_ns = k->end_ns;
+	v->slow[at].group = row->group;
+	slow_line(row, k, v->slow[at].line, sizeof(v->slow[at].line));
+}
+
+static void row_pass2(void *ctx, void *item)
+{
+	struct row_acc *a = ctx;
+	const struct kept_req *k = item;
+
+	if (isnan(k->ttft) || k->ttft < a->p90)
+		return;
+	if (k->attributed) {
+		a->split[0] += k->busy;
+		a->split[1] += k->idle;
+		a->split[2] += k->prefill;
+		a->split[3] += k->emit;
+	}
+	if (a->slow)
+		add_slow(a->v, a->row, k);
+}
+
+/* The tail's split as TOP_TAIL_BAR letters, by largest remainder. */
+static void tail_bar(const uint64_t split[4], char *out)
+{
+	static const char letters[] = "BIPE";
+	uint64_t sum = split[0] + split[1] + split[2] + split[3];
+	size_t cells[4], used = 0;
+	double rem[4];
+
+	out[0] = 0;
+	if (!sum)
+		return;
+	for (int i = 0; i < 4; i++) {
+		double exact = (double)split[i] * TOP_TAIL_BAR / (double)sum;
+
+		cells[i] = (size_t)exact;
+		rem[i] = exact - (double)cells[i];
+		used += cells[i];
+	}
+	while (used < TOP_TAIL_BAR) {
+		int best = 0;
+
+		for (int i = 1; i < 4; i++)
+			best = rem[i] > rem[best] ? i : best;
+		cells[best]++;
+		rem[best] = -1;
+		used++;
+	}
+	for (int i = 0, o = 0; i < 4; i++) {
+		for (size_t c = 0; c < cells[i]; c++)
+			out[o++] = letters[i];
+		out[o] = 0;
+	}
+}
+
+static void group_row(struct top *t, struct top_view *v, struct group *g, size_t gi,
+		      const struct span *w, bool list_slow)
+{
+	struct top_row *row = &v->rows[v->nrows++];
+	struct row_acc a = { t, v, g, row };
+	char comm[TS_COMM_LEN * 4 + 16], who[32];
+	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1];
+
+	memset(row, 0, sizeof(*row));
+	if (g->npids > 1)
+		snprintf(who, sizeof(who), "%llu pids", (unsigned long long)g->npids);
+	else
+		snprintf(who, sizeof(who), "%u", g->pid);
+	snprintf(row->name, sizeof(row->name), "%s[%s]",
+		 text__ascii(comm, sizeof(comm), g->comm), who);
+	row->role = g->role;
+	row->api = g->api;
+	text__ascii(row->model, sizeof(row->model), g->model);
+	row->group = gi;
+	row->gap_max = NAN;
+	row->in_flight = g->in_flight;
+	row->waiting = g->waiting;
+	sample__clear(ttft);
+	sample__clear(tpot);
+	ring_scan(&g->reqs, w, row_pass1, &a);
+	if (w->all) { /* the whole run: the summary's own figures */
+		row->done = g->n;
+		row->incomplete = g->incomplete;
+		ttft = &g->ttft;
+		tpot = &g->tpot;
+		a.hits = g->hits;
+		a.known = g->known_cache;
+		row->gap_max = g->n ? g->gap_max : NAN;
+	}
+	if (g->reqs.dropped && (w->all || ((struct kept_req *)ring_newest(&g->reqs, g->reqs.len - 1))
+					->end_ns > w->lo))
+		v->window_cut = true;
+	row->rps = w->secs > 0 ? (double)row->done / w->secs : NAN;
+	row->ttft[0] = sample__pct(ttft, 50);
+	row->ttft[1] = a.p90 = sample__pct(ttft, 90);
+	row->ttft[2] = sample__pct(ttft, 99);
+	row->tpot[0] = sample__pct(tpot, 50);
+	row->tpot[1] = sample__pct(tpot, 99);
+	row->hit_share = a.known ? 100.0 * (double)a.hits / (double)a.known : NAN;
+	if (!isnan(a.p90)) {
+		a.slow = list_slow && sample__count(ttft) >= 10;
+		ring_scan(&g->reqs, w, row_pass2, &a);
+		tail_bar(a.split, row->tail);
+	}
+}
+
+struct engine_acc {
+	struct top *t;
+	const struct span *w;
+	struct top_engine_row *row;
+	uint64_t kinds[5], known;
+	size_t nintervals;
+};
+
+static void engine_pass(void *ctx, void *item)
+{
+	struct engine_acc *a = ctx;
+	const struct kept_step *k = item;
+	uint64_t lo = k->start_ns > a->w->lo || a->w->all ? k->start_ns : a->w->lo;
+
+	a->row->steps++;
+	a->row->failed += k->failed;
+	if (k->nseqs) {
+		a->known++;
+		a->kinds[k->kind]++;
+		sample__add(&a->t->scratch[2], k->nseqs);
+	}
+	if (k->end_ns > lo &&
+	    array__reserve((void **)&a->t->intervals, &a->t->capintervals, 2 * (a->nintervals + 1),
+			   sizeof(*a->t->intervals))) {
+		a->t->intervals[2 * a->nintervals] = lo;
+		a->t->intervals[2 * a->nintervals++ + 1] = k->end_ns;
+	}
+}
+
+static int by_start(const void *x, const void *y)
+{
+	const uint64_t *a = x, *b = y;
+
+	return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* How long the intervals cover, overlaps counted once. */
+static uint64_t covered_ns(uint64_t *iv, size_t n)
+{
+	uint64_t sum = 0, from = 0, to = 0;
+
+	qsort(iv, n, 2 * sizeof(*iv), by_start);
+	for (size_t i = 0; i < n; i++) {
+		if (!i || iv[2 * i] > to) {
+			sum += to - from;
+			from = iv[2 * i];
+			to = iv[2 * i + 1];
+		} else if (iv[2 * i + 1] > to) {
+			to = iv[2 * i + 1];
+		}
+	}
+	return sum + (to - from);
+}
+
+static void engine_row(struct top *t, struct top_view *v, const struct engine *e,
+		       const struct span *w)
+{
+	struct top_engine_row *row = &v->engines[v->nengines++];
+	struct engine_acc a = { t, w, row };
+	char comm[TS_COMM_LEN * 4 + 16];
+
+	memset(row, 0, sizeof(*row));
+	snprintf(row->name, sizeof(row->name), "%s[%u]", text__ascii(comm, sizeof(comm), e->comm),
+		 e->pid);
+	row->source = e->source == STEP_SOURCE_LLAMA ? "llama.cpp" : "cuda";
+	sample__clear(&t->scratch[2]);
+	ring_scan(&e->steps, w, engine_pass, &a);
+	row->steps_per_s = w->secs > 0 ? (double)row->steps / w->secs : NAN;
+	row->busy = w->secs > 0 ? 100.0 * (double)covered_ns(t->intervals, a.nintervals) / 1e9 /
+					  w->secs
+				: NAN;
+	row->prefill_share = row->decode_share = row->mixed_share = NAN;
+	if (a.known) {
+		row->prefill_share = 100.0 * (double)(a.kinds[STEP_KIND_PREFILL] +
+						      a.kinds[STEP_KIND_CHUNK]) / (double)a.known;
+		row->decode_share = 100.0 * (double)a.kinds[STEP_KIND_DECODE] / (double)a.known;
+		row->mixed_share = 100.0 * (double)a.kinds[STEP_KIND_MIXED] / (double)a.known;
+	}
+	row->batch_p50 = sample__pct(&t->scratch[2], 50);
+}
+
+static void count_open(void *ctx, const struct request *r)
+{
+	struct top *t = ctx;
+	struct group *g;
+
+	if (!*model_of(r)) { /* its body not read yet: the header counts it, no row */
+		t->unnamed_flight++;
+		t->unnamed_waiting += !r->first_token_ns;
+		return;
+	}
+	g = group_of(t, r);
+	if (!g)
+		return;
+	if (!g->npids && pidset__add(&g->live, r->pid))
+		g->npids++; /* a group seen in flight first is named by its process already */
+	g->in_flight++;
+	g->waiting += !r->first_token_ns;
+}
+
+/* The view's header: times, rates, capture health. */
+static void view_header(struct top *t, struct pipeline *pl, uint64_t now, struct top_view *v)
+{
+	const struct health *h = pipeline__health(pl);
+	uint64_t records = h->events + h->gpu_marks + h->llama_steps;
+
+	v->uptime_ns = now > t->start_ns ? now - t->start_ns : 0;
+	v->events_per_s = now > t->prev_ns ? (double)(records - t->prev_records) /
+						     ((double)(now - t->prev_ns) / 1e9)
+					   : 0;
+	t->prev_records = records;
+	t->prev_ns = now;
+	v->drops = h->bpf[TS_CNT_DROPS] + h->bpf[TS_CNT_GPU_DROPS] + h->bpf[TS_CNT_LLAMA_DROPS];
+	v->lost = h->lost_pieces + h->bpf[TS_CNT_TRUNCATED];
+}
+
+int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window win,
+	      size_t only_group, struct top_view *v)
+{
+	struct span w = { .all = win == TOP_WALL };
+	uint64_t done = 0;
+
+	top_view__free(v);
+	for (size_t i = 0; i < t->ngroups; i++)
+		t->groups[i]->in_flight = t->groups[i]->waiting = 0;
+	t->unnamed_flight = t->unnamed_waiting = 0;
+	if (pl) {
+		pipeline__each_open(pl, count_open, t);
+		view_header(t, pl, now, v);
+		v->as_of_ns = pipeline__reported_through(pl, now);
+	} else {
+		v->as_of_ns = now;
+	}
+	v->lag_ns = now - v->as_of_ns;
+	v->window_ns = top_window__ns(win);
+	w.hi = v->as_of_ns;
+	w.lo = !w.all && w.hi > v->window_ns ? w.hi - v->window_ns : 0;
+	w.secs = (double)(w.hi > t->start_ns ? w.hi - t->start_ns : 0) / 1e9;
+	if (!w.all && w.secs > (double)v->window_ns / 1e9)
+		w.secs = (double)v->window_ns / 1e9;
+	v->rows = calloc(t->ngroups ? t->ngroups : 1, sizeof(*v->rows));
+	v->engines = calloc(t->nengines ? t->nengines : 1, sizeof(*v->engines));
+	if (!v->rows || !v->engines)
+		return -1;
+	for (size_t i = 0; i < t->ngroups; i++) {
+		group_row(t, v, t->groups[i], i, &w, only_group == TOP_ALL_GROUPS || only_group == i);
+		done += v->rows[i].done;
+		v->in_flight += v->rows[i].in_flight;
+		v->waiting += v->rows[i].waiting;
+	}
+	v->in_flight += t->unnamed_flight;
+	v->waiting += t->unnamed_waiting;
+	v->rps = w.secs > 0 ? (double)done / w.secs : NAN;
+	for (size_t i = 0; i < t->nengines; i++)
+		engine_row(t, v, t->engines[i], &w);
+	return 0;
+}
+
+void top_view__free(struct top_view *v)
+{
+	free(v->rows);
+	free(v->engines);
+	memset(v, 0, sizeof(*v));
+}
+
+/* A row's figure in column c (NAN sorts last). */
+static double figure(const struct top_row *r, enum top_col c)
+{
+	switch (c) {
+	case TOP_COL_DONE: return (double)r->done;
+	case TOP_COL_RPS: return r->rps;
+	case TOP_COL_FLIGHT: return (double)r->in_flight;
+	case TOP_COL_TTFT50: return r->ttft[0];
+	case TOP_COL_TTFT90: return r->ttft[1];
+	case TOP_COL_TTFT99: return r->ttft[2];
+	case TOP_COL_TPOT50: return r->tpot[0];
+	case TOP_COL_TPOT99: return r->tpot[1];
+	case TOP_COL_GAP: return r->gap_max;
+	case TOP_COL_HIT: return r->hit_share;
+	default: return NAN;
+	}
+}
+
+struct sort_by {
+	enum top_col col;
+	bool reverse;
+};
+
+static int by_name(const struct top_row *a, const struct top_row *b)
+{
+	int c = strcmp(a->name, b->name);
+
+	if (!c)
+		c = (int)a->role - (int)b->role;
+	if (!c)
+		c = strcmp(api__name(a->api), api__name(b->api));
+	return c ? c : strcmp(a->model, b->model);
+}
+
+static int by_col(const void *x, const void *y, void *ctx)
+{
+	const struct sort_by *by = ctx;
+	const struct top_row *a = x, *b = y;
+	double fa = figure(a, by->col), fb = figure(b, by->col);
+	int c;
+
+	if (by->col == TOP_COL_NAME)
+		c = by_name(a, b);
+	else if (isnan(fa) || isnan(fb))
+		return isnan(fa) - isnan(fb); /* unknown figures last, either way */
+	else
+		c = fa > fb ? -1 : fa < fb; /* the largest first */
+	if (by->reverse)
+		c = -c;
+	return c ? c : by_name(a, b);
+}
+
+void top_view__sort(struct top_view *v, enum top_col c, bool reverse)
+{
+	struct sort_by by = { c, reverse };
+
+	qsort_r(v->rows, v->nrows, sizeof(*v->rows), by_col, &by);
+}
+
+void top_view__filter(struct top_view *v, const char *text)
+{
+	size_t kept = 0;
+
+	if (!text || !*text)
+		return;
+	for (size_t i = 0; i < v->nrows; i++) {
+		const struct top_row *r = &v->rows[i];
+
+		if (strcasestr(r->name, text) || strcasestr(role__name(r->role), text) ||
+		    strcasestr(api__name(r->api), text) || strcasestr(r->model, text))
+			v->rows[kept++] = *r;
+	}
+	v->nrows = kept;
+}
