@@ -162,24 +162,32 @@ def differences(rows, records, end_s, window_s):
         got = [r for r in row_records(row, records) if r["end_ns"] and lo < r["end_ns"] <= hi]
         want = p50([r["ttft_ms"] for r in got if r["ttft_ms"] is not None])
         if len(got) != row["done"] or not near(row["ttft50"], want):
+            edge = sorted((r["end_ns"] - hi) / 1e6 for r in got)[-3:]
             said.append(f"{row['name']} {row['role']} {row['api']} {row['model']}: screen "
-                        f"{row['done']} p50 {row['ttft50']}, records {len(got)} p50 {want}")
+                        f"{row['done']} p50 {row['ttft50']}, records {len(got)} p50 {want} "
+                        f"(the newest end {edge} ms from the clock)")
     return said
 
 
 def window_matches(rows, records, clock, window_s, slack_s=1.0):
-    """Exactly at the clock, or at some time within one refresh of it: 'exact', 'near', None."""
-    if matches_at(rows, records, clock, window_s):
-        return "exact"
+    """'exact' when the rows are the records' for a window ending within the millisecond the
+    header's clock shows (it is cut to the millisecond); 'near' when within one refresh of
+    it; None when neither."""
     ends = [r["end_ns"] / 1e9 for r in records if r.get("type") == "request" and r["end_ns"]]
-    cands = set()
-    for e in ends:
-        for b in (e, e + (window_s or 0)):
-            if abs(b - clock) <= slack_s:
-                cands.update((b, b - 1e-6, b + 1e-6))
-    for c in sorted(cands, key=lambda c: abs(c - clock)):
-        if matches_at(rows, records, c, window_s):
-            return "near"
+
+    def edges(lo, hi):
+        cands = {lo}
+        for e in ends:
+            for b in (e, e + (window_s or 0)):
+                if lo <= b < hi:
+                    cands.update((b, b - 1e-7))
+        return sorted(c for c in cands if lo <= c < hi)
+
+    for how, lo, hi in (("exact", clock, clock + 0.001),
+                        ("near", clock - slack_s, clock + slack_s)):
+        for c in sorted(edges(lo, hi), key=lambda c: abs(c - clock)):
+            if matches_at(rows, records, c, window_s):
+                return how
     return None
 
 

@@ -116,10 +116,8 @@ static int start_outputs(void *ctx)
 	if (out->top) {
 		out->screen = top_screen__start(out->top, out->pl,
 						out->o->replay_path, out->o->speed);
-		if (!out->screen) {
-			fprintf(stderr, "tokenscope: out of memory\n");
-			return -1;
-		}
+		if (!out->screen)
+			return -1; /* said by the screen */
 	}
 	path = out->o->record_path;
 	if (out->rec_file.fd >= 0) {

@@ -218,6 +218,8 @@ static void draw_header(struct top_screen *s, int *y)
 {
 	const struct top_view *v = &s->view;
 	unsigned long long up = v->uptime_ns / 1000000000ull;
+	/* cut to the millisecond, never rounded up: what ended at or before it is in the window */
+	double clock_s = (double)(v->as_of_ns / 1000000ull) / 1e3;
 	char line[512], lag[32] = "";
 
 	if (v->lag_ns >= 100000000ull)
@@ -227,11 +229,11 @@ static void draw_header(struct top_screen *s, int *y)
 		snprintf(line, sizeof(line), "tokenscope top  replay x%g%s  up %llu:%02llu:%02llu  "
 			 "clock %.3f  window %s%s%s",
 			 s->speed, s->ended ? " (end of recording)" : "", up / 3600, up / 60 % 60,
-			 up % 60, (double)v->as_of_ns / 1e9, top_window__name(s->window), lag,
+			 up % 60, clock_s, top_window__name(s->window), lag,
 			 v->window_cut ? " (cut: newest kept)" : "");
 	else
 		snprintf(line, sizeof(line), "tokenscope top  live  up %llu:%02llu:%02llu  clock %.3f  "
-			 "window %s%s%s", up / 3600, up / 60 % 60, up % 60, (double)v->as_of_ns / 1e9,
+			 "window %s%s%s", up / 3600, up / 60 % 60, up % 60, clock_s,
 			 top_window__name(s->window), lag, v->window_cut ? " (cut: newest kept)" : "");
 	put((*y)++, 0, -1, line, false);
 	attroff(A_BOLD);
@@ -560,11 +562,20 @@ struct top_screen *top_screen__start(struct top *t, struct pipeline *pl, const c
 	struct top_screen *s = calloc(1, sizeof(*s));
 	const char *no_colour = getenv("NO_COLOR");
 
-	if (!s)
+	if (!s) {
+		fprintf(stderr, "tokenscope: out of memory\n");
 		return NULL;
+	}
 	*s = (struct top_screen){ .top = t, .pl = pl, .replay = replay, .speed = speed,
 				  .window = TOP_W60S, .sort = TOP_COL_DONE,
 				  .selected_group = TOP_ALL_GROUPS, .saved_stderr = -1 };
+	/* newterm, not initscr: a terminal it cannot drive is said, not exited on */
+	if (!newterm(NULL, stdout, stdin)) {
+		fprintf(stderr, "tokenscope: top cannot drive this terminal (TERM=%s)\n",
+			getenv("TERM") ? getenv("TERM") : "");
+		free(s);
+		return NULL;
+	}
 	/* what is said on stderr meanwhile goes to a file, and to stderr after the screen */
 	fflush(stderr);
 	s->said = tmpfile();
@@ -575,7 +586,6 @@ struct top_screen *top_screen__start(struct top *t, struct pipeline *pl, const c
 		signal(SIGTERM, on_interrupt);
 	}
 	ESCDELAY = 25;
-	initscr();
 	cbreak(); /* Ctrl-C stays a signal */
 	noecho();
 	nonl();

@@ -20,7 +20,8 @@ struct top_screen;
 
 /* Can the view run here (stdin and stdout terminals)? Says why not, in one line, when not. */
 int top_screen__check(void);
-/* replay: the name of the recording (NULL: live); speed: its pace (1: as recorded). */
+/* replay: the name of the recording (NULL: live); speed: its pace (1: as recorded). NULL
+ * (said why) when the terminal cannot be driven, or without memory. */
 struct top_screen *top_screen__start(struct top *t, struct pipeline *pl, const char *replay,
 				     double speed);
 /* Live: the keys that came, and a redraw once a second, of the time consumed_ns (every

@@ -512,6 +512,8 @@ static uint64_t covered_ns(uint64_t *iv, size_t n)
 {
 	uint64_t sum = 0, from = 0, to = 0;
 
+	if (!n) /* iv may be NULL then */
+		return 0;
 	qsort(iv, n, 2 * sizeof(*iv), by_start);
 	for (size_t i = 0; i < n; i++) {
 		if (!i || iv[2 * i] > to) {
@@ -692,7 +694,8 @@ void top_view__sort(struct top_view *v, enum top_col c, bool reverse)
 {
 	struct sort_by by = { c, reverse };
 
-	qsort_r(v->rows, v->nrows, sizeof(*v->rows), by_col, &by);
+	if (v->nrows) /* rows may be NULL then */
+		qsort_r(v->rows, v->nrows, sizeof(*v->rows), by_col, &by);
 }
 
 void top_view__filter(struct top_view *v, const char *text)
