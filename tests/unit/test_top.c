@@ -91,6 +91,27 @@ static void test_window(void **state)
 	top__free(t);
 }
 
+/* Kept: the last five minutes (and ten seconds); "all" still counts the whole run, and says
+ * its tail is of what is kept. */
+static void test_kept(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+
+	for (int i = 0; i < 20; i++)
+		feed(t, "api", ROLE_SERVER, "m", 1 * S + (uint64_t)i * MS, 500, -1, NULL);
+	feed(t, "api", ROLE_SERVER, "m", 400 * S, 10, -1, NULL);
+	assert_int_equal(top__view(t, NULL, 400 * S, TOP_W5MIN, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.rows[0].done, 1);
+	assert_false(v.window_cut); /* the window holds nothing that was let go */
+	assert_int_equal(top__view(t, NULL, 400 * S, TOP_WALL, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.rows[0].done, 21);
+	assert_float_equal(v.rows[0].ttft[0], 500, 0); /* the summary's sample */
+	assert_true(v.window_cut);
+	top_view__free(&v);
+	top__free(t);
+}
+
 /* The tail's letters: the attributed requests at or above the p90, by largest remainder. */
 static void test_tail(void **state)
 {
@@ -198,7 +219,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_window),	    cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_escaped),	    cmocka_unit_test(test_sort_filter),
-		cmocka_unit_test(test_engine),
+		cmocka_unit_test(test_engine),	    cmocka_unit_test(test_kept),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

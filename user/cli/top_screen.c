@@ -230,11 +230,11 @@ static void draw_header(struct top_screen *s, int *y)
 			 "clock %.3f  window %s%s%s",
 			 s->speed, s->ended ? " (end of recording)" : "", up / 3600, up / 60 % 60,
 			 up % 60, clock_s, top_window__name(s->window), lag,
-			 v->window_cut ? " (cut: newest kept)" : "");
+			 v->window_cut ? " (partly: only the newest are kept)" : "");
 	else
 		snprintf(line, sizeof(line), "tokenscope top  live  up %llu:%02llu:%02llu  clock %.3f  "
 			 "window %s%s%s", up / 3600, up / 60 % 60, up % 60, clock_s,
-			 top_window__name(s->window), lag, v->window_cut ? " (cut: newest kept)" : "");
+			 top_window__name(s->window), lag, v->window_cut ? " (partly: only the newest are kept)" : "");
 	put((*y)++, 0, -1, line, false);
 	attroff(A_BOLD);
 	move(*y, 0);

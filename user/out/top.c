@@ -13,7 +13,7 @@
 #include "llm/attribution.h"
 #include "out/top.h"
 
-/* Requests (and steps) kept per group (and engine): the newest; a window reaching past the
+/* Requests (and steps) kept per group (and engine), at most: a window reaching past the
  * oldest kept one says it is cut. The summary's tail keeps as many. */
 #define KEEP_MAX 262144
 /* Records are reported nearly in the order they ended: a window is looked for this far past
@@ -30,33 +30,68 @@ struct kept_req {
 	uint64_t busy, idle, prefill, emit; /* the TTFT split, attributed requests (ns) */
 };
 
-/* A ring of the newest KEEP_MAX items of one size. */
+/* The newest items of one size, oldest first: at most KEEP_MAX, and none that ended more than
+ * HORIZON_NS before the newest (the longest window but all; "all" takes the summary's
+ * samples, and its tail and slow requests from what is kept). */
+#define HORIZON_NS (300ull * 1000000000ull + DISORDER_NS)
+
 struct ring {
 	void *v;
-	size_t size, head, len, cap; /* head: the oldest */
-	uint64_t dropped;	     /* items overwritten */
+	size_t size, head, len, cap;
+	uint64_t dropped;    /* items let go (too old, or past KEEP_MAX) */
+	uint64_t dropped_ns; /* the latest end of those */
 };
 
-static void *ring_push(struct ring *r)
+/* The i-th oldest item. */
+static void *ring_at(const struct ring *r, size_t i)
 {
-	if (r->len == KEEP_MAX) {
-		void *slot = (char *)r->v + r->head * r->size;
-
-		r->head = (r->head + 1) % KEEP_MAX;
-		r->dropped++;
-		return slot;
-	}
-	if (r->len == r->cap && !array__reserve(&r->v, &r->cap, r->len + 1, r->size))
-		return NULL;
-	return (char *)r->v + (r->head + r->len++) * r->size;
+	return (char *)r->v + (r->head + i) % r->cap * r->size;
 }
 
 /* The i-th newest item (0: the newest). */
 static void *ring_newest(const struct ring *r, size_t i)
 {
-	size_t at = r->len == KEEP_MAX ? (r->head + r->len - 1 - i) % KEEP_MAX : r->len - 1 - i;
+	return ring_at(r, r->len - 1 - i);
+}
 
-	return (char *)r->v + at * r->size;
+static void ring_pop(struct ring *r)
+{
+	uint64_t end = *(const uint64_t *)ring_at(r, 0);
+
+	if (end > r->dropped_ns)
+		r->dropped_ns = end;
+	r->head = (r->head + 1) % r->cap;
+	r->len--;
+	r->dropped++;
+}
+
+/* Room for one more, the oldest let go when KEEP_MAX are kept; NULL without memory. */
+static void *ring_push(struct ring *r)
+{
+	if (r->len == r->cap && r->cap == KEEP_MAX) {
+		ring_pop(r);
+	} else if (r->len == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		char *v = malloc(cap * r->size);
+
+		if (!v)
+			return NULL;
+		for (size_t i = 0; i < r->len; i++) /* oldest first again, from 0 */
+			memcpy(v + i * r->size, ring_at(r, i), r->size);
+		free(r->v);
+		r->v = v;
+		r->cap = cap;
+		r->head = 0;
+	}
+	return ring_at(r, r->len++);
+}
+
+/* Items that ended more than HORIZON_NS before newest_ns are let go (each starts with its
+ * end, as ring_scan reads it). */
+static void ring_expire(struct ring *r, uint64_t newest_ns)
+{
+	while (r->len > 1 && *(const uint64_t *)ring_at(r, 0) + HORIZON_NS < newest_ns)
+		ring_pop(r);
 }
 
 /* The summary's grouping: command, role, API, model. */
@@ -215,6 +250,7 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 		k->prefill = a->prefill_ns;
 		k->emit = a->emit_ns;
 	}
+	ring_expire(&g->reqs, k->end_ns);
 }
 
 void top__request(struct top *t, const struct request *r, const struct request_metrics *m)
@@ -269,9 +305,11 @@ void top__step(struct top *t, const struct engine_step *s)
 		t->engines[t->nengines++] = e;
 	}
 	k = ring_push(&e->steps);
-	if (k)
-		*k = (struct kept_step){ s->end_ns > s->start_ns ? s->end_ns : s->start_ns, s->start_ns,
-					 (uint8_t)step__kind(s), s->failed, s->nseqs };
+	if (!k)
+		return;
+	*k = (struct kept_step){ s->end_ns > s->start_ns ? s->end_ns : s->start_ns, s->start_ns,
+				 (uint8_t)step__kind(s), s->failed, s->nseqs };
+	ring_expire(&e->steps, k->end_ns);
 }
 
 /* ---- the view ---- */
@@ -454,9 +492,8 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 		a.known = g->known_cache;
 		row->gap_max = g->n ? g->gap_max : NAN;
 	}
-	if (g->reqs.dropped && (w->all || ((struct kept_req *)ring_newest(&g->reqs, g->reqs.len - 1))
-					->end_ns > w->lo))
-		v->window_cut = true;
+	if (g->reqs.dropped && (w->all || g->reqs.dropped_ns > w->lo))
+		v->window_cut = true; /* the window needs some of what was let go */
 	row->rps = w->secs > 0 ? (double)row->done / w->secs : NAN;
 	row->ttft[0] = sample__pct(ttft, 50);
 	row->ttft[1] = a.p90 = sample__pct(ttft, 90);
@@ -540,6 +577,8 @@ static void engine_row(struct top *t, struct top_view *v, const struct engine *e
 	row->source = e->source == STEP_SOURCE_LLAMA ? "llama.cpp" : "cuda";
 	sample__clear(&t->scratch[2]);
 	ring_scan(&e->steps, w, engine_pass, &a);
+	if (e->steps.dropped && (w->all || e->steps.dropped_ns > w->lo))
+		v->window_cut = true;
 	row->steps_per_s = w->secs > 0 ? (double)row->steps / w->secs : NAN;
 	row->busy = w->secs > 0 ? 100.0 * (double)covered_ns(t->intervals, a.nintervals) / 1e9 /
 					  w->secs

@@ -90,7 +90,10 @@ struct top_view {
 	uint64_t lost;	     /* pieces lost or truncated: requests marked incomplete */
 	double rps;	     /* over all groups */
 	uint64_t in_flight, waiting;
-	bool window_cut;     /* a group held more requests than are kept: its window is cut */
+	/* the window reaches past what is kept (the last 5 min and 10 s, at most KEEP_MAX a
+	 * group or engine): "all" then takes its tail, slow requests and engine figures from
+	 * what is kept */
+	bool window_cut;
 	struct top_row *rows;
 	size_t nrows;
 	struct top_engine_row *engines;
