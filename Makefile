@@ -37,7 +37,10 @@ LAYERS := base proto llm engine stream out capture cli
 # exporter.c (--metrics) links libmicrohttpd: the live binary only.
 CORE_SRCS := $(filter-out user/out/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream out)))
 # Live capture (probe families, ring buffer, attach, CUDA kernel names), the exporter, the CLI.
-LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/out/exporter.c
+# user/capture/gobin.c (Go executables) is not linked in until the Go TLS probes use it: only
+# its test reads it so far (go-binaries).
+LIVE_SRCS := $(filter-out user/capture/gobin.c,$(wildcard user/capture/*.c user/cli/*.c)) \
+	user/out/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 
@@ -54,6 +57,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 .PHONY: all clean test layers options unit unit-sanitized asan fuzz soak replay integration demo bench deps \
+	go-binaries \
 	fixtures gpu-testbed
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
@@ -103,6 +107,15 @@ $(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/capture/cuda_names.o $(OUTPUT)/u
 	$(OUTPUT)/user/capture/procmaps.o
 $(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
 $(OUTPUT)/tests/test_ring: $(OUTPUT)/user/capture/ring.o
+
+# Go executables as user/capture/gobin.c reads them (functions, returns, version), against Go's
+# own tools, on the Go TLS client built normally, PIE and stripped PIE (tests/go).
+$(OUTPUT)/tests/gobin_dump: tests/go/gobin_dump.c $(OUTPUT)/user/capture/gobin.o | $(OUTPUT)/tests
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $^ -lelf -lcapstone -o $@
+
+go-binaries: $(OUTPUT)/tests/gobin_dump fixtures
+	$(Q)python3 tests/go/check_gobin.py $< tests/fixtures/.gen $(OUTPUT)/go-binaries
 $(OUTPUT)/tests/test_util: $(OUTPUT)/user/capture/procmaps.o
 
 fixtures:
@@ -138,6 +151,7 @@ integration: tokenscope fixtures gpu-testbed
 test: deps
 	$(Q)$(MAKE) -s layers
 	$(Q)$(MAKE) -s all unit options
+	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration
@@ -173,9 +187,10 @@ soak: deps
 SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
-# The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The unit tests (and the Go executables' reader) again under AddressSanitizer and
+# UndefinedBehaviorSanitizer.
 unit-sanitized:
-	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" unit
+	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" unit go-binaries
 
 # The tracer itself under both sanitizers, beside the release build: ./tokenscope-asan (its
 # objects in $(OUTPUT)/san). `make test` replays every recording and runs the plaintext
