@@ -22,7 +22,8 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-init
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
 # libmicrohttpd (--metrics) is linked dynamically: its static form needs GnuTLS and p11-kit,
 # which Debian ships without static archives.
-LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lz -lstdc++ \
+LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz \
+	-lstdc++ \
 	-Wl,-Bdynamic -lmicrohttpd -lm
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 
@@ -37,10 +38,7 @@ LAYERS := base proto llm engine stream out capture cli
 # exporter.c (--metrics) links libmicrohttpd: the live binary only.
 CORE_SRCS := $(filter-out user/out/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream out)))
 # Live capture (probe families, ring buffer, attach, CUDA kernel names), the exporter, the CLI.
-# user/capture/gobin.c (Go executables) is not linked in until the Go TLS probes use it: only
-# its test reads it so far (go-binaries).
-LIVE_SRCS := $(filter-out user/capture/gobin.c,$(wildcard user/capture/*.c user/cli/*.c)) \
-	user/out/exporter.c
+LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/out/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 

@@ -76,6 +76,7 @@ struct piece_ctx {
 	__u64 seq;
 	__u64 ts;
 	__u32 dir;
+	__u32 flags; /* TS_F_GO_TLS, or 0 */
 };
 
 /*
@@ -101,7 +102,7 @@ static long emit_piece(__u64 i, struct piece_ctx *p)
 	ev->ssl = p->ssl;
 	ev->seq = p->seq + i;
 	ev->dir = p->dir;
-	ev->flags = p->total > (__u64)TS_MAX_PIECES * TS_CHUNK_MAX ? TS_F_TRUNCATED : 0;
+	ev->flags = p->flags | (p->total > (__u64)TS_MAX_PIECES * TS_CHUNK_MAX ? TS_F_TRUNCATED : 0);
 	ev->total_len = p->total > 0xffffffffULL ? 0xffffffffU : (__u32)p->total;
 	ev->offset = off;
 	ev->len = n;
@@ -122,13 +123,44 @@ static long emit_piece(__u64 i, struct piece_ctx *p)
 	return 0;
 }
 
+/* The bytes one call moved, as pieces with the stream's next sequence numbers. */
+static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u64 total,
+					  __u64 ts, __u32 dir, __u32 flags)
+{
+	struct stream_key key = { .pid = tgid, .ssl = ssl };
+	struct piece_ctx pc;
+	__u64 *next, zero64 = 0, npieces;
+
+	/* phase: reserve the stream's sequence numbers for every piece */
+	npieces = (total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
+	if (npieces > TS_MAX_PIECES) {
+		npieces = TS_MAX_PIECES;
+		ts_count(TS_CNT_TRUNCATED, 1);
+		ts_count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
+	}
+	next = ts_lookup_or_init(&tls_stream_seq, &key, &zero64);
+	if (!next)
+		return;
+	pc.seq = __sync_fetch_and_add(next, npieces);
+
+	/* phase: the pieces */
+	pc.ssl = ssl;
+	pc.buf = buf;
+	pc.total = total;
+	pc.ts = ts;
+	pc.dir = dir;
+	pc.flags = flags;
+	if (npieces == 1) /* the usual case: no bpf_loop call for it */
+		emit_piece(0, &pc);
+	else
+		bpf_loop(npieces, emit_piece, &pc, 0);
+}
+
 static __always_inline int tls_call_return(long ret, bool ex)
 {
 	__u32 tgid = bpf_get_current_task_btf()->tgid;
-	struct stream_key key = { .pid = tgid };
 	struct ssl_call *c = tls_thread(false);
-	struct piece_ctx pc;
-	__u64 total, *next, zero64 = 0, npieces;
+	__u64 total;
 	__u8 one = 1;
 
 	if (!c || !c->active)
@@ -151,33 +183,12 @@ static __always_inline int tls_call_return(long ret, bool ex)
 	if (c->dir == TS_DIR_WRITE)
 		c->last_write = c->ssl;
 
-	/* phase: reserve the stream's sequence numbers for every piece */
-	key.ssl = c->ssl;
-	npieces = (total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
-	if (npieces > TS_MAX_PIECES) {
-		npieces = TS_MAX_PIECES;
-		ts_count(TS_CNT_TRUNCATED, 1);
-		ts_count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
-	}
-	next = ts_lookup_or_init(&tls_stream_seq, &key, &zero64);
-	if (!next)
-		goto out;
-	pc.seq = __sync_fetch_and_add(next, npieces);
+	tls_emit_call(tgid, c->ssl, c->buf, total,
+		      c->dir == TS_DIR_WRITE ? c->entry_ns : bpf_ktime_get_ns(), c->dir, 0);
 	if (c->noted_pid != tgid) { /* once per thread, not an LRU update per call */
 		bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
 		c->noted_pid = tgid;
 	}
-
-	/* phase: the pieces */
-	pc.ssl = c->ssl;
-	pc.buf = c->buf;
-	pc.total = total;
-	pc.ts = c->dir == TS_DIR_WRITE ? c->entry_ns : bpf_ktime_get_ns();
-	pc.dir = c->dir;
-	if (npieces == 1) /* the usual case: no bpf_loop call for it */
-		emit_piece(0, &pc);
-	else
-		bpf_loop(npieces, emit_piece, &pc, 0);
 out:
 	c->active = 0;
 	return 0;
@@ -244,6 +255,98 @@ int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u6
 }
 
 /* void SSL_free(SSL *s) */
+/*
+ * Go's crypto/tls, compiled into each Go program: uprobes at the start of (*Conn).Read's and
+ * (*Conn).Write's bodies, past their stack check (so once a call: a call that grows its
+ * stack runs again from its entry), and on each RET instruction of Read
+ * (user/capture/gobin.c finds them). Never
+ * a uretprobe: it rewrites the return address on the goroutine's stack, which Go may move or
+ * unwind, and that crashes the program. Go's register ABI (1.17+): the receiver in AX, the
+ * slice's pointer and length in BX and CX; the result n in AX at the return.
+ *
+ * A Write's bytes are sent at its entry: they are all known there, and net/http reads a reply
+ * on another goroutine, which can return from Read with the reply before the writer returns
+ * from Write (2 streams of 1 000 saw that). Numbered at the entry, the request stays ahead
+ * of its reply. A Write that fails has a broken connection: its request never has a reply.
+ *
+ * A Read is keyed by its goroutine (g, in R14), not by its thread: a goroutine blocked in
+ * Read can go on on another thread. g's address stands for the goroutine for as long as the
+ * call lasts (a g is reused only after its goroutine ended).
+ */
+struct go_call_key {
+	__u32 pid;
+	__u32 _pad;
+	__u64 g;
+};
+
+struct go_call {
+	__u64 conn, buf;
+};
+
+/* LRU: a goroutine that died blocked in Read (its return never seen) cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct go_call_key);
+	__type(value, struct go_call);
+} go_tls_reads SEC(".maps");
+
+/* This process's exit is reported (its streams end with it). */
+static __always_inline void go_note_pid(__u32 tgid)
+{
+	__u8 one = 1;
+
+	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
+		bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+}
+
+/* func (c *Conn) Read(b []byte) (int, error) */
+SEC("uprobe")
+int go_tls_read_enter(struct pt_regs *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	struct go_call c = { .conn = ctx->ax, .buf = ctx->bx };
+
+	if (ts_traced_task(t, t->tgid))
+		bpf_map_update_elem(&go_tls_reads, &k, &c, BPF_ANY);
+	return 0;
+}
+
+/* at each RET of Read: n bytes read into the entry's buffer */
+SEC("uprobe")
+int go_tls_read_ret(struct pt_regs *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	struct go_call *c = bpf_map_lookup_elem(&go_tls_reads, &k);
+	long n = (long)ctx->ax;
+
+	if (!c)
+		return 0;
+	if (n > 0) {
+		tls_emit_call(k.pid, c->conn, c->buf, n, bpf_ktime_get_ns(), TS_DIR_READ,
+			      TS_F_GO_TLS);
+		go_note_pid(k.pid);
+	}
+	bpf_map_delete_elem(&go_tls_reads, &k);
+	return 0;
+}
+
+/* func (c *Conn) Write(b []byte) (int, error): the bytes, at the entry (above) */
+SEC("uprobe")
+int go_tls_write_enter(struct pt_regs *ctx)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	long n = (long)ctx->cx;
+
+	if (n <= 0 || !ts_traced_task(t, t->tgid))
+		return 0;
+	tls_emit_call(t->tgid, ctx->ax, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
+	go_note_pid(t->tgid);
+	return 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(ssl_free_enter, void *ssl)
 {

@@ -43,6 +43,9 @@ enum ts_dir {
  * buffer to read (TS_F_NO_USER_BUFFER: sendfile, splice; total_len 0 for io_uring, whose byte
  * count is not seen). */
 #define TS_F_NO_USER_BUFFER (1u << 2)
+/* ts_tls_data.flags: the bytes of a Go program's crypto/tls (*Conn).Read or Write; ssl is
+ * the *tls.Conn (bpf/tls.bpf.c, go_tls_*) */
+#define TS_F_GO_TLS (1u << 3)
 
 struct ts_event_hdr {
 	__u32 type; /* enum ts_event_type */

@@ -79,12 +79,17 @@ def go_truth(path, name):
             addr, size = int(t[0], 16), int(t[1])
     dis = subprocess.run(["go", "tool", "objdump", "-s", "^" + re.escape(name) + "$", path],
                          capture_output=True, text=True, check=True).stdout
-    rets = []
+    rets, insns = [], []
     for line in dis.splitlines():
         m = re.match(r"\s*\S*:\d+\s+0x([0-9a-f]+)\s+([0-9a-f]+)\s+(.*)$", line)
-        if m and m.group(3).split()[0] == "RET":
-            rets.append(int(m.group(1), 16))
-    return addr, size, rets
+        if m:
+            insns.append((int(m.group(1), 16), m.group(3).split()[0]))
+            if insns[-1][1] == "RET":
+                rets.append(insns[-1][0])
+    # the body: the instruction after the stack check's JBE (among the first three)
+    body = next((insns[i + 1][0] for i in range(min(3, len(insns) - 1))
+                 if insns[i][1] == "JBE"), None)
+    return addr, size, rets, body
 
 
 def main():
@@ -106,7 +111,7 @@ def main():
               f"{label}: PIE {g['pie']}, found through {'.symtab' if g['symtab'] else '.gopclntab'}")
         segs = load_segments(truth_of)
         for key, name in names.items():
-            addr, size, rets = go_truth(truth_of, name)
+            addr, size, rets, body = go_truth(truth_of, name)
             f = g[key]
             check(addr is not None and f["vaddr"] == addr,
                   f"{label}: {name} at {f['vaddr']:#x} (go tool nm: {addr and hex(addr)})")
@@ -114,6 +119,9 @@ def main():
             # function (padding included)
             check(size is not None and f["size"] >= size and f["size"] - size < 64,
                   f"{label}: {name} size {f['size']} (go tool nm: {size})")
+            check(body is not None and f["body"] == to_offset(segs, body),
+                  f"{label}: {name} body (past the stack check) at {f['body']} (go tool "
+                  f"objdump: {body and to_offset(segs, body)})")
             want = [to_offset(segs, r) for r in rets]
             check(rets and f["rets"] == want,
                   f"{label}: {name} returns at {f['rets']} (go tool objdump: {want})")

@@ -11,9 +11,9 @@
 
 static void func_json(const char *name, const struct gobin_func *f)
 {
-	printf("\"%s\":{\"vaddr\":%llu,\"size\":%llu,\"offset\":%llu,\"rets\":[", name,
-	       (unsigned long long)f->vaddr, (unsigned long long)f->size,
-	       (unsigned long long)f->offset);
+	printf("\"%s\":{\"vaddr\":%llu,\"size\":%llu,\"offset\":%llu,\"body\":%llu,"
+	       "\"rets\":[", name, (unsigned long long)f->vaddr, (unsigned long long)f->size,
+	       (unsigned long long)f->offset, (unsigned long long)f->body);
 	for (size_t i = 0; i < f->nrets; i++)
 		printf("%s%llu", i ? "," : "", (unsigned long long)f->rets[i]);
 	printf("]}");

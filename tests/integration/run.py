@@ -4,8 +4,8 @@ server, traced live by ./tokenscope, checked against the ground truth the fixtur
 then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
 attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
-(llama_checks.py), HTTP/2 and gRPC (h2_checks.py), and `tokenscope top` in tmux
-(top_checks.py).
+(llama_checks.py), HTTP/2 and gRPC (h2_checks.py), `tokenscope top` in tmux
+(top_checks.py), and Go's crypto/tls (go_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
 node's fetch and https (node's embedded OpenSSL), the official openai and @anthropic-ai/sdk
@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from attribution_checks import run_attribution_checks
+from go_checks import run_go_checks
 from gpu_checks import run_gpu_checks
 from h2_checks import run_h2_checks
 from llama_checks import run_llama_checks
@@ -206,13 +207,15 @@ def main():
     print(f"integration: with {TOKENSCOPE}", flush=True)
     phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
               "attribution": run_attribution_checks, "metrics": run_metrics_checks,
-              "llama": run_llama_checks, "h2": run_h2_checks, "top": run_top_checks}
+              "llama": run_llama_checks, "h2": run_h2_checks, "top": run_top_checks,
+              "go": run_go_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
             phases[sys.argv[2]]({"check": check, "Tracer": Tracer, "run": run, "root": ROOT,
                                  "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
-                                 "key": KEY})
+                                 "key": KEY, "check_record": check_record,
+                                 "client_times": CLIENT_TIMES})
         finally:
             if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
                 shutil.rmtree(work, ignore_errors=True)
@@ -221,7 +224,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2|top]")
+        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2|top|go]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -628,7 +631,8 @@ def body(work, port, truth_path, server_pid):
 
     # phase: GPU steps (a tracer of their own)
     ctx = {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
-           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY}
+           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY, "check_record": check_record,
+           "client_times": CLIENT_TIMES}
     run_gpu_checks(ctx)
 
     # phase: plaintext HTTP over TCP: uvicorn, nginx, noise, edge cases (tracers of their own)
@@ -648,6 +652,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: `tokenscope top` in tmux, on the vLLM-shaped service under load
     run_top_checks(ctx)
+
+    # phase: Go's crypto/tls: a Go client, normal and stripped PIE, HTTP/1.1 and HTTP/2
+    run_go_checks(ctx)
 
 
 if __name__ == "__main__":

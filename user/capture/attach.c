@@ -19,6 +19,7 @@
 #include "base/text.h"
 #include "capture/attach.h"
 #include "capture/elfsym.h"
+#include "capture/gobin.h"
 #include "capture/procmaps.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
@@ -142,6 +143,11 @@ static bool libc_file(const char *base, const uint64_t *off)
 	return off[0] && (!strncmp(base, "libc.so", 7) || !strncmp(base, "libdl.so", 8));
 }
 
+static bool no_symbols(const char *base, const uint64_t *off)
+{
+	return false;
+}
+
 static bool any_symbol(const char *base, const uint64_t *off)
 {
 	return true;
@@ -151,7 +157,7 @@ static bool any_symbol(const char *base, const uint64_t *off)
  * The uprobe sets: which family's programs go on which files. A new uprobe family is one
  * entry here (and its object in user/capture/live.c); a file is examined once for all of them.
  */
-enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET_LLAMA, SET__N };
+enum { SET_TLS, SET_DLOPEN, SET_CUDA, SET_LLAMA, SET_GO_TLS, SET__N };
 
 static const struct uprobe_set {
 	const char *name;   /* shown in the start line and with -v */
@@ -164,6 +170,8 @@ static const struct uprobe_set {
 	[SET_DLOPEN] = { "dlopen", "tls", dlopen_uprobes, ARRAY_LEN(dlopen_uprobes), libc_file },
 	[SET_CUDA] = { "CUDA", "cuda", cuda_uprobes, ARRAY_LEN(cuda_uprobes), any_symbol },
 	[SET_LLAMA] = { "llama.cpp", "llama", llama_uprobes, ARRAY_LEN(llama_uprobes), any_symbol },
+	/* Go's crypto/tls: no exported symbols to look up; examine_go finds its offsets */
+	[SET_GO_TLS] = { "Go TLS", "tls", NULL, 0, no_symbols },
 };
 
 #define MAX_SYMS                                                                              \
@@ -463,6 +471,51 @@ static void attach_set(struct attacher *a, size_t set, const char *path, const u
 	}
 }
 
+/* A Go program's crypto/tls (*Conn).Read: a probe on each RET, then one past its stack
+ * check (gobin.h: once a call; never a uretprobe: bpf/tls.bpf.c says why). Returns 1 when
+ * all are on. */
+static int attach_go_read(struct attacher *a, const char *path, const struct gobin_func *f)
+{
+	static const char sym[] = "crypto/tls.(*Conn).Read";
+	struct bpf_object *obj = a->objs[SET_GO_TLS];
+
+	/* the returns first: an entry seen without its return would leave a stale call */
+	for (size_t i = 0; i < f->nrets; i++) {
+		if (attach_one(a, obj, "go_tls_read_ret", false, path, f->rets[i], sym))
+			return 0; /* a return unprobed: the entry stays off, no call is left open */
+	}
+	return !attach_one(a, obj, "go_tls_read_enter", false, path, f->body, sym);
+}
+
+/* A Go executable: its crypto/tls, where it links it. */
+static void examine_go(struct attacher *a, const char *path)
+{
+	char why[256], safe[TEXT_SAFE_MAX(PATH_MAX)], safe_why[TEXT_SAFE_MAX(256)];
+	struct gobin g;
+	int err = gobin__inspect(path, &g, why, sizeof(why)), attached;
+
+	if (err == -ENOEXEC || err == -ENOENT) /* not Go, or no TLS in it: nothing to say */
+		return;
+	if (err) {
+		fprintf(stderr, "tokenscope: warning: %s: %s; its TLS is not traced\n",
+			text__safe(safe, sizeof(safe), path), text__safe(safe_why, sizeof(safe_why), why));
+		return;
+	}
+	/* a Write's bytes are all known at its entry: no return probe for it (bpf/tls.bpf.c) */
+	attached = attach_go_read(a, path, &g.read) +
+		   !attach_one(a, a->objs[SET_GO_TLS], "go_tls_write_enter", false, path,
+			       g.write.body, "crypto/tls.(*Conn).Write");
+	if (!attached)
+		return;
+	a->files[SET_GO_TLS]++;
+	a->seen[a->nseen - 1].sets |= 1u << SET_GO_TLS;
+	a->last_sets |= 1u << SET_GO_TLS;
+	if (a->verbose)
+		fprintf(stderr, "tokenscope: Go TLS probes on %s (%s%s; Read's %zu returns)\n",
+			text__safe(safe, sizeof(safe), path), g.version,
+			g.has_symtab ? "" : ", stripped", g.read.nrets);
+}
+
 /* Look at one file, once: does it export what any uprobe set probes? */
 static void examine(struct attacher *a, const char *path)
 {
@@ -479,6 +532,8 @@ static void examine(struct attacher *a, const char *path)
 		for (size_t i = 0; a->objs[set] && i < sets[set].n; i++)
 			names[n++] = sets[set].probes[i].sym;
 	}
+	if (a->objs[SET_GO_TLS])
+		examine_go(a, path);
 	if (elfsym__offsets(path, names, n, off) <= 0)
 		return;
 	base = strrchr(path, '/');

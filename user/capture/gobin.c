@@ -363,7 +363,10 @@ static int find_rets(struct file *f, csh cs, const char *name, struct gobin_func
 	left = fn->size;
 	/* instruction by instruction from the entry: a 0xc3 inside another instruction (an
 	 * immediate, a displacement) is never taken for a RET */
-	while (cs_disasm_iter(cs, &at, &left, &addr, insn)) {
+	for (size_t i = 0; cs_disasm_iter(cs, &at, &left, &addr, insn); i++) {
+		/* the stack check's jump is its second or third instruction (go_prologue) */
+		if (i < 3 && !fn->body && insn->id == X86_INS_JBE)
+			fn->body = fn->offset + (addr - fn->vaddr); /* addr: the next instruction */
 		if (insn->id != X86_INS_RET)
 			continue;
 		if (fn->nrets == GOBIN_MAX_RETS) {
@@ -377,6 +380,8 @@ static int find_rets(struct file *f, csh cs, const char *name, struct gobin_func
 			   (unsigned long long)(fn->size - left));
 	else if (!fn->nrets)
 		err = fail(f, -EBADMSG, "%s: no return instruction", name);
+	else if (!fn->body)
+		err = fail(f, -EBADMSG, "%s: no stack check's jump where Go puts it", name);
 out:
 	cs_free(insn, 1);
 	free(code);

@@ -21,6 +21,11 @@
 struct gobin_func {
 	uint64_t vaddr, size; /* as linked */
 	uint64_t offset;      /* file offset of its entry */
+	/* file offset of the first instruction after its stack check (CMP; JBE morestack): the
+	 * place for an entry probe. At the entry itself a call that grows its stack is seen
+	 * twice (morestack runs the function again from its entry); past the check once, with
+	 * the arguments still in their registers. */
+	uint64_t body;
 	uint64_t rets[GOBIN_MAX_RETS]; /* file offsets of its RET instructions */
 	size_t nrets;
 };

@@ -863,9 +863,10 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 		fprintf(stderr, "tokenscope: tracing is partial: %zu probe%s could not be attached "
 				"(above)\n",
 			attacher__probes_off(lv->att), attacher__probes_off(lv->att) == 1 ? "" : "s");
-	fprintf(stderr, "tokenscope: tracing TLS in %zu files, CUDA in %zu files%s%s%s. Hit Ctrl-C "
-			"to end.\n",
-		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "CUDA"),
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files (Go's in %zu), CUDA in %zu files%s%s%s. "
+			"Hit Ctrl-C to end.\n",
+		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "Go TLS"),
+		attacher__files(lv->att, "CUDA"),
 		loaded(lv, "sock") ? ", plaintext TCP" : "",
 		o->npids || o->comm || o->nports ? " (filtered)" : "",
 		attacher__probes_off(lv->att) ? " (partial)" : "");

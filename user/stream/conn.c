@@ -312,7 +312,7 @@ const struct stream_key *conn__key(const struct conn *c)
 
 const char *transport__name(enum transport t)
 {
-	return t == TRANSPORT_TCP ? "tcp" : "tls";
+	return t == TRANSPORT_TCP ? "tcp" : t == TRANSPORT_GO_TLS ? "go_tls" : "tls";
 }
 
 void conn__set_addresses(struct conn *c, const char *local, const char *peer)

@@ -20,6 +20,7 @@ struct pipeline;
 enum transport {
 	TRANSPORT_TLS = 0, /* SSL_read/SSL_write on an SSL* */
 	TRANSPORT_TCP = 1, /* read/write family syscalls on a TCP socket */
+	TRANSPORT_GO_TLS = 2, /* a Go program's crypto/tls (*Conn).Read/Write on a *tls.Conn */
 };
 
 /* Which byte stream a connection is. */

@@ -413,7 +413,9 @@ static int on_tls_data(struct pipeline *p, struct ts_tls_data *e, size_t size)
 	if (size < sizeof(*e) || e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
 		return -1;
 	pc = (struct piece){
-		.key = { .pid = e->hdr.pid, .transport = TRANSPORT_TLS, .id = e->ssl },
+		.key = { .pid = e->hdr.pid,
+			 .transport = e->flags & TS_F_GO_TLS ? TRANSPORT_GO_TLS : TRANSPORT_TLS,
+			 .id = e->ssl },
 		.hdr = &e->hdr,
 		.seq = e->seq,
 		.is_write = e->dir == TS_DIR_WRITE,
@@ -581,7 +583,7 @@ static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, bool socket
 
 	for (size_t b = 0; b < NBUCKETS; b++) {
 		for (struct stream *s = p->buckets[b]; s; s = s->next) {
-			if (s->key.pid != pid || (sockets_follow && s->key.transport != TRANSPORT_TLS))
+			if (s->key.pid != pid || (sockets_follow && s->key.transport == TRANSPORT_TCP))
 				continue;
 			if (sockets_follow && s->sock)
 				s->orphaned = true;
@@ -599,7 +601,7 @@ static void close_pid(struct pipeline *p, uint32_t pid, uint64_t ts, bool socket
 			struct stream *s = *link;
 
 			if (s->key.pid == pid && !s->orphaned &&
-			    (!sockets_follow || s->key.transport == TRANSPORT_TLS))
+			    (!sockets_follow || s->key.transport != TRANSPORT_TCP))
 				stream_drop(p, link, ts, "process_exited");
 			else
 				link = &s->next;

@@ -1,0 +1,161 @@
+"""Go's crypto/tls with real eBPF probes (imported by run.py; `run.py --only go`).
+
+The Go TLS client (tests/fixtures/go/sseclient.go, Debian's Go) built normally and stripped PIE
+(`-trimpath -buildmode=pie -ldflags='-s -w'`), streaming from the TLS fixture server
+(llm_server.py: HTTP/1.1, OpenAI and Anthropic dialects) and from hypercorn (HTTP/2 by ALPN):
+  - started before tokenscope (probed by the scan of running processes), and after it (a copy
+    of the binary at a new path, probed at its exec), each waiting for a go-ahead file until
+    tokenscope says it probed that file (-v);
+  - each record against the server's ground truth and the client's own CLOCK_MONOTONIC
+    (run.py's check_record, as for node's clients); transport go_tls;
+  - stack safety: 2 x 1 000 concurrent streams on GOMAXPROCS=2, GOGC=1 with stack shrinking on,
+    each goroutine growing its stack 2 000 frames deep between reads: the program must exit 0
+    with every stream whole, and every stream must be recorded whole;
+  - no credential in any output.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import h2_checks
+import plaintext_checks
+from h2_checks import start_hypercorn, truths, wait_file
+
+STRESS_STREAMS = 1000
+
+
+def wait_for(path, text, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and text in open(path).read():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class GoClient:
+    """One sseclient run, waiting for its go-ahead file before it sends anything."""
+
+    def __init__(self, binary, work, name, url, ca, model, *args, env=None):
+        self.go = os.path.join(work, f"{name}.go-ahead")
+        self.name, self.model = name, model
+        self.p = subprocess.Popen([binary, "-url", url, "-ca", ca, "-model", model,
+                                   "-wait", self.go, *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, **(env or {})))
+
+    def go_ahead(self):
+        open(self.go, "w").close()
+
+    def finish(self, timeout=300):
+        out, err = self.p.communicate(timeout=timeout)
+        return self.p.returncode, out, err
+
+
+def run_go_checks(ctx):
+    check, root, work = ctx["check"], ctx["root"], os.path.join(ctx["work"], "go")
+    check_record, client_times = ctx["check_record"], ctx["client_times"]
+    os.makedirs(work, exist_ok=True)
+    gen = os.path.join(root, "tests", "fixtures", ".gen")
+    normal, stripped = (os.path.join(gen, "go", n) for n in ("sseclient", "sseclient-stripped"))
+    cert, key = ctx["cert"], ctx["key"]
+    h2_checks.FIXTURES = plaintext_checks.FIXTURES = os.path.join(root, "tests", "fixtures")
+
+    # phase: the servers
+    port_file, truth_path = os.path.join(work, "port"), os.path.join(work, "truth.jsonl")
+    server = subprocess.Popen([sys.executable, os.path.join(root, "tests", "fixtures",
+                                                           "llm_server.py"),
+                               "--cert", cert, "--key", key, "--truth", truth_path,
+                               "--port-file", port_file, "--lifetime", "600"],
+                              stdout=subprocess.DEVNULL)
+    hyper = None
+    clients = {}
+    try:
+        port = wait_file(port_file, server, "the TLS fixture server")
+        hyper, hport, htruth = start_hypercorn(work, "go-hyper", cert, key)
+        url, hurl = f"https://127.0.0.1:{port}", f"https://127.0.0.1:{hport}"
+
+        # phase: clients started before tokenscope, waiting
+        before = [("before normal openai h1", normal, url, "fx-ttft40-itl6-n8-gobno", ["-http1"]),
+                  ("before stripped anthropic h1", stripped, url, "fx-ttft40-itl6-n8-gobsa",
+                   ["-http1", "-dialect", "anthropic"]),
+                  ("before stripped openai h2", stripped, hurl, "fx-ttft40-itl6-n8-gobsh2", [])]
+        for label, binary, u, model, args in before:
+            clients[label] = GoClient(binary, work, label.replace(" ", "-"), u, cert, model,
+                                      *args)
+        tracer = ctx["Tracer"](os.path.join(work, "trace"), "-v")
+        for label, binary, *_ in before:
+            check(wait_for(tracer.stderr.name, f"Go TLS probes on {binary} "),
+                  f"go: {label}: its running binary was probed")
+            clients[label].go_ahead()
+
+        # phase: clients started after tokenscope: copies at new paths, probed at their exec
+        after = []
+        for label, src, u, model, args in (
+                ("after normal openai h1", normal, url, "fx-ttft40-itl6-n8-goano", ["-http1"]),
+                ("after stripped openai h2", stripped, hurl, "fx-ttft40-itl6-n8-goash2", [])):
+            binary = os.path.join(work, label.replace(" ", "-"))
+            shutil.copy(src, binary)
+            clients[label] = GoClient(binary, work, label.replace(" ", "-"), u, cert, model,
+                                      *args)
+            check(wait_for(tracer.stderr.name, f"Go TLS probes on {binary} "),
+                  f"go: {label}: probed at its exec")
+            clients[label].go_ahead()
+            after.append((label, binary, u, model, args))
+        for label, c in clients.items():
+            rc, out, err = c.finish()
+            if check(rc == 0, f"go: {label}: the client streamed its reply ({err[-300:]})"):
+                client_times[c.model] = json.loads(out.strip().splitlines()[-1])
+
+        # phase: stack safety under the probes
+        stress = []
+        for i in range(2):
+            model = f"fx-ttft5-itl2-n4-gostress{i}"
+            c = GoClient(stripped if i else normal, work, f"stress{i}", url, cert, model,
+                         "-http1", "-n", str(STRESS_STREAMS), "-recurse", "2000",
+                         env={"GOMAXPROCS": "2", "GOGC": "1", "GODEBUG": "gcshrinkstackoff=0"})
+            c.go_ahead()
+            rc, out, err = c.finish()
+            res = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+            check(rc == 0 and res.get("ended") == STRESS_STREAMS,
+                  f"go: stress {i}: {STRESS_STREAMS} streams under GC and stack growth, none "
+                  f"crashed or cut ({res}, {err[-300:]})")
+            stress.append(model)
+        rc, out, err = tracer.stop()
+    finally:
+        for p in (server, hyper):
+            if p and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+    check(rc == 0, f"go: tokenscope exited 0 ({err[-300:]})")
+
+    # phase: the records
+    records = [json.loads(l) for l in open(tracer.out)]
+    requests = [r for r in records if r.get("type") == "request"]
+    truth = {**{t["model"]: t for t in map(json.loads, open(truth_path))}, **truths(htruth)}
+    for label, *_ in before + after:
+        model = clients[label].model
+        rec = next((r for r in requests if r["model"] == model and r["role"] == "client"), None)
+        api = "anthropic.messages" if "anthropic" in label else "openai.chat"
+        check(rec is not None and rec["transport"] == "go_tls" and
+              rec["http_version"] == ("2" if "h2" in label else "1.1"),
+              f"go: {label}: a go_tls client record over HTTP/"
+              f"{'2' if 'h2' in label else '1.1'} ({rec and (rec['transport'], rec['http_version'])})")
+        if model in truth:
+            check_record(rec, truth[model], api, f"go: {label}")
+        else:
+            check(False, f"go: {label}: the server wrote its truth")
+    for model in stress:
+        got = [r for r in requests if r["role"] == "client" and r["transport"] == "go_tls" and
+               (r["model"] or "").startswith(model + "-s")]
+        whole = [r for r in got if r["complete"] and r["token_events"] == 4]
+        check(len(got) == STRESS_STREAMS and len(whole) == STRESS_STREAMS,
+              f"go: {model}: every stream recorded whole ({len(whole)} of {len(got)}, "
+              f"{[(r['model'], r['error']) for r in got if r not in whole][:3]})")
+    blob = out + err + open(tracer.out).read()
+    check("sk-test-SECRET-go" not in blob and "PROMPT-CANARY" not in blob,
+          "go: no credential or prompt in any output")
+    print(f"go: {len(requests)} records; stress {len(stress)} x {STRESS_STREAMS} streams")
