@@ -245,12 +245,14 @@ __noinline int classify(__u64 head, __u32 n)
 
 /* phase: a TLS socket tells its SSL* where it is */
 
-/* A syscall on a TLS socket: if an SSL call is running on this thread (socket BIO), or an
- * SSL_write just returned on it and this is the write that sends its bytes (memory BIO), that
- * SSL* uses this socket. Said once per link. */
+/* A syscall on a TLS socket: if an SSL call is running on this thread (socket BIO), or a Go
+ * crypto/tls call on this goroutine, or an SSL_write just returned on it and this is the
+ * write that sends its bytes (memory BIO), that SSL* (or *tls.Conn) uses this socket. Said
+ * once per link. */
 static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
 {
-	__u32 tgid = bpf_get_current_task_btf()->tgid;
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 tgid = t->tgid, flags = 0;
 	struct ssl_call *call = tls_thread(false);
 	struct ts_tls_sock *e;
 	__u64 ssl = 0;
@@ -258,6 +260,8 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 
 	if (call && call->active) {
 		ssl = call->ssl;
+	} else if ((ssl = go_conn_in_call(t))) {
+		flags = TS_F_GO_TLS; /* a goroutine in a Go crypto/tls call: exact as well */
 	} else if (dir == TS_DIR_WRITE && call && call->last_write) {
 		ssl = call->last_write;
 		exact = 0;
@@ -273,7 +277,7 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 	e->ssl = ssl;
 	e->sock = ino;
 	e->exact = exact;
-	e->_pad = 0;
+	e->flags = flags;
 	sock_addr(sk, &e->addr);
 	bpf_ringbuf_submit(e, ts_quiet());
 }

@@ -269,28 +269,12 @@ int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u6
  * from Write (2 streams of 1 000 saw that). Numbered at the entry, the request stays ahead
  * of its reply. A Write that fails has a broken connection: its request never has a reply.
  *
- * A Read is keyed by its goroutine (g, in R14), not by its thread: a goroutine blocked in
+ * A call is keyed by its goroutine (g, in R14), not by its thread: a goroutine blocked in
  * Read can go on on another thread. g's address stands for the goroutine for as long as the
- * call lasts (a g is reused only after its goroutine ended).
+ * call lasts (a g is reused only after its goroutine ended). The calls in progress
+ * (go_tls_reads, go_tls_writes: tls_link.bpf.h) also tell the socket probes which *tls.Conn
+ * a socket syscall made meanwhile by that goroutine belongs to: its addresses.
  */
-struct go_call_key {
-	__u32 pid;
-	__u32 _pad;
-	__u64 g;
-};
-
-struct go_call {
-	__u64 conn, buf;
-};
-
-/* LRU: a goroutine that died blocked in Read (its return never seen) cannot fill it. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct go_call_key);
-	__type(value, struct go_call);
-} go_tls_reads SEC(".maps");
-
 /* This process's exit is reported (its streams end with it). */
 static __always_inline void go_note_pid(__u32 tgid)
 {
@@ -298,6 +282,8 @@ static __always_inline void go_note_pid(__u32 tgid)
 
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
 		bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+	if (!bpf_map_lookup_elem(&go_pids, &tgid)) /* its TLS sockets look for Go calls */
+		bpf_map_update_elem(&go_pids, &tgid, &one, BPF_ANY);
 }
 
 /* func (c *Conn) Read(b []byte) (int, error) */
@@ -338,12 +324,25 @@ SEC("uprobe")
 int go_tls_write_enter(struct pt_regs *ctx)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
+	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	__u64 conn = ctx->ax;
 	long n = (long)ctx->cx;
 
 	if (n <= 0 || !ts_traced_task(t, t->tgid))
 		return 0;
-	tls_emit_call(t->tgid, ctx->ax, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
+	tls_emit_call(t->tgid, conn, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
 	go_note_pid(t->tgid);
+	bpf_map_update_elem(&go_tls_writes, &k, &conn, BPF_ANY);
+	return 0;
+}
+
+/* at each RET of Write: the call is over (its socket syscalls are) */
+SEC("uprobe")
+int go_tls_write_ret(struct pt_regs *ctx)
+{
+	struct go_call_key k = { .pid = bpf_get_current_task_btf()->tgid, .g = ctx->r14 };
+
+	bpf_map_delete_elem(&go_tls_writes, &k);
 	return 0;
 }
 

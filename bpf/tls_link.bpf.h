@@ -39,4 +39,63 @@ static __always_inline struct ssl_call *tls_thread(bool create)
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
+/*
+ * Go's crypto/tls calls in progress (tls.bpf.c, go_tls_*), by goroutine: (process, g) ->
+ * the *tls.Conn (a Read's entry also keeps its buffer). A syscall on a TLS socket made by a
+ * goroutine inside one is that Conn's: g is R14 of the user registers the syscall saved.
+ * LRU: a goroutine that died inside a call (its return never seen) cannot fill them.
+ */
+struct go_call_key {
+	__u32 pid;
+	__u32 _pad;
+	__u64 g;
+};
+
+struct go_call {
+	__u64 conn, buf;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct go_call_key);
+	__type(value, struct go_call);
+} go_tls_reads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct go_call_key);
+	__type(value, __u64);
+} go_tls_writes SEC(".maps");
+
+/* Processes that made a Go TLS call: only their TLS sockets look for one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} go_pids SEC(".maps");
+
+/* The *tls.Conn whose Read or Write the current goroutine is in (0: none). */
+static __always_inline __u64 go_conn_in_call(struct task_struct *t)
+{
+	struct go_call_key k = { .pid = t->tgid };
+	struct pt_regs *regs;
+	struct go_call *r;
+	__u64 *w;
+
+	if (!bpf_map_lookup_elem(&go_pids, &k.pid))
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return 0;
+	k.g = BPF_CORE_READ(regs, r14);
+	r = bpf_map_lookup_elem(&go_tls_reads, &k);
+	if (r)
+		return r->conn;
+	w = bpf_map_lookup_elem(&go_tls_writes, &k);
+	return w ? *w : 0;
+}
+
 #endif /* TS_TLS_LINK_BPF_H */

@@ -118,7 +118,7 @@ struct ts_tls_sock {
 	__u64 ssl;
 	__u64 sock;
 	__u32 exact;
-	__u32 _pad;
+	__u32 flags; /* TS_F_GO_TLS: ssl is a Go *tls.Conn (0 in recordings made before it) */
 	struct ts_sock_addr addr;
 };
 

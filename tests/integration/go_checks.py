@@ -7,7 +7,8 @@ The Go TLS client (tests/fixtures/go/sseclient.go, Debian's Go) built normally a
     of the binary at a new path, probed at its exec), each waiting for a go-ahead file until
     tokenscope says it probed that file (-v);
   - each record against the server's ground truth and the client's own CLOCK_MONOTONIC
-    (run.py's check_record, as for node's clients); transport go_tls;
+    (run.py's check_record, as for node's clients); transport go_tls; its addresses the
+    server record's, reversed (the socket a goroutine's syscalls use inside a TLS call);
   - stack safety: 2 x 1 000 concurrent streams on GOMAXPROCS=2, GOGC=1 with stack shrinking on,
     each goroutine growing its stack 2 000 frames deep between reads: the program must exit 0
     with every stream whole, and every stream must be recorded whole;
@@ -140,6 +141,15 @@ def run_go_checks(ctx):
         model = clients[label].model
         rec = next((r for r in requests if r["model"] == model and r["role"] == "client"), None)
         api = "anthropic.messages" if "anthropic" in label else "openai.chat"
+        # the peer is the server's port; where the server record knows its addresses
+        # (hypercorn's memory BIO does not always), they are the client's, reversed
+        srv = next((r for r in requests if r["model"] == model and r["role"] == "server"), None)
+        want_peer = f"127.0.0.1:{hport if 'h2' in label else port}"
+        check(rec is not None and rec["peer"] == want_peer and rec["local"] and
+              (srv is None or srv["peer"] is None or
+               (rec["local"] == srv["peer"] and rec["peer"] == srv["local"])),
+              f"go: {label}: the client's addresses ({rec and (rec['local'], rec['peer'])}; "
+              f"the server {want_peer}, its record {srv and (srv['local'], srv['peer'])})")
         check(rec is not None and rec["transport"] == "go_tls" and
               rec["http_version"] == ("2" if "h2" in label else "1.1"),
               f"go: {label}: a go_tls client record over HTTP/"

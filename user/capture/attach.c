@@ -471,20 +471,20 @@ static void attach_set(struct attacher *a, size_t set, const char *path, const u
 	}
 }
 
-/* A Go program's crypto/tls (*Conn).Read: a probe on each RET, then one past its stack
- * check (gobin.h: once a call; never a uretprobe: bpf/tls.bpf.c says why). Returns 1 when
- * all are on. */
-static int attach_go_read(struct attacher *a, const char *path, const struct gobin_func *f)
+/* A Go program's crypto/tls (*Conn).Read or Write: a probe on each RET, then one past its
+ * stack check (gobin.h: once a call; never a uretprobe: bpf/tls.bpf.c says why). Returns 1
+ * when all are on. */
+static int attach_go_func(struct attacher *a, const char *path, const struct gobin_func *f,
+			  const char *enter, const char *ret, const char *sym)
 {
-	static const char sym[] = "crypto/tls.(*Conn).Read";
 	struct bpf_object *obj = a->objs[SET_GO_TLS];
 
 	/* the returns first: an entry seen without its return would leave a stale call */
 	for (size_t i = 0; i < f->nrets; i++) {
-		if (attach_one(a, obj, "go_tls_read_ret", false, path, f->rets[i], sym))
+		if (attach_one(a, obj, ret, false, path, f->rets[i], sym))
 			return 0; /* a return unprobed: the entry stays off, no call is left open */
 	}
-	return !attach_one(a, obj, "go_tls_read_enter", false, path, f->body, sym);
+	return !attach_one(a, obj, enter, false, path, f->body, sym);
 }
 
 /* A Go executable: its crypto/tls, where it links it. */
@@ -501,19 +501,19 @@ static void examine_go(struct attacher *a, const char *path)
 			text__safe(safe, sizeof(safe), path), text__safe(safe_why, sizeof(safe_why), why));
 		return;
 	}
-	/* a Write's bytes are all known at its entry: no return probe for it (bpf/tls.bpf.c) */
-	attached = attach_go_read(a, path, &g.read) +
-		   !attach_one(a, a->objs[SET_GO_TLS], "go_tls_write_enter", false, path,
-			       g.write.body, "crypto/tls.(*Conn).Write");
+	attached = attach_go_func(a, path, &g.read, "go_tls_read_enter", "go_tls_read_ret",
+				  "crypto/tls.(*Conn).Read") +
+		   attach_go_func(a, path, &g.write, "go_tls_write_enter", "go_tls_write_ret",
+				  "crypto/tls.(*Conn).Write");
 	if (!attached)
 		return;
 	a->files[SET_GO_TLS]++;
 	a->seen[a->nseen - 1].sets |= 1u << SET_GO_TLS;
 	a->last_sets |= 1u << SET_GO_TLS;
 	if (a->verbose)
-		fprintf(stderr, "tokenscope: Go TLS probes on %s (%s%s; Read's %zu returns)\n",
+		fprintf(stderr, "tokenscope: Go TLS probes on %s (%s%s, %zu + %zu returns)\n",
 			text__safe(safe, sizeof(safe), path), g.version,
-			g.has_symtab ? "" : ", stripped", g.read.nrets);
+			g.has_symtab ? "" : ", stripped", g.read.nrets, g.write.nrets);
 }
 
 /* Look at one file, once: does it export what any uprobe set probes? */

@@ -471,6 +471,8 @@ static int on_tls_sock(struct pipeline *p, struct ts_tls_sock *e, size_t size)
 
 	if (size < sizeof(*e))
 		return -1;
+	if (e->flags & TS_F_GO_TLS)
+		pc.key.transport = TRANSPORT_GO_TLS;
 	s = stream_get(p, &pc);
 	if (!s) {
 		p->h.no_memory++;
