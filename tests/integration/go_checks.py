@@ -12,6 +12,8 @@ The Go TLS client (tests/fixtures/go/sseclient.go, Debian's Go) built normally a
   - stack safety: 2 x 1 000 concurrent streams on GOMAXPROCS=2, GOGC=1 with stack shrinking on,
     each goroutine growing its stack 2 000 frames deep between reads: the program must exit 0
     with every stream whole, and every stream must be recorded whole;
+  - a Go TLS server (stripped PIE, running before tokenscope) streaming to curl over HTTP/2
+    and HTTP/1.1 and to Python's ssl: server records against its own clock;
   - no credential in any output.
 """
 import json
@@ -26,6 +28,18 @@ import plaintext_checks
 from h2_checks import start_hypercorn, truths, wait_file
 
 STRESS_STREAMS = 1000
+
+# Python's ssl, HTTP/1.1: stream one reply from URL (argv[2]) with BODY (argv[3]) to its end.
+PY_CLIENT = """
+import http.client, ssl, sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[2])
+c = http.client.HTTPSConnection(u.hostname, u.port, context=ssl.create_default_context(cafile=sys.argv[1]))
+c.request("POST", u.path, sys.argv[3], {"Content-Type": "application/json",
+                                        "Authorization": "Bearer sk-test-SECRET-go"})
+r = c.getresponse()
+data = r.read()
+sys.exit(0 if r.status == 200 and b"[DONE]" in data else 1)
+"""
 
 
 def wait_for(path, text, timeout=60):
@@ -72,11 +86,17 @@ def run_go_checks(ctx):
                                "--cert", cert, "--key", key, "--truth", truth_path,
                                "--port-file", port_file, "--lifetime", "600"],
                               stdout=subprocess.DEVNULL)
-    hyper = None
+    hyper = gsrv = None
     clients = {}
     try:
         port = wait_file(port_file, server, "the TLS fixture server")
         hyper, hport, htruth = start_hypercorn(work, "go-hyper", cert, key)
+        gsrv_bin = os.path.join(gen, "go", "sseserver-stripped")
+        gtruth, gport_file = os.path.join(work, "gosrv.truth"), os.path.join(work, "gosrv.port")
+        gsrv = subprocess.Popen([gsrv_bin, "-cert", cert, "-key", key, "-port-file", gport_file,
+                                 "-truth", gtruth], stdout=subprocess.DEVNULL,
+                                stderr=open(os.path.join(work, "gosrv.err"), "w"))
+        gport = wait_file(gport_file, gsrv, "the Go TLS server")
         url, hurl = f"https://127.0.0.1:{port}", f"https://127.0.0.1:{hport}"
 
         # phase: clients started before tokenscope, waiting
@@ -106,6 +126,25 @@ def run_go_checks(ctx):
                   f"go: {label}: probed at its exec")
             clients[label].go_ahead()
             after.append((label, binary, u, model, args))
+        # phase: the Go TLS server (running before tokenscope), to curl and Python
+        check(wait_for(tracer.stderr.name, f"Go TLS probes on {gsrv_bin} "),
+              "go: the running Go server was probed")
+        gurl = f"https://127.0.0.1:{gport}/v1/chat/completions"
+        served = {}
+        for label, cmd in (
+                ("curl h2", ["curl", "-sS", "--fail", "-N", "--http2", "--cacert", cert]),
+                ("curl h1", ["curl", "-sS", "--fail", "-N", "--http1.1", "--cacert", cert]),
+                ("python h1", [sys.executable, "-c", PY_CLIENT, cert])):
+            model = f"fx-ttft30-itl5-n6-gosrv{len(served)}"
+            body = json.dumps({"model": model, "stream": True,
+                               "messages": [{"role": "user", "content": "PROMPT-CANARY"}]})
+            r = subprocess.run(cmd + ["-H", "Authorization: Bearer sk-test-SECRET-go",
+                                      "-H", "Content-Type: application/json", "-d", body,
+                                      "-o", "/dev/null", gurl] if cmd[0] == "curl"
+                               else cmd + [gurl, body], capture_output=True, text=True,
+                               timeout=60)
+            check(r.returncode == 0, f"go server: {label}: streamed ({r.stderr[-300:]})")
+            served[label] = model
         for label, c in clients.items():
             rc, out, err = c.finish()
             if check(rc == 0, f"go: {label}: the client streamed its reply ({err[-300:]})"):
@@ -127,7 +166,7 @@ def run_go_checks(ctx):
             stress.append(model)
         rc, out, err = tracer.stop()
     finally:
-        for p in (server, hyper):
+        for p in (server, hyper, gsrv):
             if p and p.poll() is None:
                 p.terminate()
                 p.wait(timeout=30)
@@ -158,6 +197,29 @@ def run_go_checks(ctx):
             check_record(rec, truth[model], api, f"go: {label}")
         else:
             check(False, f"go: {label}: the server wrote its truth")
+    gt = {t["model"]: t for t in map(json.loads, open(gtruth))}
+    for label, model in served.items():
+        rec = next((r for r in requests if r["model"] == model and r["role"] == "server"), None)
+        t = gt.get(model)
+        h2 = label == "curl h2"
+        if not check(rec is not None and t is not None and rec["transport"] == "go_tls" and
+                     rec["http_version"] == ("2" if h2 else "1.1") and
+                     t["proto"] == ("HTTP/2.0" if h2 else "HTTP/1.1"),
+                     f"go server: {label}: a go_tls server record over "
+                     f"{'HTTP/2' if h2 else 'HTTP/1.1'} ({rec and (rec['transport'], rec['http_version'])}, "
+                     f"{t and t['proto']})"):
+            continue
+        check(rec["complete"] and rec["token_events"] == t["events"] and
+              rec["output_tokens"] == t["output_tokens"] and rec["local"] == f"127.0.0.1:{gport}",
+              f"go server: {label}: complete, {rec['token_events']} token events, its address "
+              f"({rec['error']}, {rec['local']})")
+        # the server's own clock: the request was read before its handler ran, each token
+        # written between the clock reads around its handing over
+        check(rec["start_ns"] <= t["recv_ns"] and
+              t["token_ns"][0] <= rec["first_token_ns"] <= t["token_after_ns"][0],
+              f"go server: {label}: request start and first token inside the server's own "
+              f"times (start {t['recv_ns'] - rec['start_ns']} ns before the handler, first "
+              f"token {rec['first_token_ns'] - t['token_ns'][0]} ns after its write began)")
     for model in stress:
         got = [r for r in requests if r["role"] == "client" and r["transport"] == "go_tls" and
                (r["model"] or "").startswith(model + "-s")]
