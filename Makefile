@@ -206,7 +206,7 @@ demo: deps
 bench: deps
 	$(Q)./scripts/setup.sh bench
 	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
-		$(OUTPUT)/sockbench $(OUTPUT)/llamabench
+		$(OUTPUT)/sockbench $(OUTPUT)/llamabench $(OUTPUT)/gotlsbench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -227,9 +227,16 @@ $(OUTPUT)/llamabench: bench/llamabench.c $(OUTPUT)/libllamastub.so
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< -L$(OUTPUT) -lllamastub -Wl,-rpath,$(abspath $(OUTPUT)) -o $@
 
-$(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h
+$(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h $(OUTPUT)/user/capture/gobin.o
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< -lssl -lcrypto $(LDLIBS_STATIC) -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(OUTPUT)/user/capture/gobin.o -lssl -lcrypto \
+		$(LDLIBS_STATIC) -o $@
+
+# The Go TLS workload (bench/gotls.go), built as the Go fixtures are (tests/fixtures/Makefile).
+$(OUTPUT)/gotlsbench: bench/gotls.go | $(OUTPUT)
+	$(call msg,GO,$@)
+	$(Q)env GO111MODULE=off CGO_ENABLED=0 GOCACHE=$(abspath $(OUTPUT))/go-cache GOFLAGS= \
+		go build -trimpath -o $@ $<
 
 $(OUTPUT)/sockbench: bench/sockbench.c user/capture/tracefs.c $(OUTPUT)/bare.skel.h
 	$(call msg,LINK,$@)

@@ -54,16 +54,19 @@ libcudart=$(ls /usr/local/cuda/lib64/libcudart.so.* | head -n 1)
 libcuda=.output/gpu/libcuda.so.1
 stub=$(pwd)/.output/libllamastub.so
 ssl="$bench ssl $N $cert $key"
+gotls=".output/gotlsbench $N $cert $key"
 # Loopback TCP's time per call moves by more than the bare programs cost from one process to
 # the next when the scheduler moves it between CPUs: the socket workloads run on one CPU.
 pin="taskset -c $(($(nproc) - 1))"
 
 # The workloads whose cost per call is measured: name, the command, the bare probe's place
 # (how sslbench attaches it: "bare LIB SYMBOLS" an entry uprobe, "pair LIB SYMBOLS" entry and
-# return, "tp" sockbench's empty programs on the enter and exit of read and write).
+# return, "gobare BINARY" uprobes where tokenscope puts its Go TLS ones, "tp" sockbench's
+# empty programs on the enter and exit of read and write).
 workloads() {
 	cat <<-EOF
 	ssl|$ssl|pair $libssl SSL_write,SSL_read
+	gotls|$gotls|gobare .output/gotlsbench
 	rt|.output/gpubench rt $N|bare $libcudart cudaLaunchKernel
 	drv|.output/gpubench drv $N|bare $libcuda cuLaunchKernel
 	rtgraph|.output/gpubench rtgraph $N|bare $libcudart cudaGraphLaunch
@@ -157,6 +160,9 @@ echo "    the entry and the return of each; bpftrace copies up to 200 bytes at e
 range() { sort -n "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf(lo == hi ? "%d in every round" : "%d to %d", lo, hi) }'; }
 echo "  SSL calls not delivered, per round of $((2 * N)): bpftrace $(range "$work/ssl_bt_lost"); tokenscope: records dropped (ring full), over every workload of a round: $(range "$work/ssl_t_lost")"
 $stats cpu "tokenscope's own CPU while tracing them (2 records of 120 bytes a round trip)" "$work/ssl_cpu"
+$stats cost "Go (*tls.Conn).Write + Read round trip" "$work/gotls.rows"
+echo "    (in one Go process over net.Pipe; bare: empty uprobes where tokenscope puts its own,"
+echo "    past the stack check of Read and Write and on each of their RETs)"
 $stats cost "cudaLaunchKernel (libcudart)" "$work/rt.rows"
 $stats cost "cuLaunchKernel (stand-in libcuda)" "$work/drv.rows"
 $stats cost "cudaGraphLaunch (libcudart)" "$work/rtgraph.rows"

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "bare.skel.h"
+#include "capture/gobin.h"
 
 static double now_ns(void)
 {
@@ -128,6 +129,53 @@ static int bench_ssl(long n, const char *cert, const char *key)
 	return 0;
 }
 
+/* Go's crypto/tls: empty uprobes where tokenscope puts its own (user/capture/gobin.c): past the
+ * stack check of (*Conn).Read and Write and on each of their RETs. */
+static int go_bare_probe(const char *binary, char **cmd)
+{
+	struct bare_bpf *skel = bare_bpf__open_and_load();
+	const struct gobin_func *funcs[2];
+	struct bpf_link *links[2 * (GOBIN_MAX_RETS + 1)];
+	int status = 1, nlinks = 0;
+	struct gobin g;
+	char why[256];
+	pid_t child;
+
+	if (!skel || gobin__inspect(binary, &g, why, sizeof(why))) {
+		fprintf(stderr, "sslbench: %s\n", skel ? why : "cannot load the bare uprobe (root?)");
+		bare_bpf__destroy(skel);
+		return 1;
+	}
+	funcs[0] = &g.read;
+	funcs[1] = &g.write;
+	for (int f = 0; f < 2; f++) {
+		for (size_t i = 0; i <= funcs[f]->nrets; i++) {
+			uint64_t off = i < funcs[f]->nrets ? funcs[f]->rets[i] : funcs[f]->body;
+
+			links[nlinks] = bpf_program__attach_uprobe(skel->progs.bare, false, -1, binary,
+								   off);
+			if (!links[nlinks]) {
+				fprintf(stderr, "sslbench: cannot attach at +%llu in %s\n",
+					(unsigned long long)off, binary);
+				goto out;
+			}
+			nlinks++;
+		}
+	}
+	child = fork();
+	if (child == 0) {
+		execvp(cmd[0], cmd);
+		_exit(127);
+	}
+	if (child > 0)
+		waitpid(child, &status, 0);
+out:
+	for (int i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	bare_bpf__destroy(skel);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : 0;
@@ -136,6 +184,9 @@ int main(int argc, char **argv)
 		return bench_ssl(n, argv[3], argv[4]);
 	if (argc >= 5 && (!strcmp(argv[1], "bare") || !strcmp(argv[1], "pair")))
 		return bare_probe(argv[2], argv[3], !strcmp(argv[1], "pair"), argv + 4);
-	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench bare|pair LIB SYMBOLS CMD...\n");
+	if (argc >= 4 && !strcmp(argv[1], "gobare"))
+		return go_bare_probe(argv[2], argv + 3);
+	fprintf(stderr, "usage: sslbench ssl N CERT KEY | sslbench bare|pair LIB SYMBOLS CMD... | "
+			"sslbench gobare GO_BINARY CMD...\n");
 	return 2;
 }
