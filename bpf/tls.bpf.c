@@ -294,8 +294,10 @@ int go_tls_read_enter(struct pt_regs *ctx)
 	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
 	struct go_call c = { .conn = ctx->ax, .buf = ctx->bx };
 
-	if (ts_traced_task(t, t->tgid))
-		bpf_map_update_elem(&go_tls_reads, &k, &c, BPF_ANY);
+	if (!ts_traced_task(t, t->tgid))
+		return 0;
+	bpf_map_update_elem(&go_tls_reads, &k, &c, BPF_ANY);
+	go_note_pid(k.pid); /* before the call's syscalls: they look for it */
 	return 0;
 }
 
@@ -310,11 +312,9 @@ int go_tls_read_ret(struct pt_regs *ctx)
 
 	if (!c)
 		return 0;
-	if (n > 0) {
+	if (n > 0)
 		tls_emit_call(k.pid, c->conn, c->buf, n, bpf_ktime_get_ns(), TS_DIR_READ,
 			      TS_F_GO_TLS);
-		go_note_pid(k.pid);
-	}
 	bpf_map_delete_elem(&go_tls_reads, &k);
 	return 0;
 }

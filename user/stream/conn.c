@@ -325,6 +325,12 @@ void conn__set_addresses(struct conn *c, const char *local, const char *peer)
 		memcpy(c->queue[i]->local, c->local, sizeof(c->local));
 		memcpy(c->queue[i]->peer, c->peer, sizeof(c->peer));
 	}
+	if (c->parsing_req) {
+		memcpy(c->parsing_req->local, c->local, sizeof(c->local));
+		memcpy(c->parsing_req->peer, c->peer, sizeof(c->peer));
+	}
+	if (c->h2) /* HTTP/2: its open streams' requests too */
+		h2conn__set_addresses(c->h2, c->local, c->peer);
 }
 
 bool conn__is_peer(const struct conn *a, const struct conn *b)

@@ -677,6 +677,18 @@ size_t h2conn__inflight(const struct h2conn *h)
 	return h->nstreams;
 }
 
+void h2conn__set_addresses(struct h2conn *h, const char *local, const char *peer)
+{
+	for (size_t i = 0; i < h->nstreams; i++) {
+		struct request *r = h->streams[i]->req;
+
+		if (r) {
+			snprintf(r->local, sizeof(r->local), "%s", local);
+			snprintf(r->peer, sizeof(r->peer), "%s", peer);
+		}
+	}
+}
+
 void h2conn__each_open(const struct h2conn *h, void (*fn)(void *ctx, const struct request *r),
 		       void *ctx)
 {

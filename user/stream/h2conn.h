@@ -44,6 +44,8 @@ void h2conn__missing(struct h2conn *h, bool is_write, uint64_t n, uint64_t ts);
 void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason);
 void h2conn__close(struct h2conn *h, uint64_t ts, const char *reason);
 size_t h2conn__inflight(const struct h2conn *h);
+/* The connection learnt its socket's addresses: its open streams' requests get them. */
+void h2conn__set_addresses(struct h2conn *h, const char *local, const char *peer);
 /* Calls fn for each open stream's request (those opened before capture joined have none). */
 void h2conn__each_open(const struct h2conn *h, void (*fn)(void *ctx, const struct request *r),
 		       void *ctx);
