@@ -36,13 +36,31 @@ static double now_ns(void)
 
 #define MAX_BARE 8
 
+/* Run cmd under the probes (NULL: an attach failed, run nothing), then take them off. The
+ * command's exit status, or 1. */
+static int run_probed(struct bare_bpf *skel, struct bpf_link **links, int nlinks, char **cmd)
+{
+	int status = 1 << 8; /* exit status 1 */
+	pid_t child = cmd ? fork() : -1;
+
+	if (child == 0) {
+		execvp(cmd[0], cmd);
+		_exit(127);
+	}
+	if (child > 0)
+		waitpid(child, &status, 0);
+	for (int i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	bare_bpf__destroy(skel);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 static int bare_probe(const char *lib, const char *syms, bool with_return, char **cmd)
 {
 	struct bare_bpf *skel = bare_bpf__open_and_load();
 	struct bpf_link *links[2 * MAX_BARE] = { 0 };
 	char names[256], *save = NULL;
-	int status = 1, nlinks = 0;
-	pid_t child;
+	int nlinks = 0;
 
 	if (!skel) {
 		fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
@@ -63,18 +81,9 @@ static int bare_probe(const char *lib, const char *syms, bool with_return, char 
 			nlinks++;
 		}
 	}
-	child = fork();
-	if (child == 0) {
-		execvp(cmd[0], cmd);
-		_exit(127);
-	}
-	if (child > 0)
-		waitpid(child, &status, 0);
+	return run_probed(skel, links, nlinks, cmd);
 out:
-	for (int i = 0; i < nlinks; i++)
-		bpf_link__destroy(links[i]);
-	bare_bpf__destroy(skel);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	return run_probed(skel, links, nlinks, NULL);
 }
 
 static int pump(SSL *c, SSL *s)
@@ -136,10 +145,9 @@ static int go_bare_probe(const char *binary, char **cmd)
 	struct bare_bpf *skel = bare_bpf__open_and_load();
 	const struct gobin_func *funcs[2];
 	struct bpf_link *links[2 * (GOBIN_MAX_RETS + 1)];
-	int status = 1, nlinks = 0;
+	int nlinks = 0;
 	struct gobin g;
 	char why[256];
-	pid_t child;
 
 	if (!skel || gobin__inspect(binary, &g, why, sizeof(why))) {
 		fprintf(stderr, "sslbench: %s\n", skel ? why : "cannot load the bare uprobe (root?)");
@@ -162,18 +170,9 @@ static int go_bare_probe(const char *binary, char **cmd)
 			nlinks++;
 		}
 	}
-	child = fork();
-	if (child == 0) {
-		execvp(cmd[0], cmd);
-		_exit(127);
-	}
-	if (child > 0)
-		waitpid(child, &status, 0);
+	return run_probed(skel, links, nlinks, cmd);
 out:
-	for (int i = 0; i < nlinks; i++)
-		bpf_link__destroy(links[i]);
-	bare_bpf__destroy(skel);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	return run_probed(skel, links, nlinks, NULL);
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * TLS plaintext capture: uprobes on OpenSSL's SSL_read/SSL_write family (in libssl or in any
- * binary that embeds OpenSSL), plus the process lifecycle events that userspace needs to find
+ * binary that embeds OpenSSL) and on Go's crypto/tls (go_tls_*, below), plus the process
+ * lifecycle events that userspace needs to find
  * new TLS libraries (exec, dlopen) and to close streams of processes that die (exit).
  */
 #include "vmlinux.h"
@@ -275,15 +276,18 @@ int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u6
  * (go_tls_reads, go_tls_writes: tls_link.bpf.h) also tell the socket probes which *tls.Conn
  * a socket syscall made meanwhile by that goroutine belongs to: its addresses.
  */
-/* This process's exit is reported (its streams end with it). */
+
+/* This process's exit is reported (tls_pids), and its TLS sockets look for Go calls
+ * (go_pids): both set at its first Go TLS call, one lookup a call after that (as OpenSSL's
+ * threads note theirs once, noted_pid). */
 static __always_inline void go_note_pid(__u32 tgid)
 {
 	__u8 one = 1;
 
-	if (!bpf_map_lookup_elem(&tls_pids, &tgid))
-		bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
-	if (!bpf_map_lookup_elem(&go_pids, &tgid)) /* its TLS sockets look for Go calls */
-		bpf_map_update_elem(&go_pids, &tgid, &one, BPF_ANY);
+	if (bpf_map_lookup_elem(&go_pids, &tgid))
+		return;
+	bpf_map_update_elem(&tls_pids, &tgid, &one, BPF_ANY);
+	bpf_map_update_elem(&go_pids, &tgid, &one, BPF_ANY);
 }
 
 /* func (c *Conn) Read(b []byte) (int, error) */

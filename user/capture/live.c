@@ -863,8 +863,8 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 		fprintf(stderr, "tokenscope: tracing is partial: %zu probe%s could not be attached "
 				"(above)\n",
 			attacher__probes_off(lv->att), attacher__probes_off(lv->att) == 1 ? "" : "s");
-	fprintf(stderr, "tokenscope: tracing TLS in %zu files (Go's in %zu), CUDA in %zu files%s%s%s. "
-			"Hit Ctrl-C to end.\n",
+	fprintf(stderr, "tokenscope: tracing TLS in %zu files and %zu Go programs, CUDA in %zu "
+			"files%s%s%s. Hit Ctrl-C to end.\n",
 		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "Go TLS"),
 		attacher__files(lv->att, "CUDA"),
 		loaded(lv, "sock") ? ", plaintext TCP" : "",

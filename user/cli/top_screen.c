@@ -220,21 +220,18 @@ static void draw_header(struct top_screen *s, int *y)
 	unsigned long long up = v->uptime_ns / 1000000000ull;
 	/* cut to the millisecond, never rounded up: what ended at or before it is in the window */
 	double clock_s = (double)(v->as_of_ns / 1000000ull) / 1e3;
-	char line[512], lag[32] = "";
+	char line[512], lag[32] = "", mode[64];
 
 	if (v->lag_ns >= 100000000ull)
 		snprintf(lag, sizeof(lag), ", to %.1fs ago", (double)v->lag_ns / 1e9);
 	attron(A_BOLD);
 	if (s->replay)
-		snprintf(line, sizeof(line), "tokenscope top  replay x%g%s  up %llu:%02llu:%02llu  "
-			 "clock %.3f  window %s%s%s",
-			 s->speed, s->ended ? " (end of recording)" : "", up / 3600, up / 60 % 60,
-			 up % 60, clock_s, top_window__name(s->window), lag,
-			 v->window_cut ? " (partly: only the newest are kept)" : "");
-	else
-		snprintf(line, sizeof(line), "tokenscope top  live  up %llu:%02llu:%02llu  clock %.3f  "
-			 "window %s%s%s", up / 3600, up / 60 % 60, up % 60, clock_s,
-			 top_window__name(s->window), lag, v->window_cut ? " (partly: only the newest are kept)" : "");
+		snprintf(mode, sizeof(mode), "replay x%g%s", s->speed,
+			 s->ended ? " (end of recording)" : "");
+	snprintf(line, sizeof(line), "tokenscope top  %s  up %llu:%02llu:%02llu  clock %.3f  "
+		 "window %s%s%s", s->replay ? mode : "live", up / 3600, up / 60 % 60, up % 60, clock_s,
+		 top_window__name(s->window), lag,
+		 v->window_cut ? " (partly: only the newest are kept)" : "");
 	put((*y)++, 0, -1, line, false);
 	attroff(A_BOLD);
 	move(*y, 0);

@@ -343,7 +343,6 @@ static void ring_scan(const struct ring *r, const struct span *w, void (*keep)(v
 struct row_acc {
 	struct top *t;
 	struct top_view *v;
-	struct group *g;
 	struct top_row *row;
 	double p90; /* pass 2: the window's TTFT p90 */
 	bool slow;  /* pass 2: list slow requests */
@@ -462,7 +461,7 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 		      const struct span *w, bool list_slow)
 {
 	struct top_row *row = &v->rows[v->nrows++];
-	struct row_acc a = { t, v, g, row };
+	struct row_acc a = { t, v, row };
 	char comm[TS_COMM_LEN * 4 + 16], who[32];
 	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1];
 
@@ -480,10 +479,11 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	row->gap_max = NAN;
 	row->in_flight = g->in_flight;
 	row->waiting = g->waiting;
-	sample__clear(ttft);
-	sample__clear(tpot);
-	ring_scan(&g->reqs, w, row_pass1, &a);
-	if (w->all) { /* the whole run: the summary's own figures */
+	if (!w->all) {
+		sample__clear(ttft);
+		sample__clear(tpot);
+		ring_scan(&g->reqs, w, row_pass1, &a);
+	} else { /* the whole run: the summary's own figures, not a scan of what is kept */
 		row->done = g->n;
 		row->incomplete = g->incomplete;
 		ttft = &g->ttft;
