@@ -31,12 +31,15 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define MSG_PEEK 2
-#define SOCK_MAX_STEPS (1024 + 2 * TS_MAX_PIECES) /* IOV_MAX segments, and the pieces */
+/* Enough steps for any call to finish: each segment of an IOV_MAX (1024) array costs a step to
+ * enter and at most one copy that ends it, each piece at most one copy that fills it, and one
+ * more step ends the loop. A call then sends exactly the pieces it reserved (sock_exit). */
+#define SOCK_MAX_STEPS (2 * 1024 + TS_MAX_PIECES + 1)
 
 enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
 
 struct sock_state {
-	__u64 seq;	  /* next piece sequence number */
+	__u64 seq[2];	  /* next piece sequence number, by enum ts_dir (TS_F_SEQ_PER_DIR) */
 	__u64 linked;	  /* TLS sockets: the SSL* last linked to this socket */
 	__u32 linked_pid; /* and in which process (after fork, the same SSL* is in both) */
 	__u32 owner;	  /* the process whose stream this is: the first to move its bytes */
@@ -329,7 +332,7 @@ static __always_inline void send_missing(struct ts_sock_data *ev, __u64 seq, __u
 {
 	ev->hdr.size = sizeof(*ev);
 	ev->seq = seq;
-	ev->flags = flags;
+	ev->flags = flags | TS_F_SEQ_PER_DIR;
 	ev->total_len = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
 	ev->offset = offset;
 	ev->len = 0;
@@ -398,7 +401,7 @@ static long copy_step(__u32 i, void *unused)
 	}
 	fill = s->fill;
 	if (fill == 0)
-		ev->flags = 0;
+		ev->flags = TS_F_SEQ_PER_DIR;
 	n = s->total - s->off;
 	if (n > s->seg_len - s->seg_done)
 		n = s->seg_len - s->seg_done;
@@ -467,6 +470,7 @@ static __always_inline int sock_exit(long ret)
 {
 	struct copy_state cs = {}, *done;
 	struct ts_sock_addr addr;
+	__u64 planned;
 	struct sock_state *st;
 	struct sock_call *c;
 	struct sock_buf *d;
@@ -512,12 +516,20 @@ static __always_inline int sock_exit(long ret)
 
 	if (c->kind == CALL_NO_BUFFER) {
 		ts_count(c->counter, 1);
-		send_missing(ev, __sync_fetch_and_add(&st->seq, 1), TS_F_NO_USER_BUFFER, cs.total, 0);
+		send_missing(ev, __sync_fetch_and_add(&st->seq[c->dir & 1], 1), TS_F_NO_USER_BUFFER,
+			     cs.total, 0);
 		goto out;
 	}
 
-	/* one record per piece, each within one segment, at most TS_MAX_PIECES */
-	cs.seq = st->seq;
+	/* The call's numbers are taken before its first piece is sent, all at once: a piece
+	 * gathers TS_CHUNK_MAX bytes across segments, so a call of total bytes is that many
+	 * pieces, or TS_MAX_PIECES and the record that says the rest was not captured. */
+	planned = (cs.total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
+	if (planned > TS_MAX_PIECES)
+		planned = TS_MAX_PIECES + 1;
+	cs.seq = __sync_fetch_and_add(&st->seq[c->dir & 1], planned);
+
+	/* one record per piece, at most TS_MAX_PIECES */
 	d->cs = cs;
 	bpf_loop(SOCK_MAX_STEPS, copy_step, NULL, 0);
 	done = &d->cs;
@@ -529,9 +541,9 @@ static __always_inline int sock_exit(long ret)
 		ts_count(TS_CNT_TRUNCATED, 1);
 		ts_count(TS_CNT_TRUNCATED_BYTES, cs.total - cs.off);
 		send_missing(ev, cs.seq + cs.pieces, TS_F_TRUNCATED, cs.total, cs.off);
-		cs.pieces++;
 	}
-	__sync_fetch_and_add(&st->seq, cs.pieces);
+	/* A buffer shorter than the call's count (recv with MSG_TRUNC) ends the copy early: the
+	 * numbers it reserved and did not use read as lost pieces, which the stream reports. */
 out:
 	c->sock = 0;
 	return 0;
@@ -699,8 +711,9 @@ int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 {
-	__u64 id = bpf_get_current_pid_tgid(), ino = 0, seq;
+	__u64 id = bpf_get_current_pid_tgid(), ino = 0;
 	struct sock_state *st;
+	__u32 dir;
 	struct ts_sock_data *ev;
 	struct sock *sk;
 	__u8 opcode;
@@ -727,12 +740,12 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 		return 0;
 	}
 	ts_fill_hdr(&ev->hdr, TS_EV_SOCK_DATA, sizeof(*ev), bpf_ktime_get_ns());
-	seq = __sync_fetch_and_add(&st->seq, 1);
+	dir = (opcode == 2 || opcode == 5 || opcode == 9 || opcode == 23 || opcode == 26 ||
+	       opcode == 47 || opcode == 48) ? TS_DIR_WRITE : TS_DIR_READ;
 	ev->sock = ino;
-	ev->seq = seq;
-	ev->dir = (opcode == 2 || opcode == 5 || opcode == 9 || opcode == 23 || opcode == 26 ||
-		   opcode == 47 || opcode == 48) ? TS_DIR_WRITE : TS_DIR_READ;
-	ev->flags = TS_F_NO_USER_BUFFER;
+	ev->seq = __sync_fetch_and_add(&st->seq[dir], 1);
+	ev->dir = dir;
+	ev->flags = TS_F_NO_USER_BUFFER | TS_F_SEQ_PER_DIR;
 	ev->total_len = 0;
 	ev->offset = 0;
 	ev->len = 0;

@@ -20,12 +20,17 @@ struct stream_key {
 	__u64 ssl;
 };
 
-/* Next piece sequence number per stream; LRU so that leaked SSL objects cannot fill it. */
+/* Next piece sequence number per stream and direction (TS_F_SEQ_PER_DIR): a Go Read and Write
+ * run on two goroutines at once. LRU so that leaked SSL objects cannot fill it. */
+struct stream_seq {
+	__u64 next[2]; /* by enum ts_dir */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct stream_key);
-	__type(value, __u64);
+	__type(value, struct stream_seq);
 } tls_stream_seq SEC(".maps");
 
 /* Processes that moved TLS bytes: only their exits are reported. */
@@ -77,7 +82,7 @@ struct piece_ctx {
 	__u64 seq;
 	__u64 ts;
 	__u32 dir;
-	__u32 flags; /* TS_F_GO_TLS, or 0 */
+	__u32 flags; /* TS_F_SEQ_PER_DIR, and TS_F_GO_TLS */
 };
 
 /*
@@ -129,8 +134,9 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 					  __u64 ts, __u32 dir, __u32 flags)
 {
 	struct stream_key key = { .pid = tgid, .ssl = ssl };
+	struct stream_seq *next, none = {};
 	struct piece_ctx pc;
-	__u64 *next, zero64 = 0, npieces;
+	__u64 npieces;
 
 	/* phase: reserve the stream's sequence numbers for every piece */
 	npieces = (total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
@@ -139,10 +145,10 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 		ts_count(TS_CNT_TRUNCATED, 1);
 		ts_count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
 	}
-	next = ts_lookup_or_init(&tls_stream_seq, &key, &zero64);
+	next = ts_lookup_or_init(&tls_stream_seq, &key, &none);
 	if (!next)
 		return;
-	pc.seq = __sync_fetch_and_add(next, npieces);
+	pc.seq = __sync_fetch_and_add(&next->next[dir & 1], npieces);
 
 	/* phase: the pieces */
 	pc.ssl = ssl;
@@ -150,7 +156,7 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 	pc.total = total;
 	pc.ts = ts;
 	pc.dir = dir;
-	pc.flags = flags;
+	pc.flags = flags | TS_F_SEQ_PER_DIR;
 	if (npieces == 1) /* the usual case: no bpf_loop call for it */
 		emit_piece(0, &pc);
 	else

@@ -46,6 +46,11 @@ enum ts_dir {
 /* ts_tls_data.flags: the bytes of a Go program's crypto/tls (*Conn).Read or Write; ssl is
  * the *tls.Conn (bpf/tls.bpf.c, go_tls_*) */
 #define TS_F_GO_TLS (1u << 3)
+/* ts_tls_data and ts_sock_data: seq numbers this direction's pieces only (each direction of a
+ * stream has its own counter). A read and a write on two threads reserve their numbers from
+ * one counter in one order and reach the ring buffer in the other, which read as a gap; one
+ * counter a direction cannot cross. Recordings made before it have one counter a stream. */
+#define TS_F_SEQ_PER_DIR (1u << 4)
 
 struct ts_event_hdr {
 	__u32 type; /* enum ts_event_type */

@@ -21,6 +21,8 @@ from plaintext_checks import DEBIAN_PYTHON, start_app, start_nginx, wait_file
 
 TOKEN_WINDOW_MS = 20.0  # how late a token's bytes may leave or arrive after the server made it
 CONCURRENT = 32
+GRPC_CONCURRENT = 200  # calls at once on one grpcio channel
+
 
 def start(cmd, work, name, port_file):
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
@@ -175,6 +177,15 @@ def body_phases(ctx, work, s):
             got = json.loads(r.stdout) if r.returncode == 0 else {}
             check(got.get("status") == status, f"grpc {tag} {model}: {status} ({r.stderr[-200:]})")
             grpc_cases.append((model, status, got.get("tokens"), "tls" if ca else "tcp"))
+    # 200 server-streaming calls at once on one plaintext channel: grpcio reads and writes
+    # its socket from several threads at once (issue 38, case 1)
+    many = "fx-ttft20-itl5-n8-grm"
+    r = subprocess.run([DEBIAN_PYTHON, grpc_llm, "call", str(g1_port), many, "--concurrent",
+                        str(GRPC_CONCURRENT)], capture_output=True, text=True, timeout=120)
+    got = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(got.get("status") == "OK" and got.get("tokens") == 8 * GRPC_CONCURRENT,
+          f"grpc: {GRPC_CONCURRENT} concurrent calls on one channel ran ({got}, "
+          f"{r.stderr[-200:]})")
 
     rc, out, err = tracer.stop()
     check(rc == 0, f"tokenscope exited 0 ({err[-300:]})")
@@ -183,6 +194,7 @@ def body_phases(ctx, work, s):
     check_nginx(check, records, through, nginx_port, s["uvi_truth"])
     check_concurrent(check, records, conc, s["tls_truth"])
     check_grpc(check, records, grpc_cases, s["gtruth"])
+    check_grpc_concurrent(check, records, many, out)
     blob = out + err + open(tracer.out).read()
     for secret in ("SECRET", "PROMPT-CANARY"):
         check(secret not in blob, f"h2: no '{secret}' in any output")
@@ -328,6 +340,21 @@ def check_grpc(check, records, cases, truth_path):
             if status == "CANCELLED":
                 check(not r["complete"] and r["token_events"] >= tokens,
                       f"{label}: incomplete, the tokens before the cancel counted")
+
+
+def check_grpc_concurrent(check, records, prefix, out):
+    """Every one of the concurrent calls on one channel whole at both ends: none lost to a
+    sequence number two threads shared, in the summary or in the records."""
+    for role in ("client", "server"):
+        got = [r for r in records if r.get("type") == "request" and r["role"] == role and
+               (r["model"] or "").startswith(prefix + "-")]
+        bad = [(r["model"], r["error"], r["token_events"]) for r in got
+               if not r["complete"] or r["token_events"] != 8]
+        check(len(got) == GRPC_CONCURRENT and not bad,
+              f"grpc concurrent [{role}]: {len(got)} of {GRPC_CONCURRENT} records, each "
+              f"complete with 8 tokens ({len(bad)} not: {bad[:4]})")
+    check("lost_pieces=0 " in out and "drops=0 " in out,
+          "grpc concurrent: nothing dropped, no piece lost")
 
 
 def check_join(ctx, work, port, truth_path, h2_client):

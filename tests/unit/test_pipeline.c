@@ -465,6 +465,47 @@ static void test_tcp_stream_addresses(void **state)
 
 /* A server that closes and accepts in a loop: the kernel may hand the next socket the same
  * fd (and memory); its inode is new, and even a reused key after a close starts afresh. */
+/* Each direction numbered on its own (TS_F_SEQ_PER_DIR), as two threads on one socket make
+ * them: a reader's record may land among a writer's in any order. Nothing is lost; a number
+ * missing within one direction still is. */
+static void test_tcp_seq_per_direction(void **state)
+{
+	const uint32_t f = TS_F_SEQ_PER_DIR;
+	const char *done = "e\r\ndata: [DONE]\n\n\r\n";
+	struct run r;
+
+	run__init(&r);
+	/* phase: two requests read on one thread while the replies are written on another */
+	sock_rec(&r, 7001, 0, false, T0, req_chat, 0, f, &v4);
+	sock_rec(&r, 7001, 0, true, T0 + 1 * MS, resp_head, 0, f, &v4);
+	sock_rec(&r, 7001, 1, true, T0 + 20 * MS, tok_chunk, 0, f, &v4);
+	sock_rec(&r, 7001, 2, true, T0 + 25 * MS, tok_chunk, 0, f, &v4);
+	sock_rec(&r, 7001, 1, false, T0 + 26 * MS, req_chat, 0, f, &v4);
+	sock_rec(&r, 7001, 3, true, T0 + 30 * MS, done, 0, f, &v4);
+	sock_rec(&r, 7001, 4, true, T0 + 31 * MS, "0\r\n\r\n", 0, f, &v4);
+	sock_rec(&r, 7001, 5, true, T0 + 40 * MS, resp_head, 0, f, &v4);
+	sock_rec(&r, 7001, 6, true, T0 + 50 * MS, tok_chunk, 0, f, &v4);
+	sock_rec(&r, 7001, 7, true, T0 + 55 * MS, done, 0, f, &v4);
+	sock_rec(&r, 7001, 8, true, T0 + 56 * MS, "0\r\n\r\n", 0, f, &v4);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_int_equal(json_bool(r.json[1], "complete"), 1);
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 20, 1e-9);
+	assert_int_equal(pipeline__health(r.pl)->lost_pieces, 0);
+
+	/* phase: a write numbered past the next one: one piece of that direction is lost */
+	sock_rec(&r, 7001, 2, false, T0 + 100 * MS, req_chat, 0, f, &v4);
+	sock_rec(&r, 7001, 9, true, T0 + 101 * MS, resp_head, 0, f, &v4);
+	sock_rec(&r, 7001, 11, true, T0 + 120 * MS, tok_chunk, 0, f, &v4);
+	sock_rec(&r, 7001, 12, true, T0 + 130 * MS, done, 0, f, &v4);
+	sock_rec(&r, 7001, 13, true, T0 + 131 * MS, "0\r\n\r\n", 0, f, &v4);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(json_str(r.json[2], "error"), "capture_loss");
+	assert_int_equal(pipeline__health(r.pl)->lost_pieces, 1);
+	run__free(&r);
+}
+
 static void test_tcp_close_and_reuse(void **state)
 {
 	uint64_t seq = 0;
@@ -926,6 +967,7 @@ int main(void)
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_tcp_stream_addresses),
+		cmocka_unit_test(test_tcp_seq_per_direction),
 		cmocka_unit_test(test_tcp_close_and_reuse),
 		cmocka_unit_test(test_tcp_unseen_io),
 		cmocka_unit_test(test_tls_socket_link),

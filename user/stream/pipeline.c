@@ -19,7 +19,10 @@
 
 struct stream {
 	struct stream_key key;
-	uint64_t next_seq; /* the piece sequence number expected next */
+	/* The piece sequence number expected next, by direction (TS_F_SEQ_PER_DIR; [0] alone
+	 * in recordings with one counter a stream), and whether that counter has begun. */
+	uint64_t next_seq[2];
+	bool seq_begun[2];
 	bool seen;	   /* a piece has come (a TLS stream can be made by its socket link) */
 	uint64_t last_ns;  /* its newest record */
 	bool addr_exact;   /* its addresses came from a socket call inside an SSL call */
@@ -366,6 +369,7 @@ static void on_piece(struct pipeline *p, const struct piece *pc)
 {
 	uint64_t ts = pc->hdr->ts_ns;
 	struct stream *s = stream_get(p, pc);
+	unsigned lane = (pc->flags & TS_F_SEQ_PER_DIR) && pc->is_write;
 
 	if (!s) {
 		p->h.no_memory++; /* the stream's requests go unreported: counted, never silent */
@@ -376,22 +380,25 @@ static void on_piece(struct pipeline *p, const struct piece *pc)
 	s->last_ns = ts;
 	if (!s->seen) {
 		/* The first piece: the stream counts from here (a TLS stream may exist already,
-		 * made by its socket link) and its numbering starts here (it may have begun
-		 * before the capture did). */
+		 * made by its socket link). */
 		s->seen = true;
-		s->next_seq = pc->seq;
 		p->h.streams++;
+	}
+	if (!s->seq_begun[lane]) {
+		/* its numbering starts here: it may have begun before the capture did */
+		s->seq_begun[lane] = true;
+		s->next_seq[lane] = pc->seq;
 	}
 	if (pc->addr && !conn__has_addresses(s->conn))
 		set_addresses(s, pc->addr);
 
 	/* phase: sequence gaps are lost pieces (ring buffer full); direction and size unknown */
-	if (pc->seq > s->next_seq) {
-		p->h.lost_pieces += pc->seq - s->next_seq;
+	if (pc->seq > s->next_seq[lane]) {
+		p->h.lost_pieces += pc->seq - s->next_seq[lane];
 		conn__lost(s->conn, ts, "capture_loss");
 	}
 	/* A smaller number means the kernel forgot the stream (LRU) and started over. */
-	s->next_seq = pc->seq + 1;
+	s->next_seq[lane] = pc->seq + 1;
 
 	/* phase: bytes, or the knowledge that bytes are missing */
 	if (pc->unseen_io) {
