@@ -23,15 +23,15 @@ import subprocess
 import threading
 import time
 
-from plaintext_checks import start_nginx
+from plaintext_checks import start_nginx, wait_file
 
 SEQUENCES = 4
 THROUGH_NGINX = 12   # streams through nginx terminating TLS in front of the server
 BATCH = 64           # tokens per llama_decode call: longer prompts are computed in chunks
 CONCURRENT = 40      # streams at once, more than SEQUENCES: the rest queue
-EDGE_NS = 50_000     # a step's start and end against the interposer's,
-EDGE_SHARE = 97      # for this share of the steps (99 % and more on an idle machine)
-EDGE_MAX_NS = 5_000_000  # and all of them (a preempted probe or interposer: a time slice)
+EDGE_NS = 50_000     # a step's start and end against the interposer's, past the preemption
+EDGE_MAX_NS = 5_000_000  # the bound where the preemption is not known (a thread's last call)
+CLOCK_SLACK_NS = 1_000  # the probe's clock and the interposer's: one clock, read two ways
 
 
 def read_jsonl(path):
@@ -98,17 +98,15 @@ def run_llama_checks(ctx):
         stdout=server_out, stderr=subprocess.STDOUT,
         env=dict(os.environ, LD_PRELOAD=os.path.join(gen, "libdecode_log.so"),
                  DECODE_LOG=decode_log))
-    deadline = time.monotonic() + 60
-    while not os.path.exists(port_file) and server.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not check(os.path.exists(port_file), "llama: the node-llama-cpp server started"):
+    try:
+        port = wait_file(port_file, server, "the node-llama-cpp server", timeout=60)
+    except SystemExit as e:
+        check(False, f"llama: {e}")
         server_out.seek(0)
         print(server_out.read()[-2000:])
         server.kill()
         tracer.stop()
         return
-    with open(port_file) as f:
-        port = int(f.read())
 
     # phase: more concurrent streams than sequences, prompts of varied length; then some
     # through nginx terminating TLS in front of the server
@@ -286,38 +284,71 @@ def pct(values, p):
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else 0
 
 
+def preemption(truth):
+    """For each of the interposer's calls (by its start), the run delay its thread gained
+    around the call's start edge and around its end edge: from the previous call's end read
+    to this one's start read, and from this one's end read to the next one's start read
+    (None where not known: a thread's first or last call, or no schedstat)."""
+    around = {}
+    by_tid = {}
+    for t in sorted(truth, key=lambda t: t["start_ns"]):
+        by_tid.setdefault(t["tid"], []).append(t)
+    for calls in by_tid.values():
+        for i, t in enumerate(calls):
+            prev, nxt = calls[i - 1] if i else None, calls[i + 1] if i + 1 < len(calls) else None
+            before = (t["run_delay_start_ns"] - prev["run_delay_end_ns"]
+                      if prev and prev["run_delay_end_ns"] >= 0 and t["run_delay_start_ns"] >= 0
+                      else None)
+            after = (nxt["run_delay_start_ns"] - t["run_delay_end_ns"]
+                     if nxt and nxt["run_delay_start_ns"] >= 0 and t["run_delay_end_ns"] >= 0
+                     else None)
+            around[t["start_ns"]] = (before, after)
+    return around
+
+
 def check_steps(check, truth, steps):
     """Every call the interposer saw is one engine_step with the same batch, and its start and
-    end within EDGE_NS of the interposer's: for EDGE_SHARE % of the steps, and within
-    EDGE_MAX_NS for all (the interposer and the probe are both preempted now and then on 2
-    vCPUs, and then differ by a time slice that neither measured)."""
+    end where the probes must have seen them: the entry probe fires before the interposer's
+    start read, the return probe after its end read, and each by at most EDGE_NS more than the
+    time its thread spent preempted around that edge, which the interposer measured
+    (preemption()). A loaded 2-CPU machine preempts the thread between the probe and the
+    clock read now and then; that is the machine, not the tracer, and is allowed for by its
+    own measure, never by a share of steps let off."""
     check(len(truth) > 0, "llama: the interposer logged llama_decode calls")
     check(len(steps) == len(truth),
           f"llama: one engine_step per llama_decode call ({len(steps)} records, "
           f"{len(truth)} calls: a shim's call into the real one is the same step)")
     truth = sorted(truth, key=lambda t: t["start_ns"])
     steps = sorted(steps, key=lambda s: s["start_ns"])
+    around = preemption(truth)
     same_batch = 0
-    edges = []
+    edges, out_of_bounds, preempted = [], [], 0
     for t, s in zip(truth, steps):
         same_batch += (t["n_tokens"] == s["tokens"] and t["outputs"] == s["outputs"] and
                        t["result"] == s["result"] and sorted(t["seqs"]) == seq_summary(s) and
                        int(t["ctx"], 16) == int(s["context"], 16))
-        edges.append((abs(s["start_ns"] - t["start_ns"]), abs(s["end_ns"] - t["end_ns"])))
+        lead, lag = t["start_ns"] - s["start_ns"], s["end_ns"] - t["end_ns"]
+        edges.append((lead, lag))
+        before, after = around.get(t["start_ns"], (None, None))
+        preempted += bool(before) or bool(after)
+        for edge, took, delay in (("start", lead, before), ("end", lag, after)):
+            bound = EDGE_MAX_NS if delay is None else EDGE_NS + delay
+            if not -CLOCK_SLACK_NS <= took <= bound:
+                out_of_bounds.append(f"{edge} of the step at {s['start_ns']}: {took / 1000:.1f} "
+                                     f"us, bound {bound / 1000:.1f} us (preempted "
+                                     f"{'?' if delay is None else delay / 1000} us)")
     n = len(edges)
     check(n and same_batch == n, f"llama: every step's batch summary is the interposer's "
                                  f"({same_batch}/{n})")
     starts, ends = [e[0] for e in edges], [e[1] for e in edges]
-    close = sum(a <= EDGE_NS and b <= EDGE_NS for a, b in edges)
     said = (f"start p50 {pct(starts, 50) / 1000:.1f} p99 {pct(starts, 99) / 1000:.1f} max "
             f"{max(starts, default=0) / 1000:.1f} us; end p50 {pct(ends, 50) / 1000:.1f} p99 "
-            f"{pct(ends, 99) / 1000:.1f} max {max(ends, default=0) / 1000:.1f} us")
-    check(n and close * 100 >= EDGE_SHARE * n,
-          f"llama: {EDGE_SHARE} % of steps start and end within {EDGE_NS // 1000} us of the "
-          f"interposer "
-          f"({close}/{n}; {said})")
-    check(n and max(starts + ends) <= EDGE_MAX_NS,
-          f"llama: every step within {EDGE_MAX_NS // 1000} us ({said})")
+            f"{pct(ends, 99) / 1000:.1f} max {max(ends, default=0) / 1000:.1f} us; "
+            f"{preempted} steps with their thread preempted around an edge")
+    check(n and not out_of_bounds,
+          f"llama: every step's start before the interposer's and its end after, each within "
+          f"{EDGE_NS // 1000} us past its thread's preemption ({len(out_of_bounds)} not: "
+          f"{out_of_bounds[:3]}; {said})")
     print(f"llama: {n} steps against the interposer: {said}", flush=True)
     kinds = {s["kind"] for s in steps}
     check({"prefill", "decode"} <= kinds or "mixed" in kinds,

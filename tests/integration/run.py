@@ -27,7 +27,7 @@ from gpu_checks import run_gpu_checks
 from h2_checks import run_h2_checks
 from llama_checks import run_llama_checks
 from metrics_checks import run_metrics_checks
-from plaintext_checks import run_plaintext_checks
+from plaintext_checks import run_plaintext_checks, wait_file
 from top_checks import run_top_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -232,11 +232,7 @@ def main():
                                "--port-file", port_file, "--lifetime", "900"],
                               stdout=subprocess.DEVNULL)
     try:
-        while not os.path.exists(port_file):
-            if server.poll() is not None:
-                raise SystemExit("fixture server died")
-            time.sleep(0.05)
-        port = int(open(port_file).read())
+        port = wait_file(port_file, server, "the TLS fixture server")
         body(work, port, truth_path, server.pid)
     finally:
         server.kill()

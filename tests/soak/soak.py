@@ -19,6 +19,8 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from plaintext_checks import wait_file  # noqa: E402
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 CERT = os.path.join(FIXTURES, ".gen", "cert.pem")
 KEY = os.path.join(FIXTURES, ".gen", "key.pem")
@@ -77,9 +79,7 @@ def main():
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
                                "--cert", CERT, "--key", KEY, "--port-file", port_file,
                                "--lifetime", str(a.seconds + 300)], stdout=subprocess.DEVNULL)
-    while not os.path.exists(port_file):
-        time.sleep(0.05)
-    port = int(open(port_file).read())
+    port = wait_file(port_file, server, "the TLS fixture server")
     out = os.path.join(work, "requests.jsonl")
     err = open(os.path.join(work, "stderr"), "w+")
     tracer = subprocess.Popen([os.path.join(ROOT, "tokenscope"), "-q", "-o", out],
