@@ -428,6 +428,63 @@ static void test_h2_reset_and_goaway(void **state)
 	conversation_free(&sc, &b, cdef, sdef);
 }
 
+/*
+ * A client's GOAWAY(last_stream_id 0, NO_ERROR) after the first tokens, then both streams to
+ * their ends: the id speaks of the streams the server opened (none), so both requests are
+ * whole, seen from the client's end and from the server's (the same bytes, read the other
+ * way). The server's own GOAWAY still ends the streams past its id (above).
+ */
+static void test_h2_goaway_from_client(void **state)
+{
+	static const uint8_t goaway[8] = { 0 };
+
+	for (int server_side = 0; server_side < 2; server_side++) {
+		nghttp2_hd_deflater *cdef, *sdef;
+		struct script sc = { 0 };
+		struct h2b b = { 0 };
+		struct run r;
+		bool client = !server_side; /* a client's write is what the traced end writes */
+
+		encoders_new(&cdef, &sdef);
+		open_connection(&sc, &b);
+		if (server_side)
+			for (size_t i = 0; i < sc.n; i++)
+				sc.s[i].write = !sc.s[i].write;
+		headers(&b, cdef, 1, 0, chat_req);
+		data(&b, 1, H2_F_END_STREAM, body);
+		headers(&b, cdef, 3, 0, chat_req);
+		data(&b, 3, H2_F_END_STREAM, body);
+		flush(&sc, &b, client, T0);
+		headers(&b, sdef, 1, 0, sse_resp);
+		headers(&b, sdef, 3, 0, sse_resp);
+		data(&b, 1, 0, token(0));
+		data(&b, 3, 0, token(0));
+		flush(&sc, &b, !client, T0 + 10 * MS);
+		frame(&b, H2_GOAWAY, 0, 0, goaway, 8);
+		flush(&sc, &b, client, T0 + 15 * MS);
+		for (int i = 1; i < 4; i++) {
+			data(&b, 1, 0, token(i));
+			data(&b, 3, 0, token(i));
+			flush(&sc, &b, !client, T0 + (15 + 5 * i) * MS);
+		}
+		data(&b, 1, H2_F_END_STREAM, "data: [DONE]\n\n");
+		data(&b, 3, H2_F_END_STREAM, "data: [DONE]\n\n");
+		flush(&sc, &b, !client, T0 + 40 * MS);
+		run__init(&r);
+		run__script(&r, sc.s, sc.n, SPLIT_WHOLE, 0, 0);
+		run__finish(&r, T0 + 999 * MS);
+		assert_int_equal(r.n, 2);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(json_bool(r.json[i], "complete"), 1);
+			assert_string_equal(json_str(r.json[i], "role"), server_side ? "server" : "client");
+			assert_float_equal(json_num(r.json[i], "token_events"), 4, 0);
+		}
+		assert_int_equal(pipeline__health(r.pl)->h2.goaway, 1);
+		run__free(&r);
+		conversation_free(&sc, &b, cdef, sdef);
+	}
+}
+
 /* ---- gRPC ---- */
 
 static size_t pb_varint(uint8_t *o, uint64_t v)
@@ -732,6 +789,7 @@ int main(void)
 		cmocka_unit_test(test_h2_joined_connection),
 		cmocka_unit_test(test_hpack_partial_table),
 		cmocka_unit_test(test_h2_reset_and_goaway),
+		cmocka_unit_test(test_h2_goaway_from_client),
 		cmocka_unit_test(test_grpc_triton_stream),
 		cmocka_unit_test(test_grpc_compressed_message),
 		cmocka_unit_test(test_h2_frame_too_large),

@@ -476,6 +476,12 @@ static void on_frame(void *ctx, const struct h2_frame *f, const uint8_t *p, size
 		if (n < 8)
 			break;
 		h->counts->goaway++;
+		/* The last stream id speaks of the streams the GOAWAY's receiver opened (RFC 9113
+		 * 6.8): the requests are the client's streams, so only the server's GOAWAY ends
+		 * any. A client's tells the server it will open no more, and its own streams go on
+		 * to their ends. The client's direction is known once a request has been seen. */
+		if (h->client_dir < 0 || h->cur_dir == h->client_dir)
+			break;
 		snprintf(why, sizeof(why), "goaway_%s", h2_error_name(be32(p + 4)));
 		for (size_t i = 0; i < h->nstreams;) {
 			s = h->streams[i];
