@@ -22,6 +22,7 @@ from plaintext_checks import DEBIAN_PYTHON, start_app, start_nginx, wait_file
 TOKEN_WINDOW_MS = 20.0  # how late a token's bytes may leave or arrive after the server made it
 CONCURRENT = 32
 GRPC_CONCURRENT = 200  # calls at once on one grpcio channel
+NGINX_CONCURRENT = 24  # streams at once on one connection through nginx
 
 
 def start(cmd, work, name, port_file):
@@ -162,6 +163,13 @@ def body_phases(ctx, work, s):
     check(run([DEBIAN_PYTHON, h2_client, "concurrent", f"https://127.0.0.1:{tls_port}", cert,
                str(CONCURRENT), conc], timeout=180), f"{CONCURRENT} concurrent streams ran")
 
+    # phase: 24 streams at once on one connection to nginx, each passed on to uvicorn over an
+    # HTTP/1.1 connection of its own
+    conc_nginx = "fx-ttft60-itl10-n6-h2cn"
+    check(run([DEBIAN_PYTHON, h2_client, "concurrent", f"https://127.0.0.1:{nginx_port}", cert,
+               str(NGINX_CONCURRENT), conc_nginx], timeout=180),
+          f"{NGINX_CONCURRENT} concurrent streams through nginx ran")
+
     # phase: gRPC, h2c and TLS: a stream, an error in the trailers, a cancel, a deadline
     grpc_cases = []
     for port, ca, tag in ((g1_port, None, "p"), (g2_port, cert, "t")):
@@ -193,6 +201,7 @@ def body_phases(ctx, work, s):
     check_streams(check, records, expect, out)
     check_nginx(check, records, through, nginx_port, s["uvi_truth"])
     check_concurrent(check, records, conc, s["tls_truth"])
+    check_pairs(check, records, conc_nginx, "concurrent through nginx", direct=False)
     check_grpc(check, records, grpc_cases, s["gtruth"])
     check_grpc_concurrent(check, records, many, out)
     blob = out + err + open(tracer.out).read()
@@ -288,6 +297,25 @@ def check_nginx(check, records, model, nginx_port, uvi_truth):
                   f"{r['http_version']}: {r['token_events']} tokens == {t['events']}")
 
 
+def check_pairs(check, records, prefix, label, direct=True):
+    """Every HTTP/2 client record of the model prefix names the server record of its own model,
+    and, straight to the server (direct), of its own stream (issue 38, case 2: concurrent
+    streams of one connection were joined by time only). Through nginx the server record is
+    the upstream's, on an HTTP/1.1 connection of its own."""
+    by_id = {r["id"]: r for r in records if r.get("type") == "request"}
+    clients = [r for r in by_id.values() if r["role"] == "client" and r["model"] and
+               r["model"].startswith(prefix) and r["http_version"] == "2"]
+    wrong = [(c["model"], c["stream_id"], by_id.get(c.get("server_id"), {}).get("model"),
+              by_id.get(c.get("server_id"), {}).get("stream_id")) for c in clients
+             if c.get("server_id") not in by_id or
+             by_id[c["server_id"]]["model"] != c["model"] or
+             (direct and by_id[c["server_id"]]["stream_id"] != c["stream_id"]) or
+             (not direct and by_id[c["server_id"]]["http_version"] != "1.1")]
+    check(clients and not wrong, f"{label}: each of {len(clients)} clients names the server "
+                                 f"record of its own stream and model ({len(wrong)} not: "
+                                 f"{wrong[:4]})")
+
+
 def check_concurrent(check, records, prefix, truth_path):
     t = truths(truth_path)
     for role in ("client", "server"):
@@ -304,6 +332,7 @@ def check_concurrent(check, records, prefix, truth_path):
                       f"concurrent [{role}] {r['model']}: complete, every token")
                 check_timing(check, r, t[r["model"]], f"concurrent [{role}] {r['model']}",
                              find(records, r["model"], "server"))
+    check_pairs(check, records, prefix, "concurrent")
 
 
 def check_grpc(check, records, cases, truth_path):

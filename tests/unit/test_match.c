@@ -31,6 +31,76 @@ static struct request *req(uint64_t id, uint32_t pid, enum role role, const char
 	return r;
 }
 
+/* An HTTP/2 request's record on stream id, for model. */
+static struct request *h2req(uint64_t id, uint32_t pid, enum role role, const char *local,
+			     const char *peer, uint32_t stream_id, const char *model, uint64_t start,
+			     uint64_t first, uint64_t end)
+{
+	struct request *r = req(id, pid, role, local, peer, start, first, end);
+
+	r->http_version = 2;
+	r->stream_id = stream_id;
+	assert_true(request__set_str(&r->model, model, strlen(model)));
+	return r;
+}
+
+#define STREAMS 40
+
+/*
+ * 40 streams at once on one HTTP/2 connection, straight to the server and through a proxy
+ * whose upstream calls are HTTP/1.1 connections of their own. Their times all overlap, and the
+ * servers' records finish in another order than the clients': each client must name the
+ * record of its own stream (and, through the proxy, of its own model), never a neighbour's.
+ */
+static void test_h2_streams(void **state)
+{
+	for (int proxied = 0; proxied < 2; proxied++) {
+		struct match *m = match__new();
+		struct request *srv[STREAMS], *cli[STREAMS], *up[STREAMS] = { 0 }, *back[STREAMS] = { 0 };
+
+		for (int i = 0; i < STREAMS; i++) {
+			char model[32], upl[32];
+			uint32_t sid = 2 * (uint32_t)i + 1;
+			/* stream i starts at 100 + i/4 ms: within a millisecond of three others */
+			uint64_t t = (100 + (uint64_t)i / 4) * MS;
+
+			snprintf(model, sizeof(model), "m-%d", i);
+			snprintf(upl, sizeof(upl), "127.0.0.1:%d", 6000 + i);
+			srv[i] = h2req(100 + i, 30, ROLE_SERVER, "127.0.0.1:443", "127.0.0.1:5000", sid,
+				       model, t + MS / 2, t + 40 * MS, t + 90 * MS);
+			cli[i] = h2req(200 + i, 40, ROLE_CLIENT, "127.0.0.1:5000", "127.0.0.1:443", sid,
+				       model, t, t + 41 * MS, t + 91 * MS);
+			if (proxied) {
+				/* the proxy's upstream call and the upstream server's record: every call
+				 * at one time, with one first token, so that only the model tells them */
+				up[i] = req(300 + i, 30, ROLE_CLIENT, upl, "127.0.0.1:8000", 112 * MS,
+					    130 * MS, 200 * MS);
+				back[i] = req(400 + i, 10, ROLE_SERVER, "127.0.0.1:8000", upl, 112 * MS,
+					      129 * MS, 200 * MS);
+				assert_true(request__set_str(&up[i]->model, model, strlen(model)));
+				assert_true(request__set_str(&back[i]->model, model, strlen(model)));
+			}
+		}
+		for (int i = 0; i < STREAMS; i++) {
+			if (proxied) {
+				match__request(m, back[STREAMS - 1 - i]);
+				match__request(m, up[STREAMS - 1 - i]);
+			}
+			match__request(m, srv[(i * 7) % STREAMS]); /* servers end out of order */
+		}
+		for (int i = 0; i < STREAMS; i++)
+			match__request(m, cli[i]);
+		for (int i = 0; i < STREAMS; i++) {
+			assert_int_equal(cli[i]->server_id, proxied ? 400 + i : 100 + i);
+			request__free(srv[i]);
+			request__free(cli[i]);
+			request__free(up[i]);
+			request__free(back[i]);
+		}
+		match__free(m);
+	}
+}
+
 static void test_direct(void **state)
 {
 	struct match *m = match__new();
@@ -100,6 +170,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_through_proxy),
+		cmocka_unit_test(test_h2_streams),
 	};
 
 	return cmocka_run_group_tests_name("match", tests, NULL, NULL);

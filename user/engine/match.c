@@ -11,12 +11,17 @@
 #define MATCH_HOPS 4			 /* proxies followed, at most */
 #define MATCH_EARLY_NS (1000000ull)	 /* a server may read the request before the client's
 					    write returned (timestamped at its return) */
+/* Added to an upstream call's fit when its model is not its proxy request's: a call for the
+ * same model always fits better, and a gateway that renames models is still followed. */
+#define MATCH_OTHER_MODEL_NS (1ull << 50)
 
 struct seen {
 	uint64_t id;
 	uint32_t pid;
 	enum role role;
 	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+	uint32_t stream_id; /* HTTP/2: both ends of a connection see one id a request; else 0 */
+	uint64_t model;	    /* the requested model's hash (0: none) */
 	uint64_t start, first, end;
 	bool used; /* a proxy's request and its upstream call, once matched to each other */
 };
@@ -55,10 +60,23 @@ void match__free(struct match *m)
 	free(m);
 }
 
-/* The server record of the connection `local`-`peer` as its client saw it, begun within
- * [from, to]. */
-static struct seen *server_of(struct match *m, const char *local, const char *peer, uint64_t from,
-			      uint64_t to)
+/* FNV-1a; 0 stands for no model. */
+static uint64_t model_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* The server record of the connection `local`-`peer` as its client saw it, on the same HTTP/2
+ * stream, begun within [from, to]. The stream tells a connection's concurrent requests apart,
+ * which time alone cannot. */
+static struct seen *server_of(struct match *m, const char *local, const char *peer,
+			      uint32_t stream_id, uint64_t from, uint64_t to)
 {
 	if (!local[0] || !peer[0])
 		return NULL;
@@ -67,8 +85,8 @@ static struct seen *server_of(struct match *m, const char *local, const char *pe
 
 		if (s->end + MATCH_EARLY_NS < from)
 			break; /* it, and all before it, ended before the client began */
-		if (s->role == ROLE_SERVER && !strcmp(s->local, peer) && !strcmp(s->peer, local) &&
-		    s->start + MATCH_EARLY_NS >= from && s->start <= to)
+		if (s->role == ROLE_SERVER && s->stream_id == stream_id && !strcmp(s->local, peer) &&
+		    !strcmp(s->peer, local) && s->start + MATCH_EARLY_NS >= from && s->start <= to)
 			return s;
 	}
 	return NULL;
@@ -94,15 +112,16 @@ static bool is_client(const struct match *m, uint32_t pid)
 }
 
 /* How well upstream call c fits proxy server record s: a proxy passes the request on, and the
- * first token back, at once. UINT64_MAX: it cannot be s's (begun outside s, or its first token
- * after s wrote its own). The ends are no help: a slow client holds the proxy's last write
- * back. */
+ * first token back, at once, and the same model. UINT64_MAX: it cannot be s's (begun outside
+ * s, or its first token after s wrote its own). The ends are no help: a slow client holds the
+ * proxy's last write back. */
 static uint64_t fit(const struct seen *s, const struct seen *c)
 {
 	if (c->pid != s->pid || c->start < s->start || c->start > s->end || !c->first ||
 	    (s->first && c->first > s->first))
 		return UINT64_MAX;
-	return (c->start - s->start) + (s->first ? s->first - c->first : 0);
+	return (c->start - s->start) + (s->first ? s->first - c->first : 0) +
+	       (c->model != s->model ? MATCH_OTHER_MODEL_NS : 0);
 }
 
 /* Whether no other open request of the proxy fits c better than s does. */
@@ -151,7 +170,9 @@ void match__request(struct match *m, struct request *r)
 {
 	struct seen *s = &m->v[m->next], *srv;
 
-	*s = (struct seen){ .id = r->id, .pid = r->pid, .role = r->role, .start = r->start_ns,
+	*s = (struct seen){ .id = r->id, .pid = r->pid, .role = r->role,
+			    .stream_id = r->http_version == 2 ? r->stream_id : 0,
+			    .model = model_hash(r->model), .start = r->start_ns,
 			    .first = r->first_token_ns, .end = r->end_ns ? r->end_ns : r->last_token_ns };
 	memcpy(s->local, r->local, sizeof(s->local));
 	memcpy(s->peer, r->peer, sizeof(s->peer));
@@ -162,13 +183,13 @@ void match__request(struct match *m, struct request *r)
 		return;
 	if (!is_client(m, r->pid) && m->nclients < MATCH_CLIENT_PIDS)
 		m->clients[m->nclients++] = r->pid;
-	srv = server_of(m, r->local, r->peer, r->start_ns, s->end);
+	srv = server_of(m, r->local, r->peer, s->stream_id, r->start_ns, s->end);
 	for (int hop = 0; srv && hop < MATCH_HOPS && is_client(m, srv->pid); hop++) {
 		struct seen *up = upstream_of(m, srv), *next;
 
 		if (!up)
 			break;
-		next = server_of(m, up->local, up->peer, up->start, up->end);
+		next = server_of(m, up->local, up->peer, up->stream_id, up->start, up->end);
 		if (!next)
 			break;
 		up->used = srv->used = true;
