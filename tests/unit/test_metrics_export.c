@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "out/metrics.h"
@@ -162,12 +163,84 @@ static void test_escaping_and_limit(void **state)
 	metrics__free(m);
 }
 
+/* The sum of the values of every line that begins with prefix. */
+static double sum_lines(const char *t, const char *prefix)
+{
+	double sum = 0;
+
+	for (const char *l = t; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		if (!strncmp(l, prefix, strlen(prefix)))
+			sum += strtod(strrchr(l, ' ') ? strchr(l, '}') + 2 : l, NULL);
+	}
+	return sum;
+}
+
+/*
+ * Random model names from four process and role groups, 600 each (issue 38, case 4: about
+ * 27 KB a label set made a 65 MB exposition, past the 64 MiB cut, and /metrics froze). The
+ * exposition stays whole and under its budget, every request is counted (the folded ones
+ * in "other"), and the fold is said once on stderr.
+ */
+static void test_many_models(void **state)
+{
+	static const char *const comms[] = { "vllm", "sglang", "gateway", "agent" };
+	struct metrics *m = metrics__new(METRICS_MAX_SERIES_DEFAULT);
+	struct buf b = { 0 };
+	char said[4096] = "";
+	const char *t;
+	FILE *err = tmpfile();
+	int saved = dup(2);
+	unsigned seed = 38;
+	size_t n[2] = { 0 }, lines = 0;
+
+	assert_non_null(err);
+	fflush(stderr);
+	dup2(fileno(err), 2);
+	for (int g = 0; g < 4; g++) {
+		for (int i = 0; i < 600; i++) {
+			char model[64];
+			struct request *r;
+			struct request_metrics rm;
+
+			snprintf(model, sizeof(model), "random-%08x-%08x", rand_r(&seed), rand_r(&seed));
+			r = server_request(model, 30);
+			snprintf(r->comm, sizeof(r->comm), "%s", comms[g]);
+			r->role = g % 2 ? ROLE_CLIENT : ROLE_SERVER;
+			assert_true(request__set_str(&r->response_model, model, strlen(model)));
+			request__metrics(r, &rm);
+			metrics__request(m, r, &rm);
+			n[g % 2]++;
+			request__free(r);
+		}
+	}
+	t = render(m, &b);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(err);
+	while (fgets(said, sizeof(said), err))
+		lines += strstr(said, "metrics: more label sets") != NULL;
+	fclose(err);
+	assert_true(b.len < (32u << 20) + (1u << 20));
+	assert_non_null(strstr(t, "gen_ai_request_model=\"other\""));
+	assert_null(strstr(t, "tokenscope_metrics_series_dropped_total 0\n"));
+	assert_float_equal(sum_lines(t, "gen_ai_server_request_duration_seconds_count{"), n[0], 0);
+	assert_float_equal(sum_lines(t, "gen_ai_client_operation_duration_seconds_count{"), n[1], 0);
+	assert_true(sum_lines(t, "gen_ai_server_request_duration_seconds_count{"
+				 "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\","
+				 "gen_ai_request_model=\"other\"") > 0);
+	assert_int_equal(lines, 1);
+	buf__free(&b);
+	metrics__free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_server_histogram_lines),
 		cmocka_unit_test(test_well_formed),
 		cmocka_unit_test(test_escaping_and_limit),
+		cmocka_unit_test(test_many_models),
 	};
 
 	return cmocka_run_group_tests_name("metrics_export", tests, NULL, NULL);

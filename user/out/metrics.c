@@ -13,6 +13,11 @@
 
 #define MAX_LABELS 10
 #define EXPO_MAX (64u << 20) /* an exposition larger than this is cut (and fails the render) */
+/* What the series may cost, all families together, in the exposition's bytes (an upper bound
+ * per series, counted when it is made): past it new label sets fold into "other", so that any
+ * number of model names keeps /metrics whole, well under EXPO_MAX, the "other" series
+ * included (there is one per process, role and the like, not per model). */
+#define EXPO_BUDGET (32u << 20)
 
 /* OpenTelemetry GenAI semantic conventions' explicit bucket boundaries. */
 static const double b_duration[] = { 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
@@ -148,7 +153,9 @@ struct family {
 
 struct metrics {
 	size_t max_series;
+	size_t bytes;	 /* what the series made so far cost at most (series_cost) */
 	uint64_t folded; /* samples put in gen_ai_request_model="other", or dropped */
+	bool said;	 /* the first fold was said on stderr */
 	struct family f[F__COUNT];
 };
 
@@ -221,27 +228,58 @@ static struct series *add(struct family *f, const struct family_def *d, const ch
 	return s;
 }
 
-/* The series of these label values; past max_series, the one with gen_ai_request_model
- * "other" (NULL, counted, when the family has no such label or memory ran out). */
+/* The most a series of these label values adds to the exposition: each of its lines (a
+ * bucket each, +Inf, _sum and _count; a counter's one) holds the name and a suffix, every
+ * label escaped at worst (each byte two), an le bound and a value. */
+static size_t series_cost(const struct family_def *d, const char *const *v)
+{
+	size_t line = strlen(d->name) + 64;
+
+	for (size_t i = 0; i < d->nlabels; i++)
+		line += strlen(d->labels[i]) + 2 * strlen(v[i]) + 4;
+	return line * (d->histogram ? d->nbounds + 3 : 1);
+}
+
+/* The series of these label values; past max_series in the family or EXPO_BUDGET in all,
+ * the one whose models are "other" (NULL, counted, when the family has no model label or
+ * memory ran out). Both models fold: a response's model follows its request's, and a folded
+ * series that kept it would grow with every new name as much as an unfolded one. */
 static struct series *series_of(struct metrics *m, enum fam_id id, const char **v)
 {
 	const struct family_def *d = &defs[id];
 	struct family *f = &m->f[id];
 	struct series *s = find(f, d, v);
+	size_t cost = series_cost(d, v);
+	bool model = false;
 
 	if (s)
 		return s;
-	if (f->n < m->max_series)
-		return add(f, d, v);
+	if (f->n < m->max_series && m->bytes + cost <= EXPO_BUDGET) {
+		s = add(f, d, v);
+		m->bytes += s ? cost : 0;
+		return s;
+	}
 	m->folded++;
+	if (!m->said) {
+		m->said = true;
+		fprintf(stderr, "tokenscope: metrics: more label sets than --metrics-max-series (%zu "
+				"a family) or %u MiB of exposition allow: new models are counted as "
+				"gen_ai_request_model=\"other\" (tokenscope_metrics_series_dropped_total)\n",
+			m->max_series, EXPO_BUDGET >> 20);
+	}
 	for (size_t i = 0; i < d->nlabels; i++) {
-		if (!strcmp(d->labels[i], "gen_ai_request_model")) {
+		if (!strcmp(d->labels[i], "gen_ai_request_model") ||
+		    !strcmp(d->labels[i], "gen_ai_response_model")) {
 			v[i] = "other";
-			s = find(f, d, v);
-			return s ? s : add(f, d, v);
+			model = true;
 		}
 	}
-	return NULL;
+	if (!model)
+		return NULL;
+	s = find(f, d, v);
+	if (!s && (s = add(f, d, v)))
+		m->bytes += series_cost(d, v);
+	return s;
 }
 
 static void observe(struct metrics *m, enum fam_id id, const char **v, double x)
