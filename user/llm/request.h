@@ -66,7 +66,8 @@ struct request {
 	int status; /* 0 until the response head is seen */
 	uint8_t http_version; /* 1 (HTTP/1.1) or 2 */
 	uint32_t stream_id;   /* HTTP/2 stream; 0 for HTTP/1.1 */
-	bool headers_partial; /* HTTP/2 joined mid-connection: some header fields were unknown */
+	bool headers_partial; /* some header fields were unknown: HTTP/2 joined mid-connection, or
+			       * an HTTP/1.1 head past its limit (error http_header_too_large) */
 	int grpc_status;      /* -1: not a gRPC call, or no grpc-status seen */
 	int stream; /* -1 unknown, 0 no, 1 yes (from the request body, else the response type) */
 

@@ -62,6 +62,9 @@ enum http_error http_parser__gap(struct http_parser *p, uint64_t n, uint64_t ts)
  * left unfinished. */
 bool http_parser__eof(struct http_parser *p, uint64_t ts);
 enum http_error http_parser__error(const struct http_parser *p);
+/* After an error in a request's headers: its start line as far as it was read (method, path,
+ * start_ns; the rest of the head unknown); NULL when the error came before or after them. */
+const struct http_head *http_parser__failed_head(const struct http_parser *p);
 /* After HTTP_ERR_UPGRADE: the protocol the 101 named in its Upgrade header, lowercased ("h2c",
  * "websocket"; "" when none). */
 const char *http_parser__upgrade(const struct http_parser *p);

@@ -481,6 +481,32 @@ static void switched(struct conn *c, const char *proto, uint64_t ts)
 	abandon_inflight(c, ts, why);
 }
 
+/* A request whose head passed HEAD_MAX_BYTES: it is still a request, of the method and path
+ * its start line gave, and its response is read and measured as any other; its record says
+ * what was not read (the rest of the head and the body: no model from it). The requests
+ * after it on the connection are not read (their responses are counted unpaired). */
+static bool too_large_request(struct conn *c, struct http_parser *p, uint64_t ts)
+{
+	const struct http_head *h = http_parser__failed_head(p);
+	struct request *r;
+
+	if (!h)
+		return false;
+	r = conn__begin_request(c, h->start_ns);
+	if (!r || queue_push(c, r)) {
+		(*c->sink->no_memory)++;
+		request__free(r);
+		return false;
+	}
+	snprintf(r->method, sizeof(r->method), "%s", h->method);
+	if (!request__set_path(r, h->path))
+		(*c->sink->no_memory)++;
+	dialect__request_head(r);
+	r->headers_partial = true;
+	request__error(r, "%s", http_error__str(HTTP_ERR_TOO_LARGE));
+	return true;
+}
+
 static void parser_failed(struct conn *c, struct http_parser *p, enum http_error e, uint64_t ts)
 {
 	if (e == HTTP_ERR_UPGRADE) {
@@ -492,6 +518,8 @@ static void parser_failed(struct conn *c, struct http_parser *p, enum http_error
 		return;
 	}
 	(*c->sink->malformed_streams)++;
+	if (e == HTTP_ERR_TOO_LARGE && p == c->req_parser && too_large_request(c, p, ts))
+		return;
 	abandon_inflight(c, ts, http_error__str(e));
 }
 
