@@ -485,6 +485,47 @@ static void test_h2_goaway_from_client(void **state)
 	}
 }
 
+/*
+ * The summary's joined count (issue 38, case 6): a connection whose first frame is the
+ * server's SETTINGS was seen from its start, whether its client then sends the preface or
+ * nothing at all (openssl s_client before anything is typed); one whose client then speaks
+ * frames without a preface, or whose first frame is anything else, was joined.
+ */
+static void test_h2_joined_count(void **state)
+{
+	static const uint8_t window[4] = { 0, 0, 0x10, 0 };
+	/* what the client side says after the server's SETTINGS: nothing, the preface, frames */
+	for (int then = 0; then < 4; then++) {
+		nghttp2_hd_deflater *cdef, *sdef;
+		struct script sc = { 0 };
+		struct h2b b = { 0 };
+		struct run r;
+
+		encoders_new(&cdef, &sdef);
+		if (then == 3)
+			frame(&b, H2_WINDOW_UPDATE, 0, 0, window, 4); /* a joined server's frame */
+		else
+			frame(&b, H2_SETTINGS, 0, 0, NULL, 0);
+		flush(&sc, &b, false, T0);
+		if (then == 1) {
+			put(&b, H2_PREFACE, H2_PREFACE_LEN);
+			frame(&b, H2_SETTINGS, 0, 0, NULL, 0);
+		}
+		if (then >= 1) {
+			headers(&b, cdef, then == 1 ? 1 : 7, 0, chat_req);
+			data(&b, then == 1 ? 1 : 7, H2_F_END_STREAM, body);
+			flush(&sc, &b, true, T0 + MS);
+		}
+		run__init(&r);
+		run__script(&r, sc.s, sc.n, SPLIT_WHOLE, 0, 0);
+		run__finish(&r, T0 + 999 * MS);
+		assert_int_equal(pipeline__health(r.pl)->h2.connections, 1);
+		assert_int_equal(pipeline__health(r.pl)->h2.joined, then >= 2);
+		run__free(&r);
+		conversation_free(&sc, &b, cdef, sdef);
+	}
+}
+
 /* ---- gRPC ---- */
 
 static size_t pb_varint(uint8_t *o, uint64_t v)
@@ -790,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_hpack_partial_table),
 		cmocka_unit_test(test_h2_reset_and_goaway),
 		cmocka_unit_test(test_h2_goaway_from_client),
+		cmocka_unit_test(test_h2_joined_count),
 		cmocka_unit_test(test_grpc_triton_stream),
 		cmocka_unit_test(test_grpc_compressed_message),
 		cmocka_unit_test(test_h2_frame_too_large),

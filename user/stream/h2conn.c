@@ -39,6 +39,8 @@ struct h2conn {
 	uint8_t preface_left[2]; /* client preface bytes still to skip in that direction */
 	int client_dir;		 /* the direction requests travel in: 0 read, 1 write, -1 unknown */
 	bool joined;		 /* capture began after the preface */
+	bool join_undecided;	 /* classified by frames, not counted yet (decide_joined) */
+	bool join_counted;	 /* counted in counts->joined */
 	bool dead;		 /* a framing error: nothing more is read */
 	struct h2_stream **streams;
 	size_t nstreams, cap;
@@ -527,8 +529,7 @@ struct h2conn *h2conn__new(struct conn *owner, bool from_preface)
 			h2_framer__set_max_frame(h->fr[d], H2_LARGEST_MAX_FRAME);
 	}
 	h->counts->connections++;
-	if (h->joined)
-		h->counts->joined++;
+	h->join_undecided = h->joined;
 	return h;
 }
 
@@ -608,10 +609,36 @@ static void seen_from_start(struct h2conn *h, bool client_is_write)
 		hpack__free(h->hp[d]);
 		h->hp[d] = exact;
 	}
-	h->joined = false;
-	h->counts->joined--;
+	h->joined = h->join_undecided = false;
+	if (h->join_counted)
+		h->counts->joined--;
+	h->join_counted = false;
 	h2conn__expect_preface(h, client_is_write);
 	conn__set_role(h->owner, client_is_write ? ROLE_CLIENT : ROLE_SERVER);
+}
+
+static bool is_preface(const uint8_t *data, size_t len)
+{
+	return !memcmp(data, H2_PREFACE, len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN);
+}
+
+/* Whether a connection first seen as frames was joined, from the first bytes of each of its
+ * directions. A server's first frame is a SETTINGS (RFC 9113 3.4): a connection whose first
+ * frame is one (not an ACK) was seen from its start, unless its other direction then begins
+ * with anything but the client's preface. A client that never speaks (openssl s_client
+ * before anything is typed) leaves a connection seen from its start, as it was. */
+static void decide_joined(struct h2conn *h, bool is_write, const uint8_t *data, size_t len)
+{
+	if (!h->join_undecided || h->spoke[is_write])
+		return;
+	if (!h->spoke[!is_write] && len >= 9 && data[3] == H2_SETTINGS && !(data[4] & H2_F_ACK) &&
+	    !data[5] && !data[6] && !data[7] && !data[8])
+		return; /* the server's preface, it seems: the other direction will tell */
+	if (h->spoke[!is_write] && is_preface(data, len))
+		return; /* the client's preface after the server's: seen_from_start */
+	h->join_undecided = false;
+	h->join_counted = true;
+	h->counts->joined++;
 }
 
 void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, uint64_t ts)
@@ -621,8 +648,8 @@ void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, ui
 
 	if (h->dead)
 		return;
-	if (h->joined && !h->spoke[is_write] && !h->blocks_seen &&
-	    !memcmp(data, H2_PREFACE, len < H2_PREFACE_LEN ? len : H2_PREFACE_LEN))
+	decide_joined(h, is_write, data, len);
+	if (h->joined && !h->spoke[is_write] && !h->blocks_seen && is_preface(data, len))
 		seen_from_start(h, is_write);
 	h->spoke[is_write] = true;
 	skip = h->preface_left[is_write] < len ? h->preface_left[is_write] : len;
