@@ -42,6 +42,24 @@ struct kept {
 };
 
 #define KEPT 1024 /* recent server requests, and clients whose server is not written yet */
+#define UNIT_TRACKS 16 /* tracks one unit may describe (a request or a step: six at most) */
+#define TRACK_GONE 1   /* a described track whose unit was cut (never a uuid: kind 0) */
+
+/*
+ * What is written whole or not at all under --perfetto-max-mb: a request (its slices, events,
+ * flows and the tracks it describes), a step, a counter track's values. Its packets gather
+ * here; past the cap the unit is cut as one, the tracks it described are forgotten and its
+ * counter changes dropped, so that what the file holds never has a slice left open.
+ */
+struct unit {
+	bool open;
+	struct buf bytes;
+	uint64_t packets;
+	size_t ndeltas;	 /* the counter changes made before it */
+	bool started;	 /* whether the clock snapshot was written before it */
+	uint64_t tracks[UNIT_TRACKS]; /* described in it */
+	size_t ntracks;
+};
 
 struct perfetto {
 	struct outfile *f;
@@ -56,6 +74,7 @@ struct perfetto {
 	size_t ndeltas, capdeltas;
 	struct kept servers[KEPT], clients[KEPT]; /* rings */
 	size_t next_server, next_client;
+	struct unit unit;
 };
 
 /* ---- protobuf, the few wire types a trace needs ---- */
@@ -160,12 +179,62 @@ static void packet_end(struct perfetto *pf)
 		outfile__no_memory(pf->f);
 		return;
 	}
+	if (pf->unit.open) {
+		if (buf__add(&pf->unit.bytes, pf->pkt.p, pf->pkt.len, SIZE_MAX))
+			outfile__no_memory(pf->f);
+		pf->unit.packets++;
+		return;
+	}
 	if (pf->bytes + pf->pkt.len > pf->max_bytes) {
 		pf->cut++;
 		return;
 	}
 	pf->bytes += pf->pkt.len;
 	outfile__record(pf->f, pf->pkt.p, pf->pkt.len, false);
+}
+
+static void unit_begin(struct perfetto *pf)
+{
+	buf__reset(&pf->unit.bytes);
+	pf->unit.open = true;
+	pf->unit.packets = 0;
+	pf->unit.ndeltas = pf->ndeltas;
+	pf->unit.started = pf->started;
+	pf->unit.ntracks = 0;
+}
+
+static void forget_track(struct perfetto *pf, uint64_t id)
+{
+	size_t mask = pf->captracks - 1;
+
+	for (size_t i = id & mask; pf->tracks[i]; i = (i + 1) & mask) {
+		if (pf->tracks[i] == id) {
+			pf->tracks[i] = TRACK_GONE; /* a lookup goes on past it */
+			return;
+		}
+	}
+}
+
+/* The unit into the file, whole, or cut: as if it had never been written. */
+static void unit_end(struct perfetto *pf)
+{
+	struct unit *u = &pf->unit;
+
+	if (!u->open)
+		return;
+	u->open = false;
+	if (!u->packets)
+		return;
+	if (pf->bytes + u->bytes.len <= pf->max_bytes && !u->bytes.overflow) {
+		pf->bytes += u->bytes.len;
+		outfile__record(pf->f, u->bytes.p, u->bytes.len, false);
+		return;
+	}
+	pf->cut += u->packets;
+	for (size_t i = 0; i < u->ntracks; i++)
+		forget_track(pf, u->tracks[i]);
+	pf->ndeltas = u->ndeltas;
+	pf->started = u->started;
 }
 
 static void timed_packet(struct perfetto *pf, uint64_t ts)
@@ -220,12 +289,14 @@ static bool described(struct perfetto *pf, uint64_t id)
 
 		if (!t)
 			return true; /* described twice at worst: a reader takes that */
+		pf->ntracks = 0;
 		for (size_t k = 0; k < pf->captracks; k++) {
-			if (!pf->tracks[k])
+			if (!pf->tracks[k] || pf->tracks[k] == TRACK_GONE)
 				continue;
 			for (i = pf->tracks[k] & (cap - 1); t[i]; i = (i + 1) & (cap - 1))
 				;
 			t[i] = pf->tracks[k];
+			pf->ntracks++;
 		}
 		free(pf->tracks);
 		pf->tracks = t;
@@ -235,6 +306,11 @@ static bool described(struct perfetto *pf, uint64_t id)
 	for (i = id & mask; pf->tracks[i]; i = (i + 1) & mask) {
 		if (pf->tracks[i] == id)
 			return true;
+	}
+	if (pf->unit.open) {
+		if (pf->unit.ntracks == UNIT_TRACKS)
+			return true; /* cannot be taken back: not described (never happens: six) */
+		pf->unit.tracks[pf->unit.ntracks++] = id;
 	}
 	pf->tracks[i] = id;
 	pf->ntracks++;
@@ -514,6 +590,7 @@ void perfetto__request(struct perfetto *pf, const struct request *r,
 
 	if (!r->start_ns)
 		return;
+	unit_begin(pf);
 	if (!pf->started)
 		start(pf, r->start_ns);
 	end_ns = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
@@ -550,6 +627,7 @@ void perfetto__request(struct perfetto *pf, const struct request *r,
 			counter_delta(pf, queued, r->start_ns + a->queue_ns, -1);
 		}
 	}
+	unit_end(pf);
 }
 
 /* ---- steps ---- */
@@ -584,6 +662,7 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 	uint64_t track = uuid(T_STEPS, of), busy = uuid(T_BUSY, of);
 	char name[96], what[64];
 
+	unit_begin(pf);
 	if (!pf->started)
 		start(pf, s->start_ns);
 	describe_process(pf, s->pid, s->comm);
@@ -615,6 +694,7 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 		f_uint(pf, PF_EVENT_COUNTER_VALUE, s->tokens);
 		event_end(pf);
 	}
+	unit_end(pf);
 }
 
 /* ---- the end ---- */
@@ -630,7 +710,8 @@ static int by_track_time(const void *x, const void *y)
 	return a->d - b->d; /* ends before starts at the same time */
 }
 
-/* The counters: per track, its running sum at each change (one value per time). */
+/* The counters: per track, its running sum at each change (one value per time); a track's
+ * values are one unit, so that a cut one never stops at a value it did not end at. */
 static void write_counters(struct perfetto *pf)
 {
 	int64_t v = 0;
@@ -639,8 +720,11 @@ static void write_counters(struct perfetto *pf)
 	for (size_t i = 0; i < pf->ndeltas; i++) {
 		const struct delta *d = &pf->deltas[i];
 
-		if (i && d->track != d[-1].track)
+		if (!i || d->track != d[-1].track) {
+			unit_end(pf);
+			unit_begin(pf);
 			v = 0;
+		}
 		v += d->d;
 		if (i + 1 < pf->ndeltas && d[1].track == d->track && d[1].ts == d->ts)
 			continue; /* the sum once every change at this time is in */
@@ -648,6 +732,7 @@ static void write_counters(struct perfetto *pf)
 		f_uint(pf, PF_EVENT_COUNTER_VALUE, (uint64_t)v);
 		event_end(pf);
 	}
+	unit_end(pf);
 }
 
 struct perfetto *perfetto__new(struct outfile *f, uint64_t max_bytes)
@@ -676,7 +761,7 @@ int perfetto__close(struct perfetto *pf)
 	if (pf->cut) /* the cap the user set: said, not a failure */
 		fprintf(stderr,
 			"tokenscope: %s: %llu trace packets past the %.1f MB cap were not written "
-			"(--perfetto-max-mb)\n",
+			"(--perfetto-max-mb; whole requests, steps and counter tracks)\n",
 			pf->f->path, (unsigned long long)pf->cut, (double)pf->max_bytes / (1 << 20));
 	err = pf->f->err ? -1 : 0;
 	free(pf->tracks);
@@ -686,6 +771,7 @@ int perfetto__close(struct perfetto *pf)
 		free(pf->clients[i].t);
 	}
 	buf__free(&pf->pkt);
+	buf__free(&pf->unit.bytes);
 	free(pf);
 	return err;
 }
