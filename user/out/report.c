@@ -11,6 +11,7 @@
 #include "llm/dialect.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
+#include "stream/h2conn.h"
 #include "out/html.h"
 #include "out/metrics.h"
 #include "out/perfetto.h"
@@ -570,6 +571,21 @@ static void print_tail(FILE *out, struct group *g)
 }
 
 /* A server group's TTFT and gap components, and the tail in words. */
+/* Under a group: the HTTP/2 streams its processes opened past the per-connection cap, which
+ * no group's figures hold (their requests were not read). */
+static void print_untracked(FILE *out, const struct group *g, const struct health *h)
+{
+	for (size_t i = 0; i < h->h2.nuntracked_by; i++) {
+		const struct h2_untracked *u = &h->h2.untracked_by[i];
+
+		if (u->role == (int)g->role && !strcmp(u->comm, g->comm))
+			fprintf(out, "    untracked      %llu HTTP/2 streams of this command's %s "
+				     "connections, not in these figures (past %d open on one "
+				     "connection)\n",
+				(unsigned long long)u->n, role__name(g->role), H2_STREAMS_MAX);
+	}
+}
+
 static void print_attribution(FILE *out, struct group *g)
 {
 	sample__print(out, "queue_ms", &g->queue);
@@ -647,6 +663,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		sample__print(out, "itl_ms", &g->itl);
 		sample__print(out, "e2e_ms", &g->e2e);
 		sample__print(out, "output_tokens", &g->out_tokens);
+		print_untracked(out, g, h);
 		if (g->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}

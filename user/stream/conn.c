@@ -367,7 +367,7 @@ static bool could_start(const uint8_t *d, size_t n)
 static bool become_h2(struct conn *c, bool from_preface, bool client_is_write)
 {
 	c->kind = CONN_HTTP2;
-	c->h2 = h2conn__new(c, from_preface);
+	c->h2 = h2conn__new(c, c->comm, from_preface);
 	if (!c->h2) {
 		(*c->sink->no_memory)++;
 		c->kind = CONN_OTHER;

@@ -51,6 +51,14 @@ struct h2_counts {
 	uint64_t goaway;	       /* GOAWAY frames */
 	uint64_t frame_errors;	       /* framing errors: the connection is no longer read */
 	uint64_t hpack_errors;	       /* blocks that did not decode: that direction goes partial */
+	/* streams_untracked by command and role, so that the summary says it under the groups
+	 * whose figures leave them out (eight pairs; others' only in streams_untracked) */
+	struct h2_untracked {
+		char comm[TS_COMM_LEN];
+		int role; /* enum role; -1 unknown */
+		uint64_t n;
+	} untracked_by[8];
+	size_t nuntracked_by;
 };
 
 /* Where finished requests and health counts go. */

@@ -38,6 +38,7 @@ struct h2conn {
 	struct hpack *hp[2];
 	uint8_t preface_left[2]; /* client preface bytes still to skip in that direction */
 	int client_dir;		 /* the direction requests travel in: 0 read, 1 write, -1 unknown */
+	const char *comm;	 /* the process's command name (the owner's) */
 	bool joined;		 /* capture began after the preface */
 	bool join_undecided;	 /* classified by frames, not counted yet (decide_joined) */
 	bool join_counted;	 /* counted in counts->joined */
@@ -69,12 +70,35 @@ static struct h2_stream *find_stream(struct h2conn *h, uint32_t id)
 	return NULL;
 }
 
+/* A stream past H2_STREAMS_MAX: counted, and by its process's command and role. */
+static void untracked(struct h2conn *h)
+{
+	struct h2_counts *c = h->counts;
+	const size_t max = sizeof(c->untracked_by) / sizeof(c->untracked_by[0]);
+	int role = conn__role(h->owner);
+	size_t i;
+
+	c->streams_untracked++;
+	for (i = 0; i < c->nuntracked_by; i++) {
+		if (c->untracked_by[i].role == role && !strcmp(c->untracked_by[i].comm, h->comm))
+			break;
+	}
+	if (i == c->nuntracked_by) {
+		if (i == max)
+			return; /* a ninth pair: in streams_untracked only (the http/2 line) */
+		snprintf(c->untracked_by[i].comm, sizeof(c->untracked_by[i].comm), "%s", h->comm);
+		c->untracked_by[i].role = role;
+		c->nuntracked_by++;
+	}
+	c->untracked_by[i].n++;
+}
+
 static struct h2_stream *add_stream(struct h2conn *h, uint32_t id, struct request *r)
 {
 	struct h2_stream *s;
 
 	if (h->nstreams >= H2_STREAMS_MAX) {
-		h->counts->streams_untracked++;
+		untracked(h);
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -506,13 +530,14 @@ static const struct h2_callbacks h2_callbacks = {
 
 /* ---- the connection ---- */
 
-struct h2conn *h2conn__new(struct conn *owner, bool from_preface)
+struct h2conn *h2conn__new(struct conn *owner, const char *comm, bool from_preface)
 {
 	struct h2conn *h = calloc(1, sizeof(*h));
 
 	if (!h)
 		return NULL;
 	h->owner = owner;
+	h->comm = comm;
 	h->sink = conn__sink(owner);
 	h->counts = h->sink->h2;
 	h->joined = !from_preface;

@@ -22,14 +22,20 @@
 struct conn;
 struct conn_sink;
 
-/* Streams one connection tracks at once (servers allow 100 by default); past them a stream
- * is counted, not measured. */
+/* Streams one connection tracks at once; past them a stream is counted (by process and role,
+ * said under the summary's groups), not measured. Each tracked stream costs its request and
+ * parser state (about 5 KiB, docs/performance.md), so the cap bounds what one connection
+ * can make tokenscope hold: 256 covers what servers allow by default (nginx's
+ * http2_max_concurrent_streams 128, Go's net/http 250, hypercorn and h2o 100), not gRPC
+ * servers that allow 1 000 and more (grpc-go sets no limit): their streams past it go
+ * untracked. */
 #define H2_STREAMS_MAX 256
 
 struct h2conn;
 
 /* from_preface: the connection's start was seen (the client preface, or an h2c upgrade). */
-struct h2conn *h2conn__new(struct conn *owner, bool from_preface);
+/* comm: the process's command name, kept by the owner for as long as the connection lives. */
+struct h2conn *h2conn__new(struct conn *owner, const char *comm, bool from_preface);
 void h2conn__free(struct h2conn *h);
 /* An h2c upgrade: the client sends the preface next, and r (the request that asked for
  * the upgrade, NULL if none was kept) continues as stream 1. The client writes when
