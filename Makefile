@@ -28,8 +28,10 @@ LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo 
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
-BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
-SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+# sock_core: the plaintext family built again with CO-RE reads in place of bpf_rdonly_cast,
+# for kernels before 6.2 (Debian 12's 6.1); user/capture/live.c loads one or the other.
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS)) $(OUTPUT)/sock_core.bpf.o
+SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS)) $(OUTPUT)/sock_core.skel.h
 
 # user/ in layers, lowest first (docs/architecture.md; tests/check_layers.py checks the order):
 # base proto llm engine stream out capture cli. Everything below capture is the pipeline:
@@ -72,10 +74,14 @@ $(OUTPUT) $(OUTPUT)/tests $(patsubst %,$(OUTPUT)/user/%,$(LAYERS)):
 # The CUDA probes hand out map slots with an atomic fetch-and-add, which needs BPF ISA v3
 # (atomics with fetch: Linux 5.12).
 $(OUTPUT)/cuda.bpf.o: BPF_CPU = -mcpu=v3
+BPF_CFLAGS = -g -O2 -target bpf $(BPF_CPU) -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
+	-Wall -Wno-unused-function
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -target bpf $(BPF_CPU) -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
-		-Wall -Wno-unused-function -c $< -o $@
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+$(OUTPUT)/sock_core.bpf.o: bpf/sock.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -DTS_SOCK_CORE_READS -c $< -o $@
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)

@@ -131,6 +131,7 @@ struct {
 
 /* phase: which socket an fd is */
 
+#ifndef TS_SOCK_CORE_READS
 /* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
@@ -163,6 +164,36 @@ static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
 	*ino = inode->i_ino;
 	return sk;
 }
+#else
+/* The same walk for kernels without bpf_rdonly_cast (before 6.2: Debian 12's 6.1, Amazon
+ * Linux 2023, COS): each field past the fd table slot with a CO-RE read, a helper call each
+ * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). */
+static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	struct file *slot = NULL;
+	struct inode *inode;
+	struct socket *sock;
+	struct sock *sk;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fdt->fd[fd]) || !slot)
+		return NULL;
+	inode = BPF_CORE_READ(slot, f_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = BPF_CORE_READ(slot, private_data);
+	if (!sock || BPF_CORE_READ(sock, type) != SOCK_STREAM)
+		return NULL;
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return NULL;
+	*ino = BPF_CORE_READ(inode, i_ino);
+	return sk;
+}
+#endif
 
 static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
 {
@@ -411,6 +442,8 @@ static long copy_step(__u32 i, void *unused)
 		n = TS_CHUNK_MAX - fill;
 	if (n == 0 || n > TS_CHUNK_MAX) /* for the verifier */
 		return 1;
+	/* the same n, in a form Linux 6.1's verifier bounds too (it loses the check above) */
+	n = ((n - 1) & (TS_CHUNK_MAX - 1)) + 1;
 	if (bpf_probe_read_user(ev->data + fill, n, (void *)(s->seg_base + s->seg_done))) {
 		ev->flags |= TS_F_READ_FAULT;
 		ts_count(TS_CNT_READ_FAULTS, 1);
@@ -442,7 +475,8 @@ static __always_inline struct sock_state *decide(struct sock_state *st, struct s
 			n = cs->total;
 		if (n > sizeof(head)) /* for the verifier */
 			n = sizeof(head);
-		if (bpf_probe_read_user(&head, n, (void *)cs->seg_base))
+		/* ((n - 1) & 7) + 1 is n for 1..8, in a form Linux 6.1's verifier bounds */
+		if (!n || bpf_probe_read_user(&head, ((n - 1) & 7) + 1, (void *)cs->seg_base))
 			n = 0;
 		proto = classify(head, n);
 	}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +27,7 @@
 #include "cuda.skel.h"
 #include "llama.skel.h"
 #include "sock.skel.h"
+#include "sock_core.skel.h"
 #include "tls.skel.h"
 
 /* Longest wait for records. Data records do not wake the reader (ts_quiet in
@@ -64,6 +66,7 @@
 SKELETON_GLUE(tls)
 SKELETON_GLUE(cuda)
 SKELETON_GLUE(sock)
+SKELETON_GLUE(sock_core)
 SKELETON_GLUE(llama)
 
 struct live;
@@ -95,9 +98,94 @@ static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
 	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
 	  x##_destroy, configure, before, after }
 
+/* ---- what this kernel has: its BTF, read once while the families load ---- */
+
+static struct btf *vmlinux_btf;
+
+static const struct btf *kernel_btf(void)
+{
+	if (!vmlinux_btf)
+		vmlinux_btf = btf__load_vmlinux_btf();
+	return vmlinux_btf;
+}
+
+static bool kernel_has(const char *name, int kind)
+{
+	const struct btf *btf = kernel_btf();
+
+	return btf && btf__find_by_name_kind(btf, name, kind) > 0;
+}
+
+static bool kernel_has_kfunc(const char *name)
+{
+	return kernel_has(name, BTF_KIND_FUNC);
+}
+
+/* A tp_btf tracepoint's type, btf_trace_NAME, is in the kernel's BTF when it has one. */
+static bool kernel_has_tracepoint(const char *name)
+{
+	char type[128];
+
+	snprintf(type, sizeof(type), "btf_trace_%s", name);
+	return kernel_has(type, BTF_KIND_TYPEDEF);
+}
+
+/* Tracepoints that older kernels name otherwise, with the same first arguments. */
+static const char *const tracepoint_aliases[][2] = {
+	{ "io_uring_submit_req", "io_uring_submit_sqe" }, /* renamed in Linux 6.4 */
+};
+
+/* Each tp_btf program of obj on a tracepoint this kernel has, by its older name where it has
+ * that; one it has under no name is not loaded, and said in a line. */
+static void fit_tracepoints(const struct probe_family *f, struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		const char *sec = bpf_program__section_name(prog), *tp;
+		bool found = false;
+
+		if (strncmp(sec, "tp_btf/", 7))
+			continue;
+		tp = sec + 7;
+		if (kernel_has_tracepoint(tp))
+			continue;
+		for (size_t i = 0; i < sizeof(tracepoint_aliases) / sizeof(tracepoint_aliases[0]); i++) {
+			if (!strcmp(tracepoint_aliases[i][0], tp) &&
+			    kernel_has_tracepoint(tracepoint_aliases[i][1]) &&
+			    !bpf_program__set_attach_target(prog, 0, tracepoint_aliases[i][1])) {
+				found = true;
+				break;
+			}
+		}
+		if (found)
+			continue;
+		bpf_program__set_autoload(prog, false);
+		fprintf(stderr, "tokenscope: %s: this kernel has no %s tracepoint: %s is not "
+				"loaded\n", f->what, tp, bpf_program__name(prog));
+	}
+}
+
+/* The plaintext family comes in two builds of bpf/sock.bpf.c: with bpf_rdonly_cast (Linux
+ * 6.2 and later: a direct load a field) and, before it, with CO-RE reads (a helper call a
+ * field; Debian 12's 6.1). Exactly one is wanted. */
+static bool has_rdonly_cast(void)
+{
+	static int has = -1;
+
+	if (has < 0)
+		has = kernel_has_kfunc("bpf_rdonly_cast");
+	return has;
+}
+
 static bool plaintext_wanted(const struct live_opts *o)
 {
-	return !o->no_plaintext;
+	return !o->no_plaintext && has_rdonly_cast();
+}
+
+static bool plaintext_core_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext && !has_rdonly_cast();
 }
 
 /*
@@ -111,6 +199,10 @@ static const struct probe_family families[] = {
 	FAMILY(tls, "TLS", false, NULL, NULL, NULL, NULL),
 	FAMILY(cuda, "CUDA", true, NULL, NULL, cuda_before, cuda_after),
 	FAMILY(sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
+	/* the same family where the kernel has no bpf_rdonly_cast, under the same name */
+	{ "sock", "plaintext TCP (CO-RE reads)", true, plaintext_core_wanted, sock_core_open,
+	  sock_core_object, sock_core_filter, sock_core_ring_wake, sock_core_load, sock_core_destroy,
+	  sock_ports, NULL, NULL },
 	FAMILY(llama, "llama.cpp", true, NULL, NULL, NULL, NULL),
 };
 
@@ -158,11 +250,12 @@ static struct bpf_object *obj_of(const struct live *lv, size_t i)
 	return lv->skel[i] ? families[i].object(lv->skel[i]) : NULL;
 }
 
+/* Whether a family of this name is loaded (one name may have two builds: sock). */
 static bool family_loaded(const struct live *lv, const char *name)
 {
 	for (size_t i = 0; i < NFAMILIES; i++) {
-		if (!strcmp(families[i].name, name))
-			return lv->skel[i] != NULL;
+		if (!strcmp(families[i].name, name) && lv->skel[i])
+			return true;
 	}
 	return false;
 }
@@ -315,6 +408,7 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 	}
 	if (uprobe_multi)
 		attacher__prepare_uprobe_multi(obj);
+	fit_tracepoints(f, obj);
 	*step = "load (run with -vv for the verifier log)";
 	if (f->load(skel))
 		goto fail;
@@ -326,7 +420,9 @@ fail:
 
 static int open_families(struct live *lv)
 {
-	for (size_t i = 0; i < NFAMILIES; i++) {
+	size_t i;
+
+	for (i = 0; i < NFAMILIES; i++) {
 		const struct probe_family *f = &families[i];
 		const char *step;
 
@@ -339,12 +435,14 @@ static int open_families(struct live *lv)
 		if (!f->optional) {
 			fprintf(stderr, "tokenscope: cannot %s the %s probes: %s\n", step, f->what,
 				strerror(errno ? errno : EINVAL));
-			return -1;
+			break;
 		}
 		fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
 			f->what, step, strerror(errno ? errno : EINVAL));
 	}
-	return 0;
+	btf__free(vmlinux_btf); /* what the families needed to know of the kernel, known now */
+	vmlinux_btf = NULL;
+	return i < NFAMILIES ? -1 : 0;
 }
 
 /* Tracepoints and tp_btf programs attach by their section name; uprobes are attach.c's. */
@@ -359,7 +457,8 @@ static int attach_auto(struct live *lv)
 			enum bpf_prog_type t = bpf_program__type(prog);
 			struct bpf_link *l;
 
-			if (t != BPF_PROG_TYPE_TRACING && t != BPF_PROG_TYPE_TRACEPOINT)
+			if ((t != BPF_PROG_TYPE_TRACING && t != BPF_PROG_TYPE_TRACEPOINT) ||
+			    !bpf_program__autoload(prog))
 				continue;
 			if (!array__reserve((void **)&lv->links, &lv->linkcap, lv->nlinks + 1,
 					    sizeof(*lv->links))) {
@@ -395,15 +494,6 @@ static int sock_ports(const struct live_opts *o, struct bpf_object *obj)
 			return -1;
 	}
 	return 0;
-}
-
-static bool loaded(const struct live *lv, const char *family)
-{
-	for (size_t i = 0; i < NFAMILIES; i++) {
-		if (!strcmp(families[i].name, family))
-			return lv->skel[i] != NULL;
-	}
-	return false;
 }
 
 /* ---- intake ---- */
@@ -867,7 +957,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 			"files%s%s%s. Hit Ctrl-C to end.\n",
 		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "Go TLS"),
 		attacher__files(lv->att, "CUDA"),
-		loaded(lv, "sock") ? ", plaintext TCP" : "",
+		family_loaded(lv, "sock") ? ", plaintext TCP" : "",
 		o->npids || o->comm || o->nports ? " (filtered)" : "",
 		attacher__probes_off(lv->att) ? " (partial)" : "");
 
