@@ -56,7 +56,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers options unit unit-sanitized asan fuzz soak replay integration demo bench deps \
+.PHONY: all clean test layers options unit unit-sanitized asan fuzz soak replay integration kernels \
+	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
 .DELETE_ON_ERROR:
@@ -151,6 +152,11 @@ replay: tokenscope
 integration: tokenscope fixtures gpu-testbed
 	$(Q)./tests/integration/run.sh
 
+# The kernel matrix: Debian's 5.10, 6.1 and 6.12 booted under QEMU, every probe family's
+# traffic traced in each, against this host's records (tests/kernels; docs/kernels.md).
+kernels: tokenscope fixtures gpu-testbed
+	$(Q)./tests/kernels/run.sh
+
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s layers
@@ -159,6 +165,7 @@ test: deps
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration
+	$(Q)$(MAKE) -s kernels
 	$(Q)$(MAKE) -s asan
 	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/replay/run.sh
 	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/integration/run.sh --only plaintext

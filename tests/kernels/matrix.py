@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""The kernel matrix: tokenscope on Debian's own kernels, each booted under QEMU (TCG) with a
+busybox initramfs that holds tokenscope and a workload for every probe family
+(tests/kernels/workload.sh), against the same workload traced on this host.
+
+    matrix.py [--only SERIES ...]
+
+Kernels: the newest cloud image of each series in Debian's archive, the one this machine's
+apt sources name: 5.10 (Debian 11, the bullseye suite, through a sources list of its own; the
+system's are left alone), 6.1 and 6.12 (Debian 12). Packages are kept in
+/var/cache/tokenscope/kernels (TS_KERNEL_CACHE) between runs; without the archive, the newest
+kept package of a series is used.
+
+In every guest at or above tokenscope's floor, each family must have traced its workload, and
+every record must be the host's for the same traffic: the same requests from both ends
+(dialect, transport, completeness, token events, usage), the same engine steps (kind, tokens,
+launches); the Go server's and the engine's own truth is checked in the guest itself. Below the
+floor (5.10) tokenscope must say so in one line and exit 1.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OUT = os.path.join(ROOT, ".output", "kernels")
+CACHE = os.environ.get("TS_KERNEL_CACHE", "/var/cache/tokenscope/kernels")
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+NODE_BINS = os.path.join(ROOT, "tests", "node", "node_modules", "@node-llama-cpp", "linux-x64",
+                         "bins", "linux-x64")
+GEN = os.path.join(ROOT, "tests", "fixtures", ".gen")
+
+# series, suite, package name, what tokenscope must do there
+KERNELS = [
+    ("5.10", "bullseye", r"linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned", "floor"),
+    ("6.1", "bookworm", r"linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned", "trace"),
+    ("6.12", "bookworm", r"linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned", "trace"),
+]
+BOOT_TIMEOUT = 240  # seconds a guest may take, boot to power-off
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL: {what}", flush=True)
+    return cond
+
+
+# ---- kernel packages ----
+
+def archive_uri():
+    """The Debian archive this machine's apt sources name (deb822 or one-line)."""
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for entry in open(path).read().split("\n\n"):
+            fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", entry, re.M))
+            if "bookworm" in fields.get("Suites", "").split() and "URIs" in fields:
+                return fields["URIs"].split()[0]
+    for path in ["/etc/apt/sources.list"] + glob.glob("/etc/apt/sources.list.d/*.list"):
+        if os.path.exists(path):
+            m = re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+bookworm\s", open(path).read(), re.M)
+            if m:
+                return m.group(1)
+    return None
+
+
+def apt_options(suite):
+    """apt's options for suite: the system's for bookworm; for bullseye a sources list and
+    lists folder of our own (kept in the cache), updated once a run."""
+    if suite == "bookworm":
+        return []
+    lists = os.path.join(CACHE, f"{suite}-lists")
+    os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
+    sources = os.path.join(CACHE, f"{suite}.list")
+    uri = archive_uri()
+    if uri:
+        with open(sources, "w") as f:
+            f.write(f"deb [signed-by={KEYRING}] {uri} {suite} main\n")
+    opts = ["-o", f"Dir::Etc::sourcelist={sources}", "-o", "Dir::Etc::sourceparts=-",
+            "-o", f"Dir::State::Lists={lists}", "-o", "APT::Get::List-Cleanup=0"]
+    if uri:
+        subprocess.run(["apt-get", *opts, "-qq", "update"], capture_output=True, timeout=300)
+    return opts
+
+
+def version_key(name):
+    return [int(x) for x in re.findall(r"\d+", name)]
+
+
+def kernel_package(series, suite, pattern):
+    """The .deb of the newest kernel of the series: from the archive, else the cache."""
+    os.makedirs(CACHE, exist_ok=True)
+    opts = apt_options(suite)
+    r = subprocess.run(["apt-cache", *opts, "search", "--names-only", f"^{pattern}$"],
+                       capture_output=True, text=True, timeout=120)
+    names = sorted({line.split()[0] for line in r.stdout.splitlines() if line.strip()},
+                   key=version_key)
+    if names:
+        newest = names[-1]
+        have = glob.glob(os.path.join(CACHE, f"{newest}_*.deb"))
+        if have:
+            return have[0]
+        r = subprocess.run(["apt-get", *opts, "-qq", "download", newest], cwd=CACHE,
+                           capture_output=True, text=True, timeout=600)
+        have = glob.glob(os.path.join(CACHE, f"{newest}_*.deb"))
+        if have:
+            return have[0]
+        print(f"kernels: {series}: cannot download {newest}: {r.stderr.strip()[-300:]}")
+    kept = sorted((p for p in glob.glob(os.path.join(CACHE, "*.deb"))
+                   if re.match(pattern + "_", os.path.basename(p))), key=version_key)
+    return kept[-1] if kept else None
+
+
+def vmlinuz_of(deb):
+    """The kernel image inside the package (extracted once, beside it), and its version."""
+    version = subprocess.run(["dpkg-deb", "-f", deb, "Version"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    image = deb[:-4] + ".vmlinuz"
+    if not os.path.exists(image):
+        tmp = tempfile.mkdtemp(dir=CACHE)
+        subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
+        found = glob.glob(os.path.join(tmp, "boot", "vmlinuz-*"))
+        shutil.move(found[0], image)
+        shutil.rmtree(tmp)
+    return image, version
+
+
+# ---- the initramfs ----
+
+def copy_with_libraries(root, binary, dest):
+    """binary to root/dest, and every library ldd names to its own path under root."""
+    os.makedirs(os.path.dirname(root + dest), exist_ok=True)
+    shutil.copy2(binary, root + dest)
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    for lib in re.findall(r"(/\S+) \(0x", r.stdout):
+        target = root + lib
+        if not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), target)
+
+
+INIT = """#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+ip link set lo up
+ulimit -l unlimited
+echo "@@KERNEL $(uname -r)" >/dev/ttyS1
+sh /w/workload.sh /w /tmp/out
+for f in /tmp/out/*; do
+	echo "@@BEGIN ${f##*/}" >/dev/ttyS1
+	cat "$f" >/dev/ttyS1
+	echo "@@END" >/dev/ttyS1
+done
+poweroff -f
+"""
+
+
+def build_initramfs(llama_step):
+    """One initramfs for every guest: busybox, tokenscope and the workloads under /w."""
+    root = os.path.join(OUT, "root")
+    shutil.rmtree(root, ignore_errors=True)
+    for d in ("bin", "proc", "sys", "dev", "tmp", "sys/fs/bpf", "w/gpu", "w/llama"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    shutil.copy2(shutil.which("busybox") or "/bin/busybox", os.path.join(root, "bin", "busybox"))
+    applets = subprocess.run([os.path.join(root, "bin", "busybox"), "--list"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            os.symlink("busybox", os.path.join(root, "bin", a))
+    gpu = os.path.join(ROOT, ".output", "gpu")
+    for src, dest in ((os.path.join(ROOT, "tokenscope"), "/w/tokenscope"),
+                      (os.path.join(GEN, "seq_race"), "/w/seq_race"),
+                      (os.path.join(GEN, "go", "sseserver-stripped"), "/w/sseserver-stripped"),
+                      (os.path.join(GEN, "go", "sseclient-stripped"), "/w/sseclient-stripped"),
+                      (shutil.which("curl"), "/w/curl"),
+                      (os.path.join(gpu, "cudaprog"), "/w/gpu/cudaprog"),
+                      (os.path.join(gpu, "engine"), "/w/gpu/engine"),
+                      (os.path.join(gpu, "libcuda.so.1"), "/w/gpu/libcuda.so.1"),
+                      (llama_step, "/w/llama/llama_step")):
+        copy_with_libraries(root, src, dest)
+    for lib in glob.glob(os.path.join(NODE_BINS, "*.so")):
+        copy_with_libraries(root, lib, "/w/llama/" + os.path.basename(lib))
+    # the toolkit's own layout, links and all (tokenscope finds libcudart where installers
+    # put it, /usr/local/cuda*/lib64, at start: cudaprog is over before a rescan would come)
+    for link in glob.glob("/usr/local/cuda*") + glob.glob("/usr/local/cuda*/lib64"):
+        if os.path.islink(link) and not os.path.lexists(root + link):
+            os.makedirs(os.path.dirname(root + link), exist_ok=True)
+            os.symlink(os.readlink(link), root + link)
+    # the loader's cache: the paths it names are the host's, as copied above (libcudart is
+    # found through it, as on the host)
+    os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+    shutil.copy2("/etc/ld.so.cache", os.path.join(root, "etc", "ld.so.cache"))
+    for name in ("cert.pem", "key.pem", "tiny.gguf"):
+        shutil.copy2(os.path.join(GEN, name), os.path.join(root, "w", name))
+    shutil.copy2(os.path.join(ROOT, "tests", "kernels", "workload.sh"),
+                 os.path.join(root, "w", "workload.sh"))
+    with open(os.path.join(root, "init"), "w") as f:
+        f.write(INIT)
+    os.chmod(os.path.join(root, "init"), 0o755)
+    image = os.path.join(OUT, "initramfs.cpio.gz")
+    with open(image, "wb") as f:
+        find = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
+        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root,
+                                stdin=find.stdout, stdout=subprocess.PIPE)
+        subprocess.run(["gzip", "-1"], stdin=cpio.stdout, stdout=f, check=True)
+        cpio.wait()
+        find.wait()
+    return root, image
+
+
+def build_llama_step():
+    """tests/kernels/llama_step.c against node-llama-cpp's prebuilt llama.cpp, with llama.h
+    from the llama.cpp source the package ships (its git bundle, cloned once)."""
+    src = os.path.join(OUT, "llama.cpp")
+    bundle = os.path.join(ROOT, "tests", "node", "node_modules", "node-llama-cpp", "llama",
+                          "gitRelease.bundle")
+    if not os.path.exists(os.path.join(src, "include", "llama.h")):
+        shutil.rmtree(src, ignore_errors=True)
+        subprocess.run(["git", "clone", "-q", bundle, src], check=True, capture_output=True)
+    out = os.path.join(OUT, "llama_step")
+    lib = os.path.basename(glob.glob(os.path.join(NODE_BINS, "libllama.v*.so"))[0])
+    ggml = os.path.basename(glob.glob(os.path.join(NODE_BINS, "libggml.v*.so"))[0])
+    subprocess.run(["cc", "-O2", "-Wall", "-I", os.path.join(src, "include"), "-I",
+                    os.path.join(src, "ggml", "include"),
+                    os.path.join(ROOT, "tests", "kernels", "llama_step.c"), "-L", NODE_BINS,
+                    f"-l:{lib}", f"-l:{ggml}", "-Wl,-rpath,$ORIGIN", "-o", out], check=True)
+    return out
+
+
+# ---- running the workload ----
+
+def boot(vmlinuz, initramfs, series):
+    """The guest's files, as its /init sent them on its second serial port."""
+    console = os.path.join(OUT, f"guest-{series}.console")
+    files = os.path.join(OUT, f"guest-{series}.files")
+    if os.path.exists(files):
+        os.unlink(files)
+    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "3072", "-smp", "2",
+           "-kernel", vmlinuz, "-initrd", initramfs, "-append",
+           "console=ttyS0 quiet loglevel=3 panic=-1", "-display", "none", "-no-reboot",
+           "-net", "none", "-serial", f"file:{console}", "-serial", f"file:{files}"]
+    t = time.monotonic()
+    try:
+        subprocess.run(cmd, timeout=BOOT_TIMEOUT, capture_output=True)
+    except subprocess.TimeoutExpired:
+        check(False, f"kernel {series}: the guest powered off within {BOOT_TIMEOUT} s")
+    took = time.monotonic() - t
+    out, name = {}, None
+    text = open(files, errors="replace").read() if os.path.exists(files) else ""
+    for line in text.splitlines():
+        if line.startswith("@@KERNEL "):
+            out["kernel"] = line[9:]
+        elif line.startswith("@@BEGIN "):
+            name, out[line[8:]] = line[8:], ""
+        elif line == "@@END":
+            name = None
+        elif name:
+            out[name] += line + "\n"
+    return out, took
+
+
+def run_host(root):
+    """The same workload on this host, with the same binaries (from the initramfs' /w)."""
+    out = os.path.join(OUT, "host")
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run(["sh", os.path.join(root, "w", "workload.sh"), os.path.join(root, "w"), out],
+                   timeout=300)
+    return {name: open(os.path.join(out, name), errors="replace").read()
+            for name in os.listdir(out)}
+
+
+# ---- what the records say ----
+
+WORKLOAD_MODELS = re.compile(r"^(kplain-\d+|fx-ttft\d+-itl\d+-n\d+-k(curl|go))$")
+# the stand-in engine batches by when requests come, so its steps differ from machine to
+# machine: they are checked against its own truth on each (check_truth), not across
+STEP_COMMS = ("cudaprog", "llama_step")
+
+
+def records(files):
+    return [json.loads(line) for line in files.get("records.jsonl", "").splitlines()
+            if line.strip()]
+
+
+def requests_of(recs):
+    """The workload's requests, as what must be the same on every kernel."""
+    return sorted((r["role"], r["model"], r["api"], r["transport"], r["http_version"],
+                   r["complete"], r["error"], r["token_events"], r["output_tokens"])
+                  for r in recs if r.get("type") == "request" and r.get("model") and
+                  WORKLOAD_MODELS.match(r["model"]))
+
+
+def steps_of(recs):
+    """The workload's steps (CUDA's gpu_step, llama.cpp's engine_step), as what must be the
+    same on every kernel."""
+    return sorted((s["comm"], s["type"], s.get("kind", ""), s.get("tokens", 0),
+                   s.get("launches", 0), s.get("graph_launches", 0), s.get("copies", 0))
+                  for s in recs if s.get("type") in ("gpu_step", "engine_step") and
+                  s["comm"] in STEP_COMMS)
+
+
+def check_truth(label, files, recs):
+    """Within one machine: the Go server's and the engine's own truth, and each family seen."""
+    truth = {}
+    for line in files.get("go.truth", "").splitlines():
+        if line.strip():
+            t = json.loads(line)
+            truth[t["model"]] = t
+    for model in ("fx-ttft30-itl5-n5-kcurl", "fx-ttft20-itl5-n4-kgo"):
+        t = truth.get(model)
+        srv = [r for r in recs if r.get("type") == "request" and r["model"] == model and
+               r["role"] == "server"]
+        if not check(t and len(srv) == 1, f"{label}: the Go server served {model} and its "
+                                          f"record is there ({len(srv)})"):
+            continue
+        s = srv[0]
+        check(s["transport"] == "go_tls" and s["complete"] and s["token_events"] == t["events"],
+              f"{label}: {model} [server]: go_tls, complete, {t['events']} token events "
+              f"({s['transport']}, {s['complete']}, {s['token_events']})")
+        check(t["token_ns"][0] <= s["first_token_ns"] <= t["token_after_ns"][0],
+              f"{label}: {model} [server]: the first token written inside the handler's write "
+              f"({t['token_ns'][0]} <= {s['first_token_ns']} <= {t['token_after_ns'][0]})")
+        tpot = (t["token_ns"][-1] - t["token_ns"][0]) / (t["events"] - 1) / 1e6
+        check(s["tpot_ms"] is not None and abs(s["tpot_ms"] - tpot) <= 1.0,
+              f"{label}: {model} [server]: tpot {s['tpot_ms']} near the server's {tpot:.3f}")
+    clients = {r["model"]: r for r in recs if r.get("type") == "request" and
+               r["role"] == "client"}
+    check(clients.get("fx-ttft30-itl5-n5-kcurl", {}).get("transport") == "tls",
+          f"{label}: curl's request seen through OpenSSL (transport tls)")
+    check(clients.get("fx-ttft20-itl5-n4-kgo", {}).get("transport") == "go_tls",
+          f"{label}: the Go client's request seen through crypto/tls (transport go_tls)")
+    plain = [r for r in recs if r.get("type") == "request" and
+             (r.get("model") or "").startswith("kplain-")]
+    check(len(plain) == 8 and all(r["transport"] == "tcp" and r["complete"] and
+                                  r["token_events"] == 12 for r in plain),
+          f"{label}: plaintext TCP: 4 requests from both ends, whole ({len(plain)} records)")
+    engine_truth = [json.loads(line) for line in files.get("engine.truth", "").splitlines()
+                    if line.strip()]
+    want = sum(1 for t in engine_truth if t.get("type") == "step")
+    got = sum(1 for s in recs if s.get("type") == "gpu_step" and s["comm"] == "engine")
+    check(want and got == want, f"{label}: CUDA: the stand-in engine's {want} steps ({got})")
+    prog = [s for s in recs if s.get("type") == "gpu_step" and s["comm"] == "cudaprog"]
+    check(len(prog) == 3, f"{label}: CUDA: cudaprog's 3 steps on the real libcudart "
+                          f"({len(prog)})")
+    llama = sorted((s for s in recs if s.get("type") == "engine_step" and
+                    s["comm"] == "llama_step"), key=lambda s: s["start_ns"])
+    check(len(llama) == 4 and llama[0]["tokens"] == 24 and
+          all(s["tokens"] == 1 for s in llama[1:]),
+          f"{label}: llama.cpp: a 24-token prompt and 3 decodes "
+          f"({[s['tokens'] for s in llama]}; {files.get('llama.out', '').strip()})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="kernel series to run (5.10, 6.1, 6.12)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("kernels: boots guests that load eBPF and traces this host: run as root")
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.monotonic()
+    root, initramfs = build_initramfs(build_llama_step())
+    host = run_host(root)
+    host_recs = records(host)
+    check(host.get("rc", "").strip() == "0", f"host: tokenscope exited 0 "
+                                               f"({host.get('stderr.txt', '')[-300:]})")
+    check_truth("host", host, host_recs)
+    table = [("host", os.uname().release, "", "traced", "")]
+    for series, suite, pattern, expect in KERNELS:
+        if a.only and series not in a.only:
+            continue
+        deb = kernel_package(series, suite, pattern)
+        if not check(deb is not None, f"kernel {series}: a {pattern} package (archive or "
+                                      f"{CACHE})"):
+            continue
+        vmlinuz, version = vmlinuz_of(deb)
+        files, took = boot(vmlinuz, initramfs, series)
+        label = f"kernel {files.get('kernel', series)}"
+        if not check("rc" in files, f"{label}: the workload ran and the guest sent its files "
+                                    f"(see {OUT}/guest-{series}.console)"):
+            table.append((series, os.path.basename(deb), version, "did not finish", f"{took:.0f} s"))
+            continue
+        err = files.get("stderr.txt", "")
+        if expect == "floor":
+            ok = check(files["rc"].strip() == "1" and "is below what tokenscope needs" in err
+                       and len([line for line in err.splitlines() if line.strip()]) == 1,
+                       f"{label}: below the floor: one line, exit 1 (rc {files['rc'].strip()}: "
+                       f"{err.strip()[-400:]!r})")
+            table.append((series, os.path.basename(deb), version,
+                          "refused in one line (below the floor)" if ok else "FAILED",
+                          f"{took:.0f} s"))
+            print(f"kernels: {label}: {err.strip()}", flush=True)
+            continue
+        recs = records(files)
+        check(files["rc"].strip() == "0", f"{label}: tokenscope exited 0 ({err[-300:]})")
+        start = [line for line in err.splitlines() if "Hit Ctrl-C" in line]
+        print(f"kernels: {label}: {start[0] if start else err.strip()[-300:]}", flush=True)
+        check_truth(label, files, recs)
+        same_requests = check(requests_of(recs) == requests_of(host_recs),
+                              f"{label}: every request the host's ({requests_of(recs)} vs "
+                              f"{requests_of(host_recs)})")
+        same_steps = check(steps_of(recs) == steps_of(host_recs),
+                           f"{label}: every engine step the host's ({steps_of(recs)} vs "
+                           f"{steps_of(host_recs)})")
+        table.append((series, os.path.basename(deb), version,
+                      "traced, the host's records" if same_requests and same_steps else "FAILED",
+                      f"{took:.0f} s"))
+    print("kernels: | series | package | version | result | guest run |", flush=True)
+    for row in table:
+        print("kernels: | " + " | ".join(row) + " |", flush=True)
+    print(f"kernels: the matrix took {time.monotonic() - t0:.0f} s", flush=True)
+    print(f"kernels: {passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
