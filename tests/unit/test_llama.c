@@ -312,6 +312,39 @@ static void test_attribution_by_sequence(void **state)
 	attrib__free(a);
 }
 
+/*
+ * A request with no usage (a server that says nothing unless asked), on a sequence that
+ * evaluated one more token of its previous request after this one arrived, without logits,
+ * at a position its prompt does not join (the prompt reuses 8 cells and goes on from there):
+ * that step is not the prompt's first chunk; the prompt is the two steps that join.
+ */
+static void test_prompt_chunks_join(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = request_at(1, 1000, 0);
+	const struct attribution *at;
+
+	assert_non_null(a);
+	r->input_tokens.set = false;
+	llama_step(a, 1200, 1400, 1, (struct step_seq[]){ { 0, 1, 30, 30, 0 } });
+	llama_step(a, 2000, 3000, 1, (struct step_seq[]){ { 0, 8, 8, 15, 0 } });
+	llama_step(a, 3000, 4000, 1, (struct step_seq[]){ { 0, 4, 16, 19, 1 } });
+	token_at(a, r, 4200);
+	llama_step(a, 4300, 4500, 1, (struct step_seq[]){ { 0, 1, 20, 20, 1 } });
+	token_at(a, r, 4600);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_int_equal(at->prefill_start_ns, 2000 * US);
+	assert_int_equal(at->prefill_steps, 2);
+	assert_int_equal(at->cached_tokens, 8);
+	assert_int_equal(at->prompt_tokens, 12);
+	assert_int_equal(at->queue_ns, 1000 * US);
+	request__free(r);
+	attrib__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +352,7 @@ int main(void)
 		cmocka_unit_test(test_step_kinds),
 		cmocka_unit_test(test_steps_through_the_pipeline),
 		cmocka_unit_test(test_attribution_by_sequence),
+		cmocka_unit_test(test_prompt_chunks_join),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,7 +61,10 @@ struct run {
 };
 
 /* Walk back from the step that sampled the first token over the sequence's steps that sampled
- * nothing: the prompt's chunks. False when that is not the start of a prompt (a decode). */
+ * nothing and end where the prompt's next step begins: the prompt's chunks. A step of the
+ * sequence whose positions do not join on (the previous request's last token evaluated
+ * without logits, a prompt the sequence began before) is not one of them. False when that
+ * is not the start of a prompt (a decode). */
 static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const struct request *r)
 {
 	const struct aseq *q = seq_in(&p->v[c->end], c->ctx, c->seq);
@@ -83,6 +86,8 @@ static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const 
 				return false;
 			break;
 		}
+		if (e->first_pos >= 0 && first_pos >= 0 && e->first_pos + (int32_t)e->tokens != first_pos)
+			break;
 		c->first = k;
 		c->prompt += e->tokens;
 		first_pos = e->first_pos;
