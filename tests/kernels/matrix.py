@@ -285,7 +285,7 @@ def run_host(root):
 
 # ---- what the records say ----
 
-WORKLOAD_MODELS = re.compile(r"^(kplain-\d+|fx-ttft\d+-itl\d+-n\d+-k(curl|go))$")
+WORKLOAD_MODELS = re.compile(r"^(kplain-\d+|kllama|fx-ttft\d+-itl\d+-n\d+-k(curl|go))$")
 # the stand-in engine batches by when requests come, so its steps differ from machine to
 # machine: they are checked against its own truth on each (check_truth), not across
 STEP_COMMS = ("cudaprog", "llama_step")
@@ -362,6 +362,43 @@ def check_truth(label, files, recs):
           all(s["tokens"] == 1 for s in llama[1:]),
           f"{label}: llama.cpp: a 24-token prompt and 3 decodes "
           f"({[s['tokens'] for s in llama]}; {files.get('llama.out', '').strip()})")
+    check_llama_split(label, files, recs)
+
+
+def check_llama_split(label, files, recs):
+    """The llama.cpp server's request, its TTFT split by the steps of its sequence, against
+    the server's own clock: its prompt step's call (before, after) and its tokens' writes.
+    In causal order, on any machine: the prompt step (its probes) inside the server's call,
+    the first token the first write's, queue + prefill + emit the TTFT, and the step most of
+    the call. Not to the microsecond: under emulation (TCG) a probe fires a few hundred
+    microseconds after the clock read beside it, which is the emulator's, not the tracer's."""
+    lines = [line for line in files.get("llama.truth", "").splitlines() if line.strip()]
+    srv = [r for r in recs if r.get("type") == "request" and r["model"] == "kllama" and
+           r["role"] == "server"]
+    if not check(lines and len(srv) == 1 and srv[0].get("attribution"),
+                 f"{label}: llama.cpp server: its request attributed ({len(srv)} records; "
+                 f"{srv[0].get('attribution_error') if srv else ''})"):
+        return
+    t, r, a = json.loads(lines[0]), srv[0], srv[0]["attribution"]
+    (p0, p1), first = t["steps"][0], t["token_ns"][0]
+    check(a.get("sequence") == 0 and a["prefill_steps"] == 1 and a.get("cached_tokens") == 0
+          and r["input_tokens"] == 24 and r["token_events"] == 4,
+          f"{label}: llama.cpp server: sequence 0, one prompt step, nothing cached, 24 prompt "
+          f"tokens, 4 token events ({a.get('sequence')}, {a['prefill_steps']}, "
+          f"{a.get('cached_tokens')}, {r['input_tokens']}, {r['token_events']})")
+    end = a["prefill_start_ns"] + a["prefill_ms"] * 1e6
+    said = (f"queue {a['queue_ms']}/{(p0 - r['start_ns']) / 1e6:.3f}, prefill "
+            f"{a['prefill_ms']}/{(p1 - p0) / 1e6:.3f}, emit {a['emit_ms']}/"
+            f"{(first - p1) / 1e6:.3f} ms, tokenscope/the server's clock")
+    check(p0 <= a["prefill_start_ns"] and end <= p1 + 1000,
+          f"{label}: llama.cpp server: the prompt step inside the server's call ({said})")
+    check(t["token_ns"][0] <= r["first_token_ns"] <= t["token_ns"][1],
+          f"{label}: llama.cpp server: the first token its first write's ({said})")
+    check(abs(a["queue_ms"] + a["prefill_ms"] + a["emit_ms"] - r["ttft_ms"]) <= 0.01,
+          f"{label}: llama.cpp server: queue, prefill and emit add up to TTFT {r['ttft_ms']} "
+          f"({said})")
+    check(a["prefill_ms"] >= 0.9 * (p1 - p0) / 1e6,
+          f"{label}: llama.cpp server: the prompt step most of the server's call ({said})")
 
 
 def main():

@@ -68,13 +68,20 @@ kill "$srv" 2>/dev/null
 "$W/gpu/cudaprog" >"$OUT/cudaprog.out" 2>&1
 "$W/gpu/engine" --truth "$OUT/engine.truth" --requests 3 --seed 3 >"$OUT/engine.out" 2>&1
 
-# phase: llama.cpp: a prompt of 24 tokens, then 3 decodes, on the prebuilt llama.cpp, once
-# its library is probed
+# phase: llama.cpp serving one chat completion over plaintext HTTP (a prompt of 24 tokens,
+# then 3 decodes, on the prebuilt llama.cpp), once its library is probed: its steps, and
+# its request's TTFT split by them
 LLAMA_STEP_WAIT="$OUT/llama.ahead" "$W/llama/llama_step" "$W/tiny.gguf" 24 3 "$W/llama" \
-	>"$OUT/llama.out" 2>"$OUT/llama.err" &
+	"$OUT/llama.port" "$OUT/llama.truth" >"$OUT/llama.out" 2>"$OUT/llama.err" &
 llama=$!
 wait_for "$OUT/stderr.txt" "llama.cpp probes on .*libllama" 60
 touch "$OUT/llama.ahead"
+if wait_for "$OUT/llama.port" "[0-9]" 60; then
+	"$W/curl" -sS --fail -N -o /dev/null -H "Content-Type: application/json" \
+		"http://127.0.0.1:$(cat "$OUT/llama.port")/v1/chat/completions" \
+		-d '{"model":"kllama","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
+		>"$OUT/curl-llama.out" 2>&1
+fi
 wait "$llama"
 
 # phase: the end
