@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +11,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include "stream/recording.h"
 #include "capture/attach.h"
 #include "capture/cuda_names.h"
+#include "capture/kernel.h"
 #include "capture/live.h"
 #include "capture/ring.h"
 #include "capture/tracefs.h"
@@ -99,74 +98,6 @@ static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
 	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
 	  x##_destroy, configure, before, after }
 
-/* ---- what this kernel has: its BTF, read once while the families load ---- */
-
-static struct btf *vmlinux_btf;
-
-static const struct btf *kernel_btf(void)
-{
-	if (!vmlinux_btf)
-		vmlinux_btf = btf__load_vmlinux_btf();
-	return vmlinux_btf;
-}
-
-static bool kernel_has(const char *name, int kind)
-{
-	const struct btf *btf = kernel_btf();
-
-	return btf && btf__find_by_name_kind(btf, name, kind) > 0;
-}
-
-static bool kernel_has_kfunc(const char *name)
-{
-	return kernel_has(name, BTF_KIND_FUNC);
-}
-
-/* A tp_btf tracepoint's type, btf_trace_NAME, is in the kernel's BTF when it has one. */
-static bool kernel_has_tracepoint(const char *name)
-{
-	char type[128];
-
-	snprintf(type, sizeof(type), "btf_trace_%s", name);
-	return kernel_has(type, BTF_KIND_TYPEDEF);
-}
-
-/* Tracepoints that older kernels name otherwise, with the same first arguments. */
-static const char *const tracepoint_aliases[][2] = {
-	{ "io_uring_submit_req", "io_uring_submit_sqe" }, /* renamed in Linux 6.4 */
-};
-
-/* Each tp_btf program of obj on a tracepoint this kernel has, by its older name where it has
- * that; one it has under no name is not loaded, and said in a line. */
-static void fit_tracepoints(const struct probe_family *f, struct bpf_object *obj)
-{
-	struct bpf_program *prog;
-
-	bpf_object__for_each_program(prog, obj) {
-		const char *sec = bpf_program__section_name(prog), *tp;
-		bool found = false;
-
-		if (strncmp(sec, "tp_btf/", 7))
-			continue;
-		tp = sec + 7;
-		if (kernel_has_tracepoint(tp))
-			continue;
-		for (size_t i = 0; i < sizeof(tracepoint_aliases) / sizeof(tracepoint_aliases[0]); i++) {
-			if (!strcmp(tracepoint_aliases[i][0], tp) &&
-			    kernel_has_tracepoint(tracepoint_aliases[i][1]) &&
-			    !bpf_program__set_attach_target(prog, 0, tracepoint_aliases[i][1])) {
-				found = true;
-				break;
-			}
-		}
-		if (found)
-			continue;
-		bpf_program__set_autoload(prog, false);
-		fprintf(stderr, "tokenscope: %s: this kernel has no %s tracepoint: %s is not "
-				"loaded\n", f->what, tp, bpf_program__name(prog));
-	}
-}
-
 /* The plaintext family comes in two builds of bpf/sock.bpf.c: with bpf_rdonly_cast (Linux
  * 6.2 and later: a direct load a field) and, before it, with CO-RE reads (a helper call a
  * field; Debian 12's 6.1). Exactly one is wanted. */
@@ -177,7 +108,7 @@ static bool has_rdonly_cast(void)
 
 	/* TOKENSCOPE_CORE_READS=1: the CO-RE build here too, as on 6.1 (a test runs one so) */
 	if (has < 0)
-		has = !(force && !strcmp(force, "1")) && kernel_has_kfunc("bpf_rdonly_cast");
+		has = !(force && !strcmp(force, "1")) && kernel__has_kfunc("bpf_rdonly_cast");
 	return has;
 }
 
@@ -308,31 +239,6 @@ static bool privileged(void)
 	       ((eff & (1ull << CAP_BPF_BIT)) && (eff & (1ull << CAP_PERFMON_BIT)));
 }
 
-/* What every probe family needs of the kernel (docs/kernels.md): on a kernel without one of
- * them, one line naming what is missing, not a verifier's errno. */
-static bool below_floor(void)
-{
-	struct utsname u;
-	char missing[160] = "";
-	size_t n = 0;
-
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1)
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n, ", the BPF ring buffer (5.8)");
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1 && n < sizeof(missing))
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n,
-				      ", task storage in tracing programs (5.11)");
-	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_loop, NULL) != 1 &&
-	    n < sizeof(missing))
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n, ", bpf_loop (5.17)");
-	if (!n)
-		return false;
-	uname(&u);
-	fprintf(stderr, "tokenscope: Linux %s is below what tokenscope needs (5.17): it has no %s; "
-			"docs/kernels.md lists the kernels it runs on\n",
-		u.release, missing + 2);
-	return true;
-}
-
 int live__check(const struct live_opts *o)
 {
 	if (!privileged()) {
@@ -345,7 +251,7 @@ int live__check(const struct live_opts *o)
 				"tokenscope needs CONFIG_DEBUG_INFO_BTF=y\n");
 		return -1;
 	}
-	if (below_floor())
+	if (kernel__below_floor())
 		return -1;
 	for (int i = 0; i < o->npids; i++) {
 		if (kill(o->pids[i], 0) && errno == ESRCH) {
@@ -438,7 +344,7 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 	}
 	if (uprobe_multi)
 		attacher__prepare_uprobe_multi(obj);
-	fit_tracepoints(f, obj);
+	kernel__fit_tracepoints(f->what, obj);
 	*step = "load (run with -vv for the verifier log)";
 	if (f->load(skel))
 		goto fail;
@@ -470,8 +376,7 @@ static int open_families(struct live *lv)
 		fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
 			f->what, step, strerror(errno ? errno : EINVAL));
 	}
-	btf__free(vmlinux_btf); /* what the families needed to know of the kernel, known now */
-	vmlinux_btf = NULL;
+	kernel__forget(); /* what the families needed to know of the kernel, known now */
 	return i < NFAMILIES ? -1 : 0;
 }
 
