@@ -56,7 +56,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers options unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test layers docs-check options unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -135,6 +135,12 @@ layers:
 	$(Q)python3 tests/check_layers.py
 	$(Q)python3 tests/check_layers.py --self-test
 
+# docs/architecture.md against the tree: every file under user/ and bpf/ named, no file named
+# that is not there (tests/check_docs.py), and that the check catches both.
+docs-check:
+	$(Q)python3 tests/check_docs.py
+	$(Q)python3 tests/check_docs.py --self-test
+
 # README's option table against the options the binary accepts (its usage, built from the
 # same table as its parser), and that the check catches a difference.
 options: tokenscope
@@ -159,7 +165,7 @@ kernels: tokenscope fixtures gpu-testbed
 
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
-	$(Q)$(MAKE) -s layers
+	$(Q)$(MAKE) -s layers docs-check
 	$(Q)$(MAKE) -s all unit options
 	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s unit-sanitized
