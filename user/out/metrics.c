@@ -249,11 +249,12 @@ static struct series *series_of(struct metrics *m, enum fam_id id, const char **
 	const struct family_def *d = &defs[id];
 	struct family *f = &m->f[id];
 	struct series *s = find(f, d, v);
-	size_t cost = series_cost(d, v);
+	size_t cost;
 	bool model = false;
 
 	if (s)
 		return s;
+	cost = series_cost(d, v); /* a new series: what it will cost */
 	if (f->n < m->max_series && m->bytes + cost <= EXPO_BUDGET) {
 		s = add(f, d, v);
 		m->bytes += s ? cost : 0;
