@@ -334,9 +334,15 @@ def check_truth(label, files, recs):
         check(t["token_ns"][0] <= s["first_token_ns"] <= t["token_after_ns"][0],
               f"{label}: {model} [server]: the first token written inside the handler's write "
               f"({t['token_ns'][0]} <= {s['first_token_ns']} <= {t['token_after_ns'][0]})")
-        tpot = (t["token_ns"][-1] - t["token_ns"][0]) / (t["events"] - 1) / 1e6
-        check(s["tpot_ms"] is not None and abs(s["tpot_ms"] - tpot) <= 1.0,
-              f"{label}: {model} [server]: tpot {s['tpot_ms']} near the server's {tpot:.3f}")
+        # each token went out between the server's readings around its write, so the TPOT of
+        # what went out lies between the writes' windows (under emulation one write may
+        # stall for milliseconds inside its window, and the next ones follow it closely)
+        n = t["events"] - 1
+        lo = (t["token_ns"][-1] - t["token_after_ns"][0]) / n / 1e6
+        hi = (t["token_after_ns"][-1] - t["token_ns"][0]) / n / 1e6
+        check(s["tpot_ms"] is not None and lo - 0.001 <= s["tpot_ms"] <= hi + 0.001,
+              f"{label}: {model} [server]: tpot {s['tpot_ms']} within what the server's "
+              f"writes allow ({lo:.3f} to {hi:.3f} ms)")
     clients = {r["model"]: r for r in recs if r.get("type") == "request" and
                r["role"] == "client"}
     check(clients.get("fx-ttft30-itl5-n5-kcurl", {}).get("transport") == "tls",
