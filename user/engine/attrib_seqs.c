@@ -6,11 +6,15 @@
  * sees HTTP. A request's sequence is the one whose run matches it:
  *   - a prompt: steps of that sequence that sampled nothing (earlier chunks), then the step
  *     that sampled its first token, all begun after the request arrived and before its first
- *     token was written, and, when the response's usage gives the prompt length, as long as
- *     it (the cached part, the first position, included);
+ *     token was written;
  *   - then one output step of the sequence before each token event (one token per event when
  *     usage says so), the fit being how soon after its step each event was written.
- * The best fit wins; the record says the match was inferred ("sequence" in estimated).
+ * The response's usage is evidence, not a gate: servers count a prompt differently (a chat
+ * template's tokens or BOS in or out; Ollama's prompt_eval_count leaves the cached tokens
+ * out, vLLM's and llama-server's count them in). A run as long as the usage says, cached
+ * part in or out, wins over one that is not; among equals the best fit wins. A split made
+ * from a run the usage disagrees with says so (usage_mismatch: reported and evaluated). The
+ * record says the match was inferred ("sequence" in estimated).
  * A process whose steps come from both sources (llama.cpp on CUDA) is split by llama.cpp's:
  * its CUDA steps run inside them and are not counted again.
  */
@@ -58,7 +62,15 @@ struct run {
 	uint32_t prompt, cached;
 	size_t *out;		/* out[i]: the step that produced token event i (out[0] == end) */
 	uint64_t fit;		/* sum of event time minus its step's end: smaller is better */
+	bool usage_agrees;	/* the usage's prompt is this run's, cached tokens in or out */
 };
+
+/* Whether the response's prompt length is run c's: none said, or with or without its cache. */
+static bool usage_agrees(const struct request *r, const struct run *c)
+{
+	return !r->input_tokens.set || r->input_tokens.v == (uint64_t)c->cached + c->prompt ||
+	       r->input_tokens.v == c->prompt;
+}
 
 /* Walk back from the step that sampled the first token over the sequence's steps that sampled
  * nothing and end where the prompt's next step begins: the prompt's chunks. A step of the
@@ -146,9 +158,11 @@ static bool find_run(const struct gpu_proc *p, size_t lo, size_t hi, const struc
 
 			if (!p->v[k].seqs[i].outputs || !prompt_of(p, lo, &c, r))
 				continue;
-			if (r->input_tokens.set && c.cached + c.prompt != r->input_tokens.v)
-				continue;
-			if (!tokens_of(p, hi, &c, r, one_each) || (found && c.fit >= best->fit))
+			c.usage_agrees = usage_agrees(r, &c);
+			if (found && best->usage_agrees && !c.usage_agrees)
+				continue; /* one the usage agrees with is known: this one cannot win */
+			if (!tokens_of(p, hi, &c, r, one_each) ||
+			    (found && c.usage_agrees == best->usage_agrees && c.fit >= best->fit))
 				continue;
 			memcpy(best->out, c.out, r->token_events * sizeof(*c.out));
 			c.out = best->out;
@@ -287,6 +301,11 @@ static void split(const struct attrib *a, const struct engine *e, const struct g
 	at->cached_tokens = c->cached;
 	at->prompt_tokens = c->prompt;
 	at->prefill_chunks = c->chunks;
+	if (!c->usage_agrees) {
+		at->usage_mismatch = true;
+		at->usage_reported = r->input_tokens.v;
+		at->usage_evaluated = c->cached + c->prompt;
+	}
 	at->estimated |= EST_SEQUENCE;
 	for (size_t g = 0; g < at->ngaps; g++)
 		gap_of(a, e, p, hi, c, r, g, baseline, at);
@@ -327,8 +346,7 @@ int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request 
 		free(scratch);
 		snprintf(at->error, sizeof(at->error),
 			 "no sequence of its engine's steps matches it (a prompt begun after its "
-			 "arrival%s, a sampled step before each of its %llu token events)",
-			 r->input_tokens.set ? " as long as its usage's" : "",
+			 "arrival, a sampled step before each of its %llu token events)",
 			 (unsigned long long)r->token_events);
 		return -1;
 	}

@@ -59,6 +59,10 @@ struct attribution {
 	uint32_t cached_tokens;	 /* prompt tokens the sequence held already: its KV cache hit */
 	uint32_t prompt_tokens;	 /* prompt tokens the prefill steps computed */
 	uint32_t prefill_chunks; /* prefill steps that sampled nothing: earlier prompt chunks */
+	/* The response's usage said another prompt length than the matched run evaluated (cached
+	 * tokens in and out): the split stands, from the run. */
+	bool usage_mismatch;
+	uint64_t usage_reported, usage_evaluated;
 };
 
 void attribution__free(struct attribution *a);

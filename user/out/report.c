@@ -36,6 +36,7 @@ struct group {
 	struct sample queue, queue_busy, queue_idle, prefill, emit, prefill_steps;
 	struct sample gap_decode, gap_host, gap_interference;
 	uint64_t not_attributed;
+	uint64_t usage_mismatch; /* split from a run its usage did not agree with */
 	struct ttft_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
 	size_t nsplits, capsplits;
 	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
@@ -213,6 +214,10 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
 		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
 		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
+		if (a->usage_mismatch)
+			json_object_set_new(o, "usage_mismatch",
+					    json_pack("{s:I, s:I}", "reported", (json_int_t)a->usage_reported,
+						      "evaluated", (json_int_t)a->usage_evaluated));
 	}
 	if (gaps) {
 		v = json_array();
@@ -408,6 +413,7 @@ static void add_attribution(struct group *g, const struct request *r)
 		g->not_attributed++;
 		return;
 	}
+	g->usage_mismatch += a->usage_mismatch;
 	sample__add(&g->queue, a->queue_ns / 1e6);
 	sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
 	sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
@@ -601,6 +607,10 @@ static void print_attribution(FILE *out, struct group *g)
 	if (g->not_attributed)
 		fprintf(out, "    not attributed: %llu (their records say why)\n",
 			(unsigned long long)g->not_attributed);
+	if (g->usage_mismatch)
+		fprintf(out, "    usage mismatch: %llu (split from the engine's own prompt; the "
+			     "server's usage counted another length: usage_mismatch in the records)\n",
+			(unsigned long long)g->usage_mismatch);
 }
 
 static void print_engine(void *ctx, const struct attrib_engine_stats *e)
