@@ -46,11 +46,14 @@ def prompt(rnd, words):
     return " ".join(rnd.choice(vocab) for _ in range(words))
 
 
-def chat(port, text, max_tokens, user, tls=None):
+def chat(port, text, max_tokens, user, tls=None, usage_style=None):
     c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=tls) if tls else
          http.client.HTTPConnection("127.0.0.1", port, timeout=120))
-    body = json.dumps({"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
-                       "messages": [{"role": "user", "content": text}]})
+    body = {"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
+            "messages": [{"role": "user", "content": text}]}
+    if usage_style:
+        body["usage_style"] = usage_style  # how the fixture counts the prompt in its usage
+    body = json.dumps(body)
     c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
     r = c.getresponse()
     data = r.read().decode()
@@ -62,7 +65,8 @@ def concurrently(port, jobs, tls):
     results = [None] * len(jobs)
 
     def one(i):
-        results[i] = chat(port, *jobs[i], tls=tls)
+        results[i] = chat(port, *jobs[i][:3], tls=tls,
+                          usage_style=jobs[i][3] if len(jobs[i]) > 3 else None)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
     for t in threads:
@@ -132,9 +136,16 @@ def run_llama_checks(ctx):
         status, _ = chat(port, text, 6, f"p{k}")
         check(status == 200, f"llama: prefix request {k} answered")
 
+    # phase: servers that count the prompt otherwise (issue 35): a chat template's tokens in,
+    # BOS out, the cached tokens out (Ollama), no usage at all; concurrent, so that they queue
+    usage_jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 12), f"u{i}", style)
+                  for i, style in enumerate(["plus2", "minus1", "ollama", "none"] * 3)]
+    check(concurrently(port, usage_jobs, None),
+          f"llama: {len(usage_jobs)} streams with the prompt counted otherwise answered")
+    jobs += usage_jobs
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
-    rc, _, err = tracer.stop()
+    rc, out, err = tracer.stop()
     check(rc == 0, f"llama: tokenscope exited 0 ({err[-300:]})")
 
     truth = read_jsonl(decode_log)
@@ -142,6 +153,10 @@ def run_llama_checks(ctx):
     records = read_jsonl(tracer.out)
     steps = [r for r in records if r.get("type") == "engine_step"]
     check_steps(check, truth, steps)
+    flagged = sum(1 for r in records if (r.get("attribution") or {}).get("usage_mismatch"))
+    check(flagged and f"usage mismatch: {flagged} " in out,
+          f"llama: the summary counts the {flagged} requests whose usage said another prompt "
+          f"length")
     # the recording replays to the same records, attribution by sequence included, and to the
     # same timeline, byte for byte; the live timeline holds what the records say
     replay = os.path.join(work, "replay.jsonl")
@@ -206,6 +221,17 @@ def truth_of(entry, calls):
             "producers": [c["start_ns"] for c in outs[1:]]}
 
 
+def usage_mismatch_of(entry):
+    """What the record must say of a served request's usage: nothing where the server counted
+    the prompt as the engine evaluated it, cached tokens in or out, or said nothing; else both
+    figures (a template's tokens counted, BOS not)."""
+    reported = entry.get("reported_prompt_tokens", entry["prompt_tokens"])
+    if reported is None or reported in (entry["prompt_tokens"],
+                                        entry["prompt_tokens"] - entry["cached"]):
+        return None
+    return {"reported": reported, "evaluated": entry["prompt_tokens"]}
+
+
 def within(got, want):
     return abs(got - want) <= max(1.0, 0.05 * abs(want))
 
@@ -221,15 +247,16 @@ def check_attribution(check, calls, served, same, records):
                                        f"{len(served)})")
     unmatched = list(served)
     good = {"split": 0, "prefill_start": 0, "prefill_steps": 0, "queue": 0, "prefill": 0,
-            "emit": 0, "cached": 0, "sequence": 0}
+            "emit": 0, "cached": 0, "sequence": 0, "usage": 0}
     gaps = gaps_right = 0
     lag = []
     bad = []
     for r in records:
         # the logged request with this prompt and output length whose first token the
         # server wrote nearest the write tokenscope saw
-        alike = [e for e in unmatched if e["prompt_tokens"] == r.get("input_tokens") and
-                 e["completion_tokens"] == r.get("output_tokens")]
+        alike = [e for e in unmatched
+                 if e.get("reported_prompt_tokens", e["prompt_tokens"]) == r.get("input_tokens")
+                 and e["completion_tokens"] == r.get("output_tokens")]
         entry = min(alike, key=lambda e: abs(int(e["tokens"][0]) - r["first_token_ns"]),
                     default=None)
         if not entry or abs(int(entry["tokens"][0]) - r["first_token_ns"]) > 20_000_000:
@@ -249,7 +276,8 @@ def check_attribution(check, calls, served, same, records):
               "prefill_steps": a["prefill_steps"] == t["steps"],
               "queue": within(a["queue_ms"], queue), "prefill": within(a["prefill_ms"], prefill),
               "emit": within(a["emit_ms"], emit), "cached": a.get("cached_tokens") == t["cached"]
-              == entry["cached"], "sequence": a.get("sequence") == entry["seq"]}
+              == entry["cached"], "sequence": a.get("sequence") == entry["seq"],
+              "usage": a.get("usage_mismatch") == usage_mismatch_of(entry)}
         ok["split"] = all(ok.values())
         for k, v in ok.items():
             good[k] += v
@@ -257,7 +285,9 @@ def check_attribution(check, calls, served, same, records):
             bad.append(f"record {r['id']} (seq {entry['seq']}): queue {a['queue_ms']:.3f}/"
                        f"{queue:.3f} prefill {a['prefill_ms']:.3f}/{prefill:.3f} emit "
                        f"{a['emit_ms']:.3f}/{emit:.3f} cached {a.get('cached_tokens')}/"
-                       f"{t['cached']} seq {a.get('sequence')}/{entry['seq']}")
+                       f"{t['cached']} seq {a.get('sequence')}/{entry['seq']} usage "
+                       f"{a.get('usage_mismatch')}/{usage_mismatch_of(entry)} "
+                       f"({entry.get('usage_style')})")
         for g, want in zip(a.get("gaps", []), t["producers"]):
             gaps += 1
             gaps_right += g["step_start_ns"] == same.get(want)
