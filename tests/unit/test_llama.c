@@ -318,23 +318,32 @@ static void test_attribution_by_sequence(void **state)
 }
 
 /*
- * Usage as evidence, not a gate (issue 35). Two runs end before a request's first token:
- * seq 0's 21-token prompt (4 cached, a chunk of 16, then 1 in the step that samples) sampling
- * at 5 ms, the best fit, and seq 1's 12-token one (4 cached, 8 computed) at 4 ms. The usage picks the run it agrees with, the
- * cached part counted in (vLLM, llama-server) or left out (Ollama); where it agrees with
- * neither (a template's or BOS's tokens), or says nothing, the best fit wins, and a
- * disagreement is said with both figures.
+ * Usage as evidence, not a gate (issue 35). Three runs end before a request's first token at
+ * 5.2 ms: seq 2's 10-token prompt sampled at 2 ms (a worse fit by 3 ms), and two prompts
+ * chunked and sampled together in one batched step at 5 ms, which fit alike: seq 0's of 21
+ * tokens (4 cached, 17 computed) and seq 1's of 13 (4 cached, 9 computed). The usage picks
+ * between the two that fit alike, the cached part counted in (vLLM, llama-server) or left out
+ * (Ollama); a count that is off by a template's or BOS's tokens, or says nothing, leaves the
+ * best fit; a count that is off but equals the worse-fitting run's length (seq 2's 10) does
+ * not take that run. A disagreement is said with both figures.
  */
 static void test_usage_as_evidence(void **state)
 {
-	static const struct { uint64_t usage; bool set; int32_t seq; bool mismatch; } cases[] = {
-		{ 12, true, 1, false },	 /* seq 1's, cached counted in */
-		{ 8, true, 1, false },	 /* seq 1's, cached left out (prompt_eval_count) */
-		{ 21, true, 0, false },	 /* seq 0's */
-		{ 17, true, 0, false },	 /* seq 0's, cached left out */
-		{ 23, true, 0, true },	 /* a chat template's 2 tokens more than any run */
-		{ 20, true, 0, true },	 /* BOS not counted */
-		{ 0, false, 0, false },	 /* no usage at all */
+	static const struct {
+		uint64_t usage;
+		bool set;
+		int32_t seq;
+		bool mismatch;
+		uint64_t evaluated;
+	} cases[] = {
+		{ 13, true, 1, false, 0 },  /* seq 1's, cached counted in */
+		{ 9, true, 1, false, 0 },   /* seq 1's, cached left out (prompt_eval_count) */
+		{ 21, true, 0, false, 0 },  /* seq 0's */
+		{ 17, true, 0, false, 0 },  /* seq 0's, cached left out */
+		{ 23, true, 0, true, 21 },  /* a template's 2 tokens more than any run: the two
+					       fit alike, the first is taken, and said */
+		{ 10, true, 0, true, 21 },  /* seq 2's length, but seq 2 fits worse by a step */
+		{ 0, false, 0, false, 0 },  /* no usage at all */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -343,8 +352,9 @@ static void test_usage_as_evidence(void **state)
 		const struct attribution *at;
 
 		r->input_tokens.set = cases[i].set;
-		llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 0, 16, 4, 19, 0 }, { 1, 8, 4, 11, 1 } });
-		llama_step(a, 4000, 5000, 1, (struct step_seq[]){ { 0, 1, 20, 20, 1 } });
+		llama_step(a, 1000, 2000, 1, (struct step_seq[]){ { 2, 10, 0, 9, 1 } });
+		llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 0, 16, 4, 19, 0 }, { 1, 8, 4, 11, 0 } });
+		llama_step(a, 4000, 5000, 2, (struct step_seq[]){ { 0, 1, 20, 20, 1 }, { 1, 1, 12, 12, 1 } });
 		token_at(a, r, 5200);
 		attrib__compute(a, r);
 		at = r->attr;
@@ -354,11 +364,95 @@ static void test_usage_as_evidence(void **state)
 		assert_int_equal(at->usage_mismatch, cases[i].mismatch);
 		if (cases[i].mismatch) {
 			assert_int_equal(at->usage_reported, cases[i].usage);
-			assert_int_equal(at->usage_evaluated, 21);
+			assert_int_equal(at->usage_evaluated, cases[i].evaluated);
 		}
 		request__free(r);
 		attrib__free(a);
 	}
+}
+
+/*
+ * Two prompts sampled in one batched step, decoding in the same steps after, fit a request
+ * alike. The request's sequence is the one that stops when the request ends: the other goes
+ * on decoding at its next positions in steps begun after the end (a longer request's), so it
+ * is not this request's run, though it comes first in the batch and fits no worse (seen on
+ * the live server: a sequence whose request's write was late, so that it sat out a step,
+ * fitted worse than the batched neighbour that went on).
+ */
+static void test_sequence_living_on(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = request_at(1, 1000, 0);
+	const struct attribution *at;
+
+	r->input_tokens.set = false;
+	llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 3, 30, 0, 29, 1 }, { 1, 12, 0, 11, 1 } });
+	token_at(a, r, 4100);
+	llama_step(a, 4200, 4700, 2, (struct step_seq[]){ { 3, 1, 30, 30, 1 }, { 1, 1, 12, 12, 1 } });
+	token_at(a, r, 4800);
+	llama_step(a, 4900, 5400, 2, (struct step_seq[]){ { 3, 1, 31, 31, 1 }, { 1, 1, 13, 13, 1 } });
+	token_at(a, r, 5500);
+	/* the request has ended (5.55 ms); seq 3 goes on, seq 1 is done */
+	llama_step(a, 5600, 6000, 1, (struct step_seq[]){ { 3, 1, 32, 32, 1 } });
+	llama_step(a, 6100, 6500, 1, (struct step_seq[]){ { 3, 1, 33, 33, 1 } });
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_int_equal(at->seq, 1);
+	assert_int_equal(at->prompt_tokens, 12);
+	request__free(r);
+
+	/* with one step after the end only (the engine under way as the stream ended), seq 3
+	 * is not ruled out: the first of the two that fit alike */
+	attrib__free(a);
+	a = attrib__new();
+	r = request_at(1, 1000, 0);
+	r->input_tokens.set = false;
+	llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 3, 30, 0, 29, 1 }, { 1, 12, 0, 11, 1 } });
+	token_at(a, r, 4100);
+	llama_step(a, 4200, 4700, 2, (struct step_seq[]){ { 3, 1, 30, 30, 1 }, { 1, 1, 12, 12, 1 } });
+	token_at(a, r, 4800);
+	llama_step(a, 4900, 5400, 2, (struct step_seq[]){ { 3, 1, 31, 31, 1 }, { 1, 1, 13, 13, 1 } });
+	token_at(a, r, 5500);
+	llama_step(a, 5600, 6000, 1, (struct step_seq[]){ { 3, 1, 32, 32, 1 } });
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	assert_int_equal(r->attr->seq, 3);
+	request__free(r);
+	attrib__free(a);
+}
+
+/*
+ * No usage, so an event may carry several tokens: each is from the latest output step seen
+ * before it, but one that leaves a step for every event after it. The server wrote token 1
+ * only after the step of token 2 was over (its thread busy elsewhere; seen live under a CPU
+ * hog): token 1 is still from its own step, and token 2 from the next.
+ */
+static void test_late_write_keeps_its_step(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = request_at(1, 1000, 0);
+	const struct attribution *at;
+
+	r->input_tokens.set = false;
+	llama_step(a, 2000, 4000, 1, (struct step_seq[]){ { 0, 12, 0, 11, 1 } });
+	request__token(r, 4100 * US);
+	attrib__first_token(a, r);
+	llama_step(a, 4200, 4500, 1, (struct step_seq[]){ { 0, 1, 12, 12, 1 } });
+	llama_step(a, 4600, 4900, 1, (struct step_seq[]){ { 0, 1, 13, 13, 1 } });
+	request__token(r, 4950 * US);
+	request__token(r, 5000 * US);
+	r->end_ns = 5050 * US;
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_int_equal(at->ngaps, 2);
+	assert_int_equal(at->gaps[0].producer_start_ns, 4200 * US);
+	assert_int_equal(at->gaps[1].producer_start_ns, 4600 * US);
+	request__free(r);
+	attrib__free(a);
 }
 
 /*
@@ -403,6 +497,8 @@ int main(void)
 		cmocka_unit_test(test_attribution_by_sequence),
 		cmocka_unit_test(test_prompt_chunks_join),
 		cmocka_unit_test(test_usage_as_evidence),
+		cmocka_unit_test(test_sequence_living_on),
+		cmocka_unit_test(test_late_write_keeps_its_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
