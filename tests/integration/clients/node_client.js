@@ -1,6 +1,8 @@
 // Real node clients for the integration tests: global fetch (undici), the https module, and
 // the official OpenAI and Anthropic SDKs. TLS is node's own embedded OpenSSL.
-// usage: node node_client.js MODE PORT MODEL   (NODE_EXTRA_CA_CERTS names the fixture's cert)
+// usage: node node_client.js MODE PORT MODEL   (NODE_EXTRA_CA_CERTS names the fixture's cert;
+//        GO_AHEAD=FILE: send nothing before FILE exists, so a test can wait for the tracer
+//        to say its probes are on this process's binary)
 'use strict';
 const path = require('path');
 const https = require('https');
@@ -18,7 +20,15 @@ const now = () => process.hrtime.bigint().toString();
 const FIRST_TOKEN = 'tok0_0'; // the fixture's first generated text
 const sawText = (text) => { if (!times.first_ns && text.includes(FIRST_TOKEN)) times.first_ns = now(); };
 
+const fs = require('fs');
+
+async function goAhead(file) {
+  while (file && !fs.existsSync(file))
+    await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
 async function main() {
+  await goAhead(process.env.GO_AHEAD);
   times.start_ns = now();
   if (mode === 'fetch') {
     const res = await fetch(`${base}/v1/chat/completions`, {
