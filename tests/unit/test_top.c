@@ -214,12 +214,52 @@ static void test_engine(void **state)
 	top__free(t);
 }
 
+/* CUDA steps carry no batch: their kinds come from the requests attributed to them. A step
+ * of a request's prefill is prefill, one that produced a token decode, one that did both for
+ * two requests mixed; a step no attributed request ran on is not counted in the shares. */
+static void test_cuda_kinds(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+	struct engine_step s = { .source = STEP_SOURCE_CUDA, .pid = 9, .comm = "vllm" };
+	static const uint64_t steps[][2] = { { 1000, 1100 }, { 1100, 1200 }, { 1200, 1250 },
+					     { 1250, 1300 }, { 1300, 1350 }, { 1400, 1450 } };
+	struct attrib_gap ga[3] = { { .producer_start_ns = 1200 * MS },
+				    { .producer_start_ns = 1250 * MS },
+				    { .producer_start_ns = 1300 * MS } };
+	struct attrib_gap gb[1] = { { .producer_start_ns = 1300 * MS } };
+	struct attribution a = { .ok = true, .engine_pids = { 9 }, .nengine_pids = 1,
+				 .prefill_start_ns = 1000 * MS, .prefill_ns = 200 * MS,
+				 .gaps = ga, .ngaps = 3 };
+	struct attribution b = { .ok = true, .engine_pids = { 9 }, .nengine_pids = 1,
+				 .prefill_start_ns = 1250 * MS, .prefill_ns = 50 * MS,
+				 .gaps = gb, .ngaps = 1 };
+
+	for (size_t i = 0; i < 6; i++) {
+		s.start_ns = steps[i][0] * MS, s.end_ns = steps[i][1] * MS;
+		top__step(t, &s);
+	}
+	assert_int_equal(top__view(t, NULL, 3 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.engines[0].steps, 6);
+	assert_true(isnan(v.engines[0].prefill_share)); /* nothing attributed yet */
+	feed(t, "vllm", ROLE_SERVER, "m", 2 * S, 200, -1, &a);
+	feed(t, "vllm", ROLE_SERVER, "m", 2 * S + MS, 50, -1, &b);
+	assert_int_equal(top__view(t, NULL, 3 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_float_equal(v.engines[0].prefill_share, 40, 1e-9); /* the first two */
+	assert_float_equal(v.engines[0].decode_share, 40, 1e-9);  /* 1.2 s and 1.3 s */
+	assert_float_equal(v.engines[0].mixed_share, 20, 1e-9);	  /* 1.25 s: b's prompt, a's token */
+	assert_true(isnan(v.engines[0].batch_p50));
+	top_view__free(&v);
+	top__free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_window),	    cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_escaped),	    cmocka_unit_test(test_sort_filter),
 		cmocka_unit_test(test_engine),	    cmocka_unit_test(test_kept),
+		cmocka_unit_test(test_cuda_kinds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,9 +114,15 @@ struct group {
 struct kept_step {
 	uint64_t end_ns, start_ns; /* the end first, as in kept_req: ring_scan reads it */
 	uint8_t kind; /* enum step_kind */
+	uint8_t carried; /* CUDA: CARRIED_* that attributed requests showed it did */
 	bool failed;
 	uint32_t nseqs;
 };
+
+/* A CUDA step's batch is not read, so its kind comes from the requests attributed to it: a
+ * step of a request's prefill carried a prompt, a step that produced one of its tokens a
+ * decode; one that did both, for different requests, was mixed. */
+enum { CARRIED_PREFILL = 1, CARRIED_DECODE = 2 };
 
 struct engine {
 	uint32_t pid;
@@ -253,6 +259,67 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 	ring_expire(&g->reqs, k->end_ns);
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return (a > b) - (a < b);
+}
+
+/* Whether step k produced a token whose step began at one of the sorted starts: it began
+ * there (a tensor-parallel rank: within its own length after the ranks' first start). */
+static bool produced(const uint64_t *starts, size_t n, const struct kept_step *k)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the first start after k's */
+		size_t mid = (lo + hi) / 2;
+
+		if (starts[mid] <= k->start_ns)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && k->start_ns - starts[lo - 1] <= k->end_ns - k->start_ns;
+}
+
+/* Mark the CUDA steps an attributed server request ran on with what they carried for it. Its
+ * steps are kept already: a request is reported ATTRIB_SETTLE_NS of record time after its end. */
+static void mark_steps(struct top *t, const struct request *r)
+{
+	const struct attribution *a = r->attr;
+	uint64_t prefill_end = a->prefill_start_ns + a->prefill_ns, *starts;
+	size_t n = 0;
+
+	starts = a->ngaps ? malloc(a->ngaps * sizeof(*starts)) : NULL;
+	for (size_t g = 0; starts && g < a->ngaps; g++) {
+		if (a->gaps[g].producer_start_ns)
+			starts[n++] = a->gaps[g].producer_start_ns;
+	}
+	if (n)
+		qsort(starts, n, sizeof(*starts), cmp_u64);
+	for (size_t i = 0; i < t->nengines; i++) {
+		const struct engine *e = t->engines[i];
+		bool serves = false;
+
+		for (uint32_t j = 0; j < a->nengine_pids; j++)
+			serves |= a->engine_pids[j] == e->pid;
+		if (!serves || e->source != STEP_SOURCE_CUDA)
+			continue;
+		for (size_t j = 0; j < e->steps.len; j++) {
+			struct kept_step *k = ring_newest(&e->steps, j);
+
+			if (k->end_ns + DISORDER_NS < a->prefill_start_ns)
+				break;
+			if (k->start_ns >= a->prefill_start_ns && k->start_ns < prefill_end)
+				k->carried |= CARRIED_PREFILL;
+			else if (n && produced(starts, n, k))
+				k->carried |= CARRIED_DECODE;
+		}
+	}
+	free(starts);
+}
+
 void top__request(struct top *t, const struct request *r, const struct request_metrics *m)
 {
 	struct group *g = group_of(t, r);
@@ -276,6 +343,8 @@ void top__request(struct top *t, const struct request *r, const struct request_m
 		g->hits += m->cache_hit > 0;
 	}
 	keep_request(g, r, m);
+	if (r->role == ROLE_SERVER && r->attr && r->attr->ok && !r->attr->by_sequence)
+		mark_steps(t, r);
 }
 
 void top__process_exit(struct top *t, uint32_t pid)
@@ -308,7 +377,7 @@ void top__step(struct top *t, const struct engine_step *s)
 	if (!k)
 		return;
 	*k = (struct kept_step){ s->end_ns > s->start_ns ? s->end_ns : s->start_ns, s->start_ns,
-				 (uint8_t)step__kind(s), s->failed, s->nseqs };
+				 (uint8_t)step__kind(s), 0, s->failed, s->nseqs };
 	ring_expire(&e->steps, k->end_ns);
 }
 
@@ -528,6 +597,11 @@ static void engine_pass(void *ctx, void *item)
 		a->known++;
 		a->kinds[k->kind]++;
 		sample__add(&a->t->scratch[2], k->nseqs);
+	} else if (k->carried) {
+		a->known++;
+		a->kinds[k->carried == CARRIED_PREFILL  ? STEP_KIND_PREFILL
+			 : k->carried == CARRIED_DECODE ? STEP_KIND_DECODE
+							: STEP_KIND_MIXED]++;
 	}
 	if (k->end_ns > lo &&
 	    array__reserve((void **)&a->t->intervals, &a->t->capintervals, 2 * (a->nintervals + 1),
