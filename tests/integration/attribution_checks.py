@@ -312,7 +312,7 @@ def run_attribution_checks(ctx):
         check(f["linked"] == n, f"{name}: every load client record names its server record "
               f"(server_id, upstream_ms) ({f['linked']}/{n})")
         check_bars(check, name, f, chunked, PER_MODE_SLACK)
-        check("TTFT p99" in summary and "queued behind GPU work" in summary and
+        check("TTFT p99" in summary and "queued behind engine work" in summary and
               "token gaps above p90" in summary and "engine pid" in summary,
               f"{name}: the summary gives the tail in words and the engine")
         # the recording replays to the same records

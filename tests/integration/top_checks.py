@@ -111,6 +111,22 @@ def parse(text):
     return (float(m.group(1)) if m else None, WINDOWS.get(m.group(2)) if m else None), rows
 
 
+def engines(text):
+    """The engine table's rows: name, source, and the prefill/decode/mixed shares (None: '-')."""
+    rows, in_table = [], False
+    for line in text.splitlines():
+        if line.startswith("engine ") and "prefill%" in line:
+            in_table = True
+            continue
+        if in_table:
+            tok = line.split()
+            if len(tok) != 9 or not re.match(r".+\[\d+\]$", tok[0]):
+                break
+            rows.append({"name": tok[0], "source": tok[1], "steps": int(tok[2]),
+                         "shares": [None if c == "-" else float(c) for c in tok[5:8]]})
+    return rows
+
+
 def ms_value(cell):
     """A TTFT cell back in ms (None: '-')."""
     if cell == "-":
@@ -404,6 +420,13 @@ def run_top_checks(ctx):
                timeout=30)
         screens.append(("60 s window, after the load", paused_screen(s)))
         final = s.text()
+        # CUDA steps carry no batch: their kinds come from the requests attributed to them
+        # (tests/unit/test_top.c checks the labels step by step)
+        cuda = [e for e in engines(final) if e["source"] == "cuda"]
+        check(cuda and all(None not in e["shares"] and abs(sum(e["shares"]) - 100) <= 2 and
+                           e["shares"][0] > 0 and e["shares"][1] > 0 for e in cuda),
+              f"top live: the CUDA engine shows prefill, decode and mixed shares of its steps "
+              f"({cuda})")
         check(escape(HOSTILE_MODEL) in final and "\x1b" not in final,
               f"the hostile model name shows as \\xNN ({escape(HOSTILE_MODEL)})")
         s.keys("q")

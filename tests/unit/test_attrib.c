@@ -307,7 +307,7 @@ static void test_not_attributed(void **state)
 	tokens(a, r, 1, 3, 4, 100 * US);
 	attrib__compute(a, r);
 	assert_false(r->attr->ok);
-	assert_non_null(strstr(r->attr->error, "no GPU steps"));
+	assert_non_null(strstr(r->attr->error, "no engine steps"));
 
 	steps(a, ENGINE_PID, 6, 4); /* steps, but nothing says whose */
 	attrib__compute(a, r);
@@ -322,7 +322,7 @@ static void test_not_attributed(void **state)
 	assert_int_equal(attrib__override(a, "x=1"), -1);
 	assert_int_equal(attrib__override(a, "1=2,,3"), -1);
 
-	attrib__gpu_loss(a, T0 + 12 * MS); /* marks lost while it streamed */
+	attrib__step_loss(a, T0 + 12 * MS); /* step records lost while it streamed */
 	attrib__compute(a, r);
 	assert_false(r->attr->ok);
 	assert_non_null(strstr(r->attr->error, "lost"));

@@ -191,8 +191,8 @@ static int wire_outputs(struct outputs *out, struct report *rp)
 	report__set_attrib(rp, pipeline__attrib(out->pl));
 	for (int i = 0; i < o->nengines; i++) {
 		if (attrib__override(pipeline__attrib(out->pl), o->engines[i])) {
-			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=GPU_PID[,GPU_PID...], "
-					"at most %d GPU processes)\n",
+			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=ENGINE_PID[,ENGINE_PID...], "
+					"at most %d engine processes)\n",
 				o->engines[i], ATTRIB_MAX_PIDS);
 			return -1;
 		}

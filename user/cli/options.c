@@ -190,9 +190,9 @@ static const struct opt_spec specs[] = {
 	  "plaintext TCP: only sockets with this local or peer port\n(repeatable)" },
 	{ "no-plaintext", 0, NULL, FIELD(SET_FLAG, no_plaintext), false,
 	  "no plaintext TCP capture: TLS (and CUDA) only" },
-	{ "engine", 0, "HTTP_PID=GPU_PID[,GPU_PID...]", FN(set_engine), true,
-	  "the GPU processes serving an HTTP server's requests (found\nthrough the process tree "
-	  "when not given; repeatable)" },
+	{ "engine", 0, "HTTP_PID=ENGINE_PID[,ENGINE_PID...]", FN(set_engine), true,
+	  "the engine processes (CUDA, llama.cpp) serving an HTTP\nserver's requests (found "
+	  "through the process tree when\nnot given; repeatable)" },
 	{ "gaps", 0, NULL, FIELD(SET_FLAG, gaps), true, "request records list each token gap's steps" },
 	{ "metrics", 0, "[ADDR:]PORT", FN(set_metrics), false,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n(ADDR 127.0.0.1 unless given; "

@@ -31,7 +31,7 @@ struct options {
 	long ringbuf_mb;
 	bool quiet;
 	int verbose;
-	const char *engines[OPTIONS_MAX_ENGINES]; /* --engine HTTP_PID=GPU_PID[,GPU_PID...] */
+	const char *engines[OPTIONS_MAX_ENGINES]; /* --engine HTTP_PID=ENGINE_PID[,ENGINE_PID...] */
 	int nengines;
 	bool gaps;
 	const char *metrics_addr; /* --metrics [ADDR:]PORT */

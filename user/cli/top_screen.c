@@ -434,7 +434,7 @@ static void draw(struct top_screen *s)
 	if (!s->details) {
 		draw_engines(s, &y, last);
 		if (y < last)
-			put(y++, 0, -1, "ttft tail: B queued behind GPU work, I queued idle, P prefill, "
+			put(y++, 0, -1, "ttft tail: B queued behind engine work, I queued idle, P prefill, "
 					"E emit (requests at or above the TTFT p90)", false);
 		y++;
 	}

@@ -153,7 +153,7 @@ void attrib__first_token(struct attrib *a, const struct request *r)
 	a->nfts++;
 }
 
-void attrib__gpu_loss(struct attrib *a, uint64_t ts)
+void attrib__step_loss(struct attrib *a, uint64_t ts)
 {
 	if (a->nlosses == MAX_LOSSES) {
 		memmove(a->losses, a->losses + 1, (MAX_LOSSES - 1) * sizeof(*a->losses));
@@ -385,8 +385,9 @@ void attrib__compute(struct attrib *a, struct request *r)
 		 * before it */
 		if (a->losses[i] >= r->start_ns && a->losses[i] <= to) {
 			snprintf(at->error, sizeof(at->error),
-				 "GPU marks were lost during this request (ring buffer full, or "
-				 "streams over the limit): see the capture health");
+				 "engine steps were lost during this request (CUDA marks or llama.cpp "
+				 "steps: ring buffer full, or streams over the limit): see the capture "
+				 "health");
 			return;
 		}
 	}

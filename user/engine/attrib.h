@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Attribution: each server-side TTFT split into queueing, prefill and emit, and each later
- * token gap into the GPU steps completed inside it and host time, by correlating a server's
- * HTTP stream (arrival, token writes) with the GPU steps of the engine serving it.
+ * token gap into the engine steps completed inside it and host time, by correlating a
+ * server's HTTP stream (arrival, token writes) with the steps of the engine serving it (CUDA
+ * steps, llama.cpp's own).
  * Definitions, signals and limits: docs/attribution.md.
  *
  *   request (server role) -> first token registered at once -> finished request waits
@@ -30,7 +31,7 @@ struct attrib;
 
 struct attrib *attrib__new(void);
 void attrib__free(struct attrib *a);
-/* --engine HTTP_PID=GPU_PID[,GPU_PID...]: "1234=5678,5679". Returns 0, or -1 (bad text). */
+/* --engine HTTP_PID=ENGINE_PID[,ENGINE_PID...]: "1234=5678,5679". Returns 0, or -1 (bad text). */
 int attrib__override(struct attrib *a, const char *spec);
 /* The process exited and none of its requests is waiting: what is kept of a client or a
  * process that ran no GPU steps is let go (an engine's steps and tree stay). */
@@ -46,15 +47,16 @@ void attrib__first_token(struct attrib *a, const struct request *r);
 /* A server request finished: its token events are aligned to the steps now, so that the
  * requests attributed before it see its first token on the right step. */
 void attrib__finished(struct attrib *a, const struct request *r);
-/* GPU marks were lost (ring buffer full, streams over the limit), noticed at ts. */
-void attrib__gpu_loss(struct attrib *a, uint64_t ts);
+/* Engine step records were lost (CUDA marks or llama.cpp steps: ring buffer full, streams
+ * over the limit), noticed at ts. */
+void attrib__step_loss(struct attrib *a, uint64_t ts);
 /* Fill r->attr for a finished server request. Uses only what happened before
  * r->end_ns + ATTRIB_SETTLE_NS, so the result does not depend on when it is called. */
 void attrib__compute(struct attrib *a, struct request *r);
 /* Forget steps and first tokens older than ts minus the longest request kept for. */
 void attrib__prune(struct attrib *a, uint64_t ts);
 
-/* Per engine (GPU process set) figures for the summary. */
+/* Per engine (the process set that steps it) figures for the summary. */
 struct attrib_engine_stats {
 	uint32_t pids[ATTRIB_MAX_PIDS];
 	uint32_t npids;

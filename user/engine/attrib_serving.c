@@ -150,8 +150,8 @@ int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 	}
 	if (!ncand) {
 		snprintf(out->error, sizeof(out->error),
-			 "no GPU steps were seen during this request (engine on another host, or "
-			 "its CUDA libraries not probed)");
+			 "no engine steps were seen during this request (engine on another host, or "
+			 "its CUDA or llama.cpp library not probed)");
 		return -1;
 	}
 	if (in_list(cand, ncand, r->pid)) {
@@ -180,7 +180,7 @@ int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 	}
 	if (best < 0) {
 		snprintf(out->error, sizeof(out->error),
-			 "no GPU process shares an ancestor other than init with pid %u; name its "
+			 "no engine process shares an ancestor other than init with pid %u; name its "
 			 "engine with --engine",
 			 r->pid);
 		return -1;

@@ -312,7 +312,7 @@ static char *request_json(const struct request *r, const struct request_metrics 
 		json_object_set_new(o, "attribution", ok ? attribution_json(r->attr, gaps) : json_null());
 		json_object_set_new(o, "attribution_error",
 				    ok ? json_null()
-				       : json_string(r->attr ? r->attr->error : "no GPU steps were seen"));
+				       : json_string(r->attr ? r->attr->error : "no engine steps were seen"));
 	}
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
 	json_decref(o);
@@ -552,7 +552,7 @@ static void print_tail(FILE *out, struct group *g)
 			sum.prefill += g->splits[i].prefill;
 			sum.emit += g->splits[i].emit;
 		}
-		fprintf(out, "    TTFT p99 %.2f ms: %.0f%% queued behind GPU work, %.0f%% queued idle, "
+		fprintf(out, "    TTFT p99 %.2f ms: %.0f%% queued behind engine work, %.0f%% queued idle, "
 			     "%.0f%% prefill, %.0f%% emit (the %zu requests above p90)\n",
 			g->splits[(size_t)((n - 1) * 0.99)].ttft / 1e6, pct_of(sum.busy, sum.ttft),
 			pct_of(sum.idle, sum.ttft), pct_of(sum.prefill, sum.ttft),
@@ -621,7 +621,7 @@ static void print_engine(void *ctx, const struct attrib_engine_stats *e)
 	fprintf(out, "engine pid%s", e->npids > 1 ? "s" : "");
 	for (uint32_t i = 0; i < e->npids; i++)
 		fprintf(out, "%c%u", i ? ',' : ' ', e->pids[i]);
-	fprintf(out, ": steps=%llu (prefill %llu, decode %llu) steps/s=%.1f gpu_busy=%.0f%%%s\n",
+	fprintf(out, ": steps=%llu (prefill %llu, decode %llu) steps/s=%.1f busy=%.0f%%%s\n",
 		(unsigned long long)e->steps, (unsigned long long)e->prefill_steps,
 		(unsigned long long)e->decode_steps, span > 0 ? (double)e->steps / span : 0.0,
 		span > 0 ? 100.0 * (double)e->busy_ns / 1e9 / span : 0.0,
@@ -651,7 +651,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
 	if (!rp->groups && !step_summary__any(rp->steps))
-		fprintf(out, "no LLM API requests or GPU steps seen\n");
+		fprintf(out, "no LLM API requests or engine steps seen\n");
 	for (struct group *g = rp->groups; g; g = g->next) {
 		char comm[TS_COMM_LEN * 8], model[SAFE_MAX];
 

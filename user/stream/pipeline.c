@@ -790,7 +790,7 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 	if (c[TS_CNT_GPU_DROPS] > p->h.bpf[TS_CNT_GPU_DROPS] ||
 	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT] ||
 	    c[TS_CNT_LLAMA_DROPS] > p->h.bpf[TS_CNT_LLAMA_DROPS])
-		attrib__gpu_loss(p->attr, p->last_ts);
+		attrib__step_loss(p->attr, p->last_ts);
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
 }
 
