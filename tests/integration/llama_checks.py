@@ -145,13 +145,14 @@ def run_llama_checks(ctx):
     jobs += usage_jobs
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
+    dying = die_mid_decode(check, root, gen, work, rnd)
     rc, out, err = tracer.stop()
     check(rc == 0, f"llama: tokenscope exited 0 ({err[-300:]})")
 
     truth = read_jsonl(decode_log)
     served = read_jsonl(server_log)
     records = read_jsonl(tracer.out)
-    steps = [r for r in records if r.get("type") == "engine_step"]
+    steps = [r for r in records if r.get("type") == "engine_step" and r["pid"] == server.pid]
     check_steps(check, truth, steps)
     flagged = sum(1 for r in records if (r.get("attribution") or {}).get("usage_mismatch"))
     check(flagged and f"usage mismatch: {flagged} " in out,
@@ -185,7 +186,7 @@ def run_llama_checks(ctx):
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")
     # the TLS client's record names the llama.cpp server's record, through nginx
     servers = {r["id"]: r for r in records if r.get("type") == "request" and
-               r["role"] == "server" and r["comm"] == "node"}
+               r["role"] == "server" and r["pid"] == server.pid}
     tls_clients = [r for r in records if r.get("type") == "request" and r["role"] == "client"
                    and r["transport"] == "tls"]
     linked = [c for c in tls_clients if c.get("server_id") in servers and
@@ -197,6 +198,102 @@ def run_llama_checks(ctx):
     same = dict(zip(sorted(t["start_ns"] for t in truth), sorted(s["start_ns"] for s in steps)))
     check_attribution(check, truth, served, same,
                       list(servers.values()))
+    if dying:
+        check_died(check, dying, records)
+
+
+DIE_AFTER = 4  # tokens of the last request before the server kills itself
+
+
+def stream_until(port, text, max_tokens, user, first, die_after=None):
+    """A stream read until it ends or its server dies; first is set at its first content."""
+    body = {"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
+            "usage_style": "none", "messages": [{"role": "user", "content": text}]}
+    if die_after:
+        body["die_after"] = die_after
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        c.request("POST", "/v1/chat/completions", json.dumps(body),
+                  {"content-type": "application/json"})
+        r = c.getresponse()
+        while line := r.fp.readline():
+            if b'"content"' in line:
+                first.set()
+    except (ConnectionError, http.client.HTTPException):
+        pass
+    finally:
+        first.set()
+        c.close()
+
+
+def die_mid_decode(check, root, gen, work, rnd):
+    """A second server on the same engine, killed mid-decode (SIGKILL, by its own hand at a
+    known point): 3 long streams, then a fourth that asks it to die after DIE_AFTER tokens,
+    all 4 decoding when it dies. Its interposer writes its calls as they end (a SIGKILL runs
+    no exit handler). Returns the server's pid, its log and its interposer's calls."""
+    decode_log = os.path.join(work, "died-decode.jsonl")
+    server_log = os.path.join(work, "died-server.jsonl")
+    port_file = os.path.join(work, "died-port")
+    server = subprocess.Popen(
+        ["node", os.path.join(root, "tests", "fixtures", "llama", "server.mjs"),
+         "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
+         "--log", server_log, "--sequences", str(SEQUENCES), "--batch", str(BATCH)],
+        stdout=open(os.path.join(work, "died-server.out"), "w"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, LD_PRELOAD=os.path.join(gen, "libdecode_log.so"),
+                 DECODE_LOG=decode_log, DECODE_LOG_LIVE="1"))
+    try:
+        port = wait_file(port_file, server, "the server to be killed", timeout=60)
+    except SystemExit as e:
+        check(False, f"llama: {e}")
+        server.kill()
+        return None
+    threads = []
+    for i in range(SEQUENCES):
+        first = threading.Event()
+        t = threading.Thread(target=stream_until, args=(
+            port, prompt(rnd, rnd.randint(3, 30)), 400, f"d{i}", first,
+            DIE_AFTER if i == SEQUENCES - 1 else None))
+        t.start()
+        threads.append(t)
+        first.wait(timeout=60)  # the next one starts once this one streams
+    for t in threads:
+        t.join(timeout=120)
+    server.wait(timeout=60)
+    check(server.returncode == -signal.SIGKILL,
+          f"llama: the second server died by SIGKILL mid-decode (rc {server.returncode})")
+    return {"pid": server.pid, "served": read_jsonl(server_log),
+            "calls": [c for c in read_jsonl(decode_log) if "start_ns" in c]}
+
+
+def check_died(check, dying, records):
+    """The requests in flight when their server was killed: each ends process_exited, with
+    the split of what it had (queue, prefill, emit, the gaps so far) right against the truth."""
+    served = dying["served"]
+    died = [e for e in served if e.get("died")]
+    check(len(died) == SEQUENCES and all(len(e["tokens"]) >= 1 for e in died),
+          f"llama: {SEQUENCES} requests decoding when the server died "
+          f"({[len(e['tokens']) for e in died]} tokens written)")
+    mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
+            r["pid"] == dying["pid"]]
+    check(len(mine) == len(died) and
+          all(r["error"] == "process_exited" and not r["complete"] for r in mine),
+          f"llama: each ended process_exited, incomplete "
+          f"({[(r['error'], r['complete']) for r in mine]})")
+    steps = sorted(r["start_ns"] for r in records if r.get("type") == "engine_step" and
+                   r["pid"] == dying["pid"])
+    # the interposer's calls and the steps one for one from the start: a SIGKILL leaves the
+    # last millisecond's calls out of its log, and a call in progress out of the records
+    same = dict(zip(sorted(c["start_ns"] for c in dying["calls"]), steps))
+    good, gaps, gaps_right, bad, _ = split_against_truth(dying["calls"], died, same, mine)
+    for line in bad:
+        print(f"  llama (died): {line}")
+    print(f"llama: the server killed mid-decode: {len(mine)} records "
+          f"{sorted({r['error'] for r in mine})}, tokens written {[len(e['tokens']) for e in died]}, "
+          f"split right {good['split']}/{len(mine)}, gaps' steps {gaps_right}/{gaps}; "
+          f"{len(dying['calls'])} calls logged, {len(same)} steps", flush=True)
+    check(mine and good["split"] == len(mine) and gaps and gaps_right == gaps,
+          f"llama: the dead server's requests split right ({good['split']}/{len(mine)}), "
+          f"their gaps' steps too ({gaps_right}/{gaps})")
 
 
 def truth_of(entry, calls):
@@ -236,15 +333,15 @@ def within(got, want):
     return abs(got - want) <= max(1.0, 0.05 * abs(want))
 
 
-def check_attribution(check, calls, served, same, records):
+def split_against_truth(calls, served, same, records):
     """Each server record's split against the truth: the interposer's steps of the request's
     own sequence (which the server logged), between the arrival and first token write
     tokenscope measured on the wire; the prompt's first step and each gap's producing step
-    must be the very step (same the interposer's call with the step tokenscope recorded). The server's own arrival, its 'request' event, comes
-    later by node's parsing and event-loop lag: shown, not compared."""
+    must be the very step (same: the interposer's call with the step tokenscope recorded).
+    The server's own arrival, its 'request' event, comes later by node's parsing and
+    event-loop lag: shown, not compared. Returns the counts of what was right, the gaps
+    compared and right, what was wrong (lines), and the lags."""
     calls = sorted(calls, key=lambda c: c["start_ns"])
-    check(len(records) == len(served), f"llama: a server record per request ({len(records)} of "
-                                       f"{len(served)})")
     unmatched = list(served)
     good = {"split": 0, "prefill_start": 0, "prefill_steps": 0, "queue": 0, "prefill": 0,
             "emit": 0, "cached": 0, "sequence": 0, "usage": 0}
@@ -291,6 +388,14 @@ def check_attribution(check, calls, served, same, records):
         for g, want in zip(a.get("gaps", []), t["producers"]):
             gaps += 1
             gaps_right += g["step_start_ns"] == same.get(want)
+    return good, gaps, gaps_right, bad, lag
+
+
+def check_attribution(check, calls, served, same, records):
+    """The split of every request against the truth (split_against_truth), 99 % right."""
+    check(len(records) == len(served), f"llama: a server record per request ({len(records)} of "
+                                       f"{len(served)})")
+    good, gaps, gaps_right, bad, lag = split_against_truth(calls, served, same, records)
     n = len(records)
     for line in bad[:8]:
         print(f"  llama: {line}")
