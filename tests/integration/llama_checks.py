@@ -46,13 +46,15 @@ def prompt(rnd, words):
     return " ".join(rnd.choice(vocab) for _ in range(words))
 
 
-def chat(port, text, max_tokens, user, tls=None, usage_style=None):
+def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=False):
     c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=tls) if tls else
          http.client.HTTPConnection("127.0.0.1", port, timeout=120))
     body = {"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
             "messages": [{"role": "user", "content": text}]}
     if usage_style:
         body["usage_style"] = usage_style  # how the fixture counts the prompt in its usage
+    if clear_after:
+        body["clear_after"] = True  # the fixture empties the sequence's cache at the end
     body = json.dumps(body)
     c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
     r = c.getresponse()
@@ -199,10 +201,59 @@ def run_llama_checks(ctx):
     check_attribution(check, truth, served, same,
                       list(servers.values()))
     if dying:
+        check_shifts(check, dying, records)
         check_died(check, dying, records)
 
 
 DIE_AFTER = 4  # tokens of the last request before the server kills itself
+DYING_TOKENS = 200  # what each of the killed server's streams asks for: all 4 fit its context
+SMALL_CONTEXT = 1024  # the second server's context, which one sequence may fill
+LONG_TOKENS = 1100   # a stream that outgrows it: node-llama-cpp shifts it (twice here)
+
+
+def shifts_of(entry, calls):
+    """The interposer's account of a request's context shifts: for each gap (by the index of
+    the event that ends it) whose steps took its sequence to a lower position, the time of
+    its steps that evaluated kept tokens again (more than one token, or none sampled)."""
+    seq, at = entry["seq"], int(entry["seq_at"])
+    mine = [(c, q) for c in sorted(calls, key=lambda c: c["start_ns"])
+            for q in c["seqs"] if q[0] == seq and c["start_ns"] >= at]
+    outs = [i for i, (c, q) in enumerate(mine) if q[4] > 0][:len(entry["tokens"])]
+    shifts = {}
+    for g in range(len(outs) - 1):
+        nxt, shifted, ns = mine[outs[g]][1][2] + mine[outs[g]][1][1], False, 0
+        for c, q in mine[outs[g] + 1:outs[g + 1] + 1]:
+            shifted |= q[2] < nxt
+            if shifted and (q[1] > 1 or q[4] == 0):
+                ns += c["end_ns"] - c["start_ns"]
+            nxt = q[2] + q[1]
+        if shifted:
+            shifts[g] = ns
+    return shifts
+
+
+def check_shifts(check, dying, records):
+    """The long stream's context shifts, gap by gap, against the interposer's positions."""
+    calls = dying["calls"]
+    entry = next((e for e in dying["served"] if e["id"] == "long"), None)
+    rec = next((r for r in records if r.get("type") == "request" and r["role"] == "server" and
+                r["pid"] == dying["pid"] and r.get("output_tokens") == LONG_TOKENS), None)
+    a = (rec or {}).get("attribution") or {}
+    if not check(entry and a, f"llama: the long stream was served and attributed "
+                              f"({(rec or {}).get('attribution_error')})"):
+        return
+    want = shifts_of(entry, calls)
+    got = {g: round(x["shift_ms"] * 1e6) for g, x in enumerate(a.get("gaps", []))
+           if x.get("context_shift")}
+    print(f"llama: the long stream's context shifts: {len(got)} at gaps {sorted(got)}, "
+          f"{sum(got.values()) / 1e6:.3f} ms re-evaluating; the interposer's: {len(want)} at "
+          f"{sorted(want)}, {sum(want.values()) / 1e6:.3f} ms", flush=True)
+    check(want and sorted(got) == sorted(want) and a.get("context_shifts") == len(want),
+          f"llama: the stream's context shifts are the interposer's ({sorted(got)} against "
+          f"{sorted(want)}; context_shifts {a.get('context_shifts')})")
+    check(all(within(got[g] / 1e6, want[g] / 1e6) for g in want if g in got),
+          "llama: each shift's re-evaluation time is the interposer's steps' (within max(1 ms, "
+          "5 %), as the split's)")
 
 
 def stream_until(port, text, max_tokens, user, first, die_after=None):
@@ -227,17 +278,21 @@ def stream_until(port, text, max_tokens, user, first, die_after=None):
 
 
 def die_mid_decode(check, root, gen, work, rnd):
-    """A second server on the same engine, killed mid-decode (SIGKILL, by its own hand at a
-    known point): 3 long streams, then a fourth that asks it to die after DIE_AFTER tokens,
-    all 4 decoding when it dies. Its interposer writes its calls as they end (a SIGKILL runs
-    no exit handler). Returns the server's pid, its log and its interposer's calls."""
+    """A second server on the same engine, with a context of SMALL_CONTEXT tokens. First one
+    stream longer than that: node-llama-cpp shifts the context mid-stream, clearing the
+    sequence and evaluating what it keeps again. Then it is killed mid-decode (SIGKILL, by its
+    own hand at a known point): 3 long streams, then a fourth that asks it to die after
+    DIE_AFTER tokens, all 4 decoding when it dies. Its interposer writes its calls as they end
+    (a SIGKILL runs no exit handler). Returns the server's pid, its log and its interposer's
+    calls."""
     decode_log = os.path.join(work, "died-decode.jsonl")
     server_log = os.path.join(work, "died-server.jsonl")
     port_file = os.path.join(work, "died-port")
     server = subprocess.Popen(
         ["node", os.path.join(root, "tests", "fixtures", "llama", "server.mjs"),
          "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
-         "--log", server_log, "--sequences", str(SEQUENCES), "--batch", str(BATCH)],
+         "--log", server_log, "--sequences", str(SEQUENCES), "--batch", str(BATCH),
+         "--context-size", str(SMALL_CONTEXT)],
         stdout=open(os.path.join(work, "died-server.out"), "w"), stderr=subprocess.STDOUT,
         env=dict(os.environ, LD_PRELOAD=os.path.join(gen, "libdecode_log.so"),
                  DECODE_LOG=decode_log, DECODE_LOG_LIVE="1"))
@@ -247,11 +302,13 @@ def die_mid_decode(check, root, gen, work, rnd):
         check(False, f"llama: {e}")
         server.kill()
         return None
+    status, _ = chat(port, prompt(rnd, 20), LONG_TOKENS, "long", clear_after=True)
+    check(status == 200, f"llama: a stream of {LONG_TOKENS} tokens answered")
     threads = []
     for i in range(SEQUENCES):
         first = threading.Event()
         t = threading.Thread(target=stream_until, args=(
-            port, prompt(rnd, rnd.randint(3, 30)), 400, f"d{i}", first,
+            port, prompt(rnd, rnd.randint(3, 30)), DYING_TOKENS, f"d{i}", first,
             DIE_AFTER if i == SEQUENCES - 1 else None))
         t.start()
         threads.append(t)
@@ -274,7 +331,7 @@ def check_died(check, dying, records):
           f"llama: {SEQUENCES} requests decoding when the server died "
           f"({[len(e['tokens']) for e in died]} tokens written)")
     mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
-            r["pid"] == dying["pid"]]
+            r["pid"] == dying["pid"] and r.get("output_tokens") != LONG_TOKENS]
     check(len(mine) == len(died) and
           all(r["error"] == "process_exited" and not r["complete"] for r in mine),
           f"llama: each ended process_exited, incomplete "

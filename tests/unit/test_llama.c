@@ -456,6 +456,53 @@ static void test_late_write_keeps_its_step(void **state)
 }
 
 /*
+ * A context shift mid-stream is the request's own, not a new prompt. node-llama-cpp clears
+ * the sequence and evaluates the kept tokens again from position 1 (a chunk that samples
+ * nothing, then the step that samples the next token); llama-server shifts the cache in
+ * place and decodes on at a lower position. Either way the gap says context_shift, the
+ * re-evaluation's time is its shift_ns, and the request counts its shifts.
+ */
+static void test_context_shift(void **state)
+{
+	for (int style = 0; style < 2; style++) {
+		struct attrib *a = attrib__new();
+		struct request *r = request_at(1, 1000, 0);
+		const struct attribution *at;
+
+		r->input_tokens.set = false;
+		llama_step(a, 2000, 4000, 1, (struct step_seq[]){ { 0, 12, 0, 11, 1 } });
+		token_at(a, r, 4100);
+		llama_step(a, 4200, 4400, 1, (struct step_seq[]){ { 0, 1, 12, 12, 1 } });
+		token_at(a, r, 4500);
+		if (style == 0) { /* cleared, the kept 12 tokens evaluated again from position 1 */
+			llama_step(a, 4600, 5600, 1, (struct step_seq[]){ { 0, 8, 1, 8, 0 } });
+			llama_step(a, 5600, 6000, 1, (struct step_seq[]){ { 0, 5, 9, 13, 1 } });
+		} else { /* shifted in place by 8: decodes on at 13 - 8 */
+			llama_step(a, 5600, 6000, 1, (struct step_seq[]){ { 0, 1, 5, 5, 1 } });
+		}
+		token_at(a, r, 6100);
+		llama_step(a, 6200, 6400, 1,
+			   (struct step_seq[]){ { 0, 1, style ? 6 : 14, style ? 6 : 14, 1 } });
+		token_at(a, r, 6500);
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_non_null(at);
+		assert_true(at->ok);
+		assert_int_equal(at->prompt_tokens, 12);
+		assert_int_equal(at->ngaps, 3);
+		assert_false(at->gaps[0].context_shift);
+		assert_true(at->gaps[1].context_shift);
+		assert_false(at->gaps[2].context_shift);
+		assert_int_equal(at->gaps[1].shift_ns, style ? 0 : 1400 * US);
+		assert_int_equal(at->gaps[1].producer_start_ns, 5600 * US);
+		assert_int_equal(at->context_shifts, 1);
+		assert_int_equal(at->shift_ns, style ? 0 : 1400 * US);
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
+/*
  * A request with no usage (a server that says nothing unless asked), on a sequence that
  * evaluated one more token of its previous request after this one arrived, without logits,
  * at a position its prompt does not join (the prompt reuses 8 cells and goes on from there):
@@ -499,6 +546,7 @@ int main(void)
 		cmocka_unit_test(test_usage_as_evidence),
 		cmocka_unit_test(test_sequence_living_on),
 		cmocka_unit_test(test_late_write_keeps_its_step),
+		cmocka_unit_test(test_context_shift),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

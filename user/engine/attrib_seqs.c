@@ -283,22 +283,38 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e
 	return 0;
 }
 
-/* Gap g: the steps after the one that produced event g, up to the one that produced g + 1. */
+/* Gap g: the steps after the one that produced event g, up to the one that produced g + 1.
+ * A step of the request's own sequence at a position below the one it had reached is a
+ * context shift (llama-server moves the cache back in place and decodes on at the lower
+ * position; node-llama-cpp clears it and evaluates the kept tokens again, in chunks that
+ * sample nothing, then the step that samples the next token): not a new prompt, for the
+ * request is still streaming. The time of the steps that evaluate its kept tokens again is
+ * the gap's shift_ns. */
 static void gap_of(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
 		   size_t hi, const struct run *c, const struct request *r, size_t g,
 		   uint64_t baseline, struct attribution *at)
 {
 	struct attrib_gap *gp = &at->gaps[g];
+	const struct aseq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
+	int32_t next = from && from->first_pos >= 0 ? from->first_pos + (int32_t)from->tokens : -1;
 	uint64_t dec = 0;
 
 	gp->gap_ns = r->gaps_ns[g];
 	for (size_t k = c->out[g] + 1; k <= c->out[g + 1]; k++) {
 		const struct astep *s = &p->v[k];
+		const struct aseq *own = seq_in(s, c->ctx, c->seq);
 
 		if (s->context != c->ctx)
 			continue;
 		gp->steps++;
 		dec += duration(s);
+		if (own && own->first_pos >= 0 && next >= 0) {
+			if (own->first_pos < next)
+				gp->context_shift = true;
+			if (gp->context_shift && (own->tokens > 1 || !own->outputs))
+				gp->shift_ns += duration(s); /* kept tokens evaluated again */
+			next = own->first_pos + (int32_t)own->tokens;
+		}
 		if (!carries_prompt(s, c->seq))
 			continue;
 		gp->interfered = true;
@@ -317,6 +333,10 @@ static void gap_of(const struct attrib *a, const struct engine *e, const struct 
 	}
 	gp->producer_start_ns = p->v[c->out[g + 1]].start;
 	attrib_close_gap(at, gp, dec);
+	if (gp->shift_ns > gp->decode_ns)
+		gp->shift_ns = gp->decode_ns;
+	at->context_shifts += gp->context_shift;
+	at->shift_ns += gp->shift_ns;
 }
 
 /* The engine's figures for the summary: each step once, up to the request's end. */

@@ -35,6 +35,11 @@ struct attrib_gap {
 	bool interfered;       /* one of them carried another request's prefill */
 	uint64_t producer_start_ns; /* first launch of the step that produced the token event
 				       ending the gap (the latest seen complete before it) */
+	/* llama.cpp: the sequence's positions went back inside the gap (a context shift, or
+	 * tokens removed): shift_ns is its steps' time re-evaluating what was kept (0 where the
+	 * engine shifted the cache in place), part of decode_ns */
+	bool context_shift;
+	uint64_t shift_ns;
 };
 
 struct attribution {
@@ -59,6 +64,8 @@ struct attribution {
 	uint32_t cached_tokens;	 /* prompt tokens the sequence held already: its KV cache hit */
 	uint32_t prompt_tokens;	 /* prompt tokens the prefill steps computed */
 	uint32_t prefill_chunks; /* prefill steps that sampled nothing: earlier prompt chunks */
+	uint32_t context_shifts; /* gaps whose sequence's positions went back (context_shift) */
+	uint64_t shift_ns;	 /* the gaps' shift_ns */
 	/* The response's usage said another prompt length than the matched run evaluated (cached
 	 * tokens in and out): the split stands, from the run. */
 	bool usage_mismatch;

@@ -37,6 +37,7 @@ struct group {
 	struct sample gap_decode, gap_host, gap_interference;
 	uint64_t not_attributed;
 	uint64_t usage_mismatch; /* split from a run its usage did not agree with */
+	uint64_t context_shifts, shifted; /* gaps with a context shift, requests with one */
 	struct ttft_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
 	size_t nsplits, capsplits;
 	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
@@ -51,7 +52,7 @@ struct ttft_split {
 };
 
 struct gap_split {
-	uint64_t gap, interference, decode, host;
+	uint64_t gap, interference, shift, decode, host;
 };
 
 struct report {
@@ -214,6 +215,8 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
 		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
 		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
+		json_object_set_new(o, "context_shifts", json_integer(a->context_shifts));
+		json_object_set_new(o, "shift_ms", ms(a->shift_ns));
 		if (a->usage_mismatch)
 			json_object_set_new(o, "usage_mismatch",
 					    json_pack("{s:I, s:I}", "reported", (json_int_t)a->usage_reported,
@@ -231,6 +234,11 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 			json_object_set_new(go, "host_ms", ms(g->host_ns));
 			json_object_set_new(go, "interference_ms", ms(g->interference_ns));
 			json_object_set_new(go, "interfered", json_boolean(g->interfered));
+			if (a->by_sequence) {
+				json_object_set_new(go, "context_shift",
+						    json_boolean(g->context_shift));
+				json_object_set_new(go, "shift_ms", ms(g->shift_ns));
+			}
 			json_object_set_new(go, "step_start_ns",
 					    json_integer((json_int_t)g->producer_start_ns));
 			json_array_append_new(v, go);
@@ -414,6 +422,8 @@ static void add_attribution(struct group *g, const struct request *r)
 		return;
 	}
 	g->usage_mismatch += a->usage_mismatch;
+	g->context_shifts += a->context_shifts;
+	g->shifted += a->context_shifts > 0;
 	sample__add(&g->queue, a->queue_ns / 1e6);
 	sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
 	sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
@@ -436,7 +446,11 @@ static void add_attribution(struct group *g, const struct request *r)
 		    array__reserve((void **)&g->gsplits, &g->capgsplits, g->ngsplits + 1,
 				   sizeof(*g->gsplits)))
 			g->gsplits[g->ngsplits++] = (struct gap_split){
-				gp->gap_ns, gp->interference_ns, gp->decode_ns - gp->interference_ns,
+				gp->gap_ns, gp->interference_ns, gp->shift_ns,
+				gp->decode_ns - gp->interference_ns -
+					(gp->shift_ns < gp->decode_ns - gp->interference_ns
+						 ? gp->shift_ns
+						 : gp->decode_ns - gp->interference_ns),
 				gp->host_ns,
 			};
 	}
@@ -566,13 +580,20 @@ static void print_tail(FILE *out, struct group *g)
 		for (size_t i = from; i < n; i++) {
 			sum.gap += g->gsplits[i].gap;
 			sum.interference += g->gsplits[i].interference;
+			sum.shift += g->gsplits[i].shift;
 			sum.decode += g->gsplits[i].decode;
 			sum.host += g->gsplits[i].host;
 		}
-		fprintf(out, "    token gaps above p90: %.0f%% prefill interference, %.0f%% decode, "
-			     "%.0f%% host (%zu gaps)\n",
-			pct_of(sum.interference, sum.gap), pct_of(sum.decode, sum.gap),
-			pct_of(sum.host, sum.gap), n - from);
+		if (sum.shift) /* a share only where there was one: most engines never shift */
+			fprintf(out, "    token gaps above p90: %.0f%% prefill interference, %.0f%% "
+				     "context shift, %.0f%% decode, %.0f%% host (%zu gaps)\n",
+				pct_of(sum.interference, sum.gap), pct_of(sum.shift, sum.gap),
+				pct_of(sum.decode, sum.gap), pct_of(sum.host, sum.gap), n - from);
+		else
+			fprintf(out, "    token gaps above p90: %.0f%% prefill interference, %.0f%% "
+				     "decode, %.0f%% host (%zu gaps)\n",
+				pct_of(sum.interference, sum.gap), pct_of(sum.decode, sum.gap),
+				pct_of(sum.host, sum.gap), n - from);
 	}
 }
 
@@ -611,6 +632,10 @@ static void print_attribution(FILE *out, struct group *g)
 		fprintf(out, "    usage mismatch: %llu (split from the engine's own prompt; the "
 			     "server's usage counted another length: usage_mismatch in the records)\n",
 			(unsigned long long)g->usage_mismatch);
+	if (g->context_shifts)
+		fprintf(out, "    context shifts: %llu in %llu requests (the sequence's positions went "
+			     "back mid-stream: context_shift in the records' gaps)\n",
+			(unsigned long long)g->context_shifts, (unsigned long long)g->shifted);
 }
 
 static void print_engine(void *ctx, const struct attrib_engine_stats *e)
