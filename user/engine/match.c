@@ -26,13 +26,9 @@ struct seen {
 	bool used; /* a proxy's request and its upstream call, once matched to each other */
 };
 
-#define MATCH_CLIENT_PIDS 256
-
 struct match {
 	struct seen *v; /* a ring, in the order requests finished */
 	size_t n, next;
-	uint32_t clients[MATCH_CLIENT_PIDS]; /* processes that made LLM API calls */
-	size_t nclients;
 };
 
 /* The j-th newest kept request. */
@@ -90,25 +86,6 @@ static struct seen *server_of(struct match *m, const char *local, const char *pe
 			return s;
 	}
 	return NULL;
-}
-
-void match__exit(struct match *m, uint32_t pid)
-{
-	for (size_t i = 0; i < m->nclients; i++) {
-		if (m->clients[i] == pid) {
-			m->clients[i] = m->clients[--m->nclients];
-			return;
-		}
-	}
-}
-
-static bool is_client(const struct match *m, uint32_t pid)
-{
-	for (size_t i = 0; i < m->nclients; i++) {
-		if (m->clients[i] == pid)
-			return true;
-	}
-	return false;
 }
 
 /* How well upstream call c fits proxy server record s: a proxy passes the request on, and the
@@ -181,10 +158,12 @@ void match__request(struct match *m, struct request *r)
 		m->n++;
 	if (r->role != ROLE_CLIENT)
 		return;
-	if (!is_client(m, r->pid) && m->nclients < MATCH_CLIENT_PIDS)
-		m->clients[m->nclients++] = r->pid;
 	srv = server_of(m, r->local, r->peer, s->stream_id, r->start_ns, s->end);
-	for (int hop = 0; srv && hop < MATCH_HOPS && is_client(m, srv->pid); hop++) {
+	/* A server whose own process made a call that fits its request is a proxy: followed to
+	 * the call's server. From the records alone, not from which processes live: a proxy may
+	 * have exited (and been let go) before the records of its clients, which end later, are
+	 * matched. */
+	for (int hop = 0; srv && hop < MATCH_HOPS; hop++) {
 		struct seen *up = upstream_of(m, srv), *next;
 
 		if (!up)

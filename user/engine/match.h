@@ -23,7 +23,4 @@ void match__free(struct match *m);
  * client's gets server_id and upstream_ns when its server is found. */
 void match__request(struct match *m, struct request *r);
 
-/* The process exited: it no longer counts among the processes that made LLM API calls. */
-void match__exit(struct match *m, uint32_t pid);
-
 #endif

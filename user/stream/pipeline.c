@@ -111,7 +111,6 @@ static void deliver_exits(struct pipeline *p)
 			continue;
 		}
 		attrib__exit(p->attr, pid);
-		match__exit(p->match, pid);
 		if (p->on_exit)
 			p->on_exit(p->ctx, pid);
 	}
