@@ -33,6 +33,7 @@ EDGE_NS = 50_000     # a step's end after the interposer's, past its thread's pr
                      # median of its start before the interposer's
 EDGE_MAX_NS = 5_000_000  # every edge (and the end's bound where the preemption is not known)
 CLOCK_SLACK_NS = 1_000  # the probe's clock and the interposer's: one clock, read two ways
+END_SLOW_SHARE = 0.005  # ends past EDGE_NS with no preemption to explain them (check_steps)
 
 
 def read_jsonl(path):
@@ -498,9 +499,14 @@ def check_steps(check, truth, steps):
     end where the probes must have seen them, in causal order for every step: the entry probe
     fires before the interposer's start read, the return probe after its end read.
 
-    How far: between the return probe and the interposer's end read there are a few
+    How far: between the interposer's end read and the return probe there are a few
     instructions, so the end is within EDGE_NS past the time its thread spent preempted
-    around it, which the interposer measured (preemption_after()), for every step. Between the
+    around it, which the interposer measured (preemption_after()), for all but END_SLOW_SHARE
+    of the steps, and every end within EDGE_MAX_NS: now and then an end comes tens of
+    microseconds later with no preemption measured, which the test cannot tell from the
+    tracer (an interrupt; the kernel's uprobe dispatch before the probe's program runs, whose
+    locks attaching probes for a new process takes too: nginx starts mid-run). Seen: 1 end in
+    600 at 89.8 us, 4 in 5000 at 51-59 us. Between the
     entry probe's clock read and the interposer's lies the probe itself (the trap, its program, the
     return to user space): about 20 us, and on a loaded 2-CPU machine now and then 100 us and
     more with no preemption measured (interrupts, the trap's locks), which nothing in the test
@@ -515,7 +521,7 @@ def check_steps(check, truth, steps):
     steps = sorted(steps, key=lambda s: s["start_ns"])
     around = preemption_after(truth)
     same_batch = 0
-    edges, out_of_bounds, preempted = [], [], 0
+    edges, out_of_bounds, slow_ends, preempted = [], [], [], 0
     for t, s in zip(truth, steps):
         same_batch += (t["n_tokens"] == s["tokens"] and t["outputs"] == s["outputs"] and
                        t["result"] == s["result"] and sorted(t["seqs"]) == seq_summary(s) and
@@ -526,10 +532,12 @@ def check_steps(check, truth, steps):
         preempted += bool(after)
         for edge, took, delay in (("start", lead, None), ("end", lag, after)):
             bound = EDGE_MAX_NS if delay is None else EDGE_NS + delay
-            if not -CLOCK_SLACK_NS <= took <= bound:
+            if not -CLOCK_SLACK_NS <= took <= EDGE_MAX_NS:
                 out_of_bounds.append(f"{edge} of the step at {s['start_ns']}: {took / 1000:.1f} "
-                                     f"us, bound {bound / 1000:.1f} us (preempted "
-                                     f"{'?' if delay is None else delay / 1000} us)")
+                                     f"us, bound {EDGE_MAX_NS / 1000:.1f} us")
+            elif took > bound:
+                slow_ends.append(f"end of the step at {s['start_ns']}: {took / 1000:.1f} us, "
+                                 f"bound {bound / 1000:.1f} us ({delay / 1000} us preempted)")
     n = len(edges)
     check(n and same_batch == n, f"llama: every step's batch summary is the interposer's "
                                  f"({same_batch}/{n})")
@@ -539,9 +547,11 @@ def check_steps(check, truth, steps):
             f"{pct(ends, 99) / 1000:.1f} max {max(ends, default=0) / 1000:.1f} us; "
             f"{preempted} steps with their thread preempted around their end")
     check(n and not out_of_bounds,
-          f"llama: every step's start before the interposer's (within {EDGE_MAX_NS // 1000} "
-          f"us) and its end after, within {EDGE_NS // 1000} us past its thread's preemption "
-          f"({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
+          f"llama: every step's start before the interposer's and its end after, both within "
+          f"{EDGE_MAX_NS // 1000} us ({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
+    check(n and len(slow_ends) <= n * END_SLOW_SHARE,
+          f"llama: the steps' ends within {EDGE_NS // 1000} us past their thread's preemption, "
+          f"all but {END_SLOW_SHARE:.1%} ({len(slow_ends)} not: {slow_ends[:3]}; {said})")
     check(n and pct(starts, 50) <= EDGE_NS,
           f"llama: the steps' starts a median {pct(starts, 50) / 1000:.1f} us before the "
           f"interposer's, within {EDGE_NS // 1000} us ({said})")
