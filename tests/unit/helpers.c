@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "out/report.h"
+#include "stream/recording.h"
 #include "helpers.h"
 
 static void collect(void *ctx, const struct request *req, const struct request_metrics *m)
@@ -144,6 +145,16 @@ void run__script(struct run *r, const struct seg *s, size_t n, enum split how, s
 void run__finish(struct run *r, uint64_t ts)
 {
 	pipeline__finish(r->pl, ts);
+}
+
+void run__tick(struct run *r, uint64_t ts)
+{
+	struct ts_rec_counters rc = { 0 };
+
+	rc.hdr.type = TS_REC_COUNTERS;
+	rc.hdr.size = sizeof(rc);
+	rc.hdr.ts_ns = ts;
+	assert_int_equal(pipeline__feed(r->pl, &rc, sizeof(rc)), 0);
 }
 
 static char *joined(struct run *r)

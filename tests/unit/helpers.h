@@ -60,6 +60,9 @@ void run__data(struct run *r, bool write, uint64_t ts, const void *data, size_t 
 void run__script(struct run *r, const struct seg *s, size_t n, enum split how, size_t k,
 		 unsigned seed);
 void run__finish(struct run *r, uint64_t ts);
+/* Record time moves on to ts with nothing else (the counters' record a live run feeds each
+ * second): finished requests held to keep their order are reported once it passes theirs. */
+void run__tick(struct run *r, uint64_t ts);
 
 /* Runs the script every way it can be split and checks that the requests' JSON never
  * changes. Returns the JSON of the whole-run requests joined by '\n' (caller frees). */

@@ -36,9 +36,16 @@ struct stream {
 /* A finished request waiting for its attribution (and its turn). */
 struct held {
 	struct request *r;
+	uint64_t end_ns;   /* its response's end (its start where none) */
 	uint64_t ready_ns; /* record time after which it is attributed and reported */
 	struct held *next;
 };
+
+/* Without engine steps, a finished request still waits this much record time before it is
+ * reported: the ends of two CPUs' records are not always parsed in the order they happened
+ * (seen under a CPU hog: a proxy's HTTP/2 server record parsed after its client's, which
+ * ended 2.5 ms later), and matching needs a server's record before its client's. */
+#define REORDER_NS (100ull * 1000000ull)
 
 struct pipeline {
 	request_fn fn;
@@ -146,18 +153,17 @@ static void on_request(void *ctx, struct request *r)
 	}
 	if (r->role == ROLE_SERVER && attrib__has_steps(p->attr))
 		attrib__finished(p->attr, r);
-	/* Where GPU steps are seen, a server request is attributed once later steps and other
-	 * requests' first tokens had time to come; the others wait with it, to keep the order. */
-	if (!p->held && !attrib__has_steps(p->attr)) {
-		report_request(p, r);
-		return;
-	}
+	/* Where engine steps are seen, a server request is attributed once later steps and other
+	 * requests' first tokens had time to come; the others wait with it, to keep the order.
+	 * Elsewhere every request waits REORDER_NS, for the same order. */
 	h = malloc(sizeof(*h));
 	if (!h) {
 		report_request(p, r);
 		return;
 	}
-	*h = (struct held){ r, (end > r->start_ns ? end : r->start_ns) + ATTRIB_SETTLE_NS, NULL };
+	end = end > r->start_ns ? end : r->start_ns;
+	*h = (struct held){ r, end,
+			    end + (attrib__has_steps(p->attr) ? ATTRIB_SETTLE_NS : REORDER_NS), NULL };
 	/* Requests are reported in the order their responses ended, which is not always the order
 	 * their ends were parsed in (records of two CPUs); a server's then comes before its
 	 * client's, which matching needs. Nearly always it goes last. */
@@ -850,7 +856,7 @@ uint64_t pipeline__reported_through(const struct pipeline *p, uint64_t now)
 
 	if (!p->held)
 		return now;
-	end = p->held->ready_ns - ATTRIB_SETTLE_NS; /* the oldest held request's end */
+	end = p->held->end_ns; /* the first held request's end */
 	return end && end - 1 < now ? end - 1 : now;
 }
 
