@@ -148,6 +148,7 @@ def run_llama_checks(ctx):
     jobs += usage_jobs
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
+    many = many_sequences(check, root, gen, work, rnd)
     dying = die_mid_decode(check, root, gen, work, rnd)
     rc, out, err = tracer.stop()
     check(rc == 0, f"llama: tokenscope exited 0 ({err[-300:]})")
@@ -201,11 +202,15 @@ def run_llama_checks(ctx):
     same = dict(zip(sorted(t["start_ns"] for t in truth), sorted(s["start_ns"] for s in steps)))
     check_attribution(check, truth, served, same,
                       list(servers.values()))
+    if many:
+        check_many(check, many, records)
     if dying:
         check_shifts(check, dying, records)
         check_died(check, dying, records)
 
 
+MANY_SEQUENCES = 32  # a server of many sequences on one context
+MANY_STREAMS = 48    # streams at once on it: more than its sequences, so that some queue
 DIE_AFTER = 4  # tokens of the last request before the server kills itself
 DYING_TOKENS = 200  # what each of the killed server's streams asks for: all 4 fit its context
 SMALL_CONTEXT = 1024  # the second server's context, which one sequence may fill
@@ -278,6 +283,75 @@ def stream_until(port, text, max_tokens, user, first, die_after=None):
         c.close()
 
 
+def start_server(check, root, gen, work, name, sequences, context_size=None, live=False):
+    """Another node-llama-cpp server on the same engine, its files named after name, with its
+    own interposer log (live: written as calls end). Returns it, its port and its two logs
+    (None for the server where it did not start, said)."""
+    decode_log = os.path.join(work, f"{name}-decode.jsonl")
+    server_log = os.path.join(work, f"{name}-server.jsonl")
+    port_file = os.path.join(work, f"{name}-port")
+    env = dict(os.environ, LD_PRELOAD=os.path.join(gen, "libdecode_log.so"),
+               DECODE_LOG=decode_log)
+    if live:
+        env["DECODE_LOG_LIVE"] = "1"
+    server = subprocess.Popen(
+        ["node", os.path.join(root, "tests", "fixtures", "llama", "server.mjs"),
+         "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
+         "--log", server_log, "--sequences", str(sequences), "--batch", str(BATCH)] +
+        (["--context-size", str(context_size)] if context_size else []),
+        stdout=open(os.path.join(work, f"{name}-server.out"), "w"), stderr=subprocess.STDOUT,
+        env=env)
+    try:
+        port = wait_file(port_file, server, f"the {name} server", timeout=60)
+    except SystemExit as e:
+        check(False, f"llama: {e}")
+        server.kill()
+        return None, None, None, None
+    return server, port, decode_log, server_log
+
+
+def many_sequences(check, root, gen, work, rnd):
+    """A server of MANY_SEQUENCES sequences on one context, MANY_STREAMS streams at once: up
+    to MANY_SEQUENCES prompts and decodes batched in each step. Returns its pid, log and
+    interposer's calls, as die_mid_decode does."""
+    server, port, decode_log, server_log = start_server(check, root, gen, work, "many",
+                                                        MANY_SEQUENCES)
+    if not server:
+        return None
+    jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 16), f"m{i}")
+            for i in range(MANY_STREAMS)]
+    check(concurrently(port, jobs, None),
+          f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences answered")
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+    return {"pid": server.pid, "served": read_jsonl(server_log),
+            "calls": [c for c in read_jsonl(decode_log) if "start_ns" in c]}
+
+
+def check_many(check, many, records):
+    """Every request of the many-sequence server split right, and every gap's step."""
+    mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
+            r["pid"] == many["pid"]]
+    steps = sorted(r["start_ns"] for r in records if r.get("type") == "engine_step" and
+                   r["pid"] == many["pid"])
+    widest = max((len(r["sequences"]) for r in records if r.get("type") == "engine_step" and
+                  r["pid"] == many["pid"]), default=0)
+    same = dict(zip(sorted(c["start_ns"] for c in many["calls"]), steps))
+    good, gaps, gaps_right, bad, _ = split_against_truth(many["calls"], many["served"], same,
+                                                         mine)
+    for line in bad[:8]:
+        print(f"  llama (many): {line}")
+    print(f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences: split right "
+          f"{good['split']}/{len(mine)}, gaps' steps {gaps_right}/{gaps}; steps "
+          f"{len(steps)} ({len(many['calls'])} calls), up to {widest} sequences in one", flush=True)
+    check(len(steps) == len(many["calls"]) and widest >= MANY_SEQUENCES // 2,
+          f"llama: the many-sequence server's steps are its calls, up to {widest} sequences a "
+          f"step")
+    check(len(mine) == MANY_STREAMS and good["split"] == len(mine) and gaps_right == gaps,
+          f"llama: every request on {MANY_SEQUENCES} sequences split right "
+          f"({good['split']}/{len(mine)}), its gaps' steps too ({gaps_right}/{gaps})")
+
+
 def die_mid_decode(check, root, gen, work, rnd):
     """A second server on the same engine, with a context of SMALL_CONTEXT tokens. First one
     stream longer than that: node-llama-cpp shifts the context mid-stream, clearing the
@@ -286,22 +360,9 @@ def die_mid_decode(check, root, gen, work, rnd):
     DIE_AFTER tokens, all 4 decoding when it dies. Its interposer writes its calls as they end
     (a SIGKILL runs no exit handler). Returns the server's pid, its log and its interposer's
     calls."""
-    decode_log = os.path.join(work, "died-decode.jsonl")
-    server_log = os.path.join(work, "died-server.jsonl")
-    port_file = os.path.join(work, "died-port")
-    server = subprocess.Popen(
-        ["node", os.path.join(root, "tests", "fixtures", "llama", "server.mjs"),
-         "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
-         "--log", server_log, "--sequences", str(SEQUENCES), "--batch", str(BATCH),
-         "--context-size", str(SMALL_CONTEXT)],
-        stdout=open(os.path.join(work, "died-server.out"), "w"), stderr=subprocess.STDOUT,
-        env=dict(os.environ, LD_PRELOAD=os.path.join(gen, "libdecode_log.so"),
-                 DECODE_LOG=decode_log, DECODE_LOG_LIVE="1"))
-    try:
-        port = wait_file(port_file, server, "the server to be killed", timeout=60)
-    except SystemExit as e:
-        check(False, f"llama: {e}")
-        server.kill()
+    server, port, decode_log, server_log = start_server(
+        check, root, gen, work, "died", SEQUENCES, context_size=SMALL_CONTEXT, live=True)
+    if not server:
         return None
     status, _ = chat(port, prompt(rnd, 20), LONG_TOKENS, "long", clear_after=True)
     check(status == 200, f"llama: a stream of {LONG_TOKENS} tokens answered")
