@@ -60,6 +60,7 @@ struct pipeline {
 	struct attrib *attr;
 	struct match *match;
 	struct held *held; /* by ready_ns, the order their responses ended */
+	struct held *held_last; /* its last: where nearly every finished request goes */
 	uint32_t *exits;   /* processes gone whose requests may still be held */
 	size_t nexits, capexits;
 	exit_fn on_exit;
@@ -131,6 +132,8 @@ static void release_held(struct pipeline *p, uint64_t now)
 		struct held *h = p->held;
 
 		p->held = h->next;
+		if (!p->held)
+			p->held_last = NULL;
 		report_request(p, h->r);
 		free(h);
 	}
@@ -167,11 +170,18 @@ static void on_request(void *ctx, struct request *r)
 	/* Requests are reported in the order their responses ended, which is not always the order
 	 * their ends were parsed in (records of two CPUs); a server's then comes before its
 	 * client's, which matching needs. Nearly always it goes last. */
+	if (p->held_last && p->held_last->ready_ns <= h->ready_ns) {
+		p->held_last->next = h;
+		p->held_last = h;
+		return;
+	}
 	link = &p->held;
 	while (*link && (*link)->ready_ns <= h->ready_ns)
 		link = &(*link)->next;
 	h->next = *link;
 	*link = h;
+	if (!h->next)
+		p->held_last = h;
 }
 
 static void on_first_token(void *ctx, struct request *r)
