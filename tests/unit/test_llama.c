@@ -371,6 +371,22 @@ static void test_usage_as_evidence(void **state)
 	}
 }
 
+/* Seqs 3 and 1 prompted in one step and decoding in the same steps; the request (no usage)
+ * writes a token after each and ends at 5.55 ms. */
+static struct request *batched_twins(struct attrib *a)
+{
+	struct request *r = request_at(1, 1000, 0);
+
+	r->input_tokens.set = false;
+	llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 3, 30, 0, 29, 1 }, { 1, 12, 0, 11, 1 } });
+	token_at(a, r, 4100);
+	llama_step(a, 4200, 4700, 2, (struct step_seq[]){ { 3, 1, 30, 30, 1 }, { 1, 1, 12, 12, 1 } });
+	token_at(a, r, 4800);
+	llama_step(a, 4900, 5400, 2, (struct step_seq[]){ { 3, 1, 31, 31, 1 }, { 1, 1, 13, 13, 1 } });
+	token_at(a, r, 5500);
+	return r;
+}
+
 /*
  * Two prompts sampled in one batched step, decoding in the same steps after, fit a request
  * alike. The request's sequence is the one that stops when the request ends: the other goes
@@ -382,16 +398,9 @@ static void test_usage_as_evidence(void **state)
 static void test_sequence_living_on(void **state)
 {
 	struct attrib *a = attrib__new();
-	struct request *r = request_at(1, 1000, 0);
+	struct request *r = batched_twins(a);
 	const struct attribution *at;
 
-	r->input_tokens.set = false;
-	llama_step(a, 2000, 4000, 2, (struct step_seq[]){ { 3, 30, 0, 29, 1 }, { 1, 12, 0, 11, 1 } });
-	token_at(a, r, 4100);
-	llama_step(a, 4200, 4700, 2, (struct step_seq[]){ { 3, 1, 30, 30, 1 }, { 1, 1, 12, 12, 1 } });
-	token_at(a, r, 4800);
-	llama_step(a, 4900, 5400, 2, (struct step_seq[]){ { 3, 1, 31, 31, 1 }, { 1, 1, 13, 13, 1 } });
-	token_at(a, r, 5500);
 	/* the request has ended (5.55 ms); seq 3 goes on, seq 1 is done */
 	llama_step(a, 5600, 6000, 1, (struct step_seq[]){ { 3, 1, 32, 32, 1 } });
 	llama_step(a, 6100, 6500, 1, (struct step_seq[]){ { 3, 1, 33, 33, 1 } });
@@ -402,31 +411,21 @@ static void test_sequence_living_on(void **state)
 	assert_int_equal(at->seq, 1);
 	assert_int_equal(at->prompt_tokens, 12);
 	request__free(r);
+	attrib__free(a);
 
 	/* one step begun after the end is enough (seen under a CPU hog: two requests of one
 	 * prompt length, 10 and 11 tokens out, batched); one begun before it, the engine under
 	 * way as the stream ended, does not rule seq 3 out: the first of the two that fit alike */
 	for (int before = 0; before < 2; before++) {
-		attrib__free(a);
 		a = attrib__new();
-		r = request_at(1, 1000, 0);
-		r->input_tokens.set = false;
-		llama_step(a, 2000, 4000, 2,
-			   (struct step_seq[]){ { 3, 30, 0, 29, 1 }, { 1, 12, 0, 11, 1 } });
-		token_at(a, r, 4100);
-		llama_step(a, 4200, 4700, 2,
-			   (struct step_seq[]){ { 3, 1, 30, 30, 1 }, { 1, 1, 12, 12, 1 } });
-		token_at(a, r, 4800);
-		llama_step(a, 4900, 5400, 2,
-			   (struct step_seq[]){ { 3, 1, 31, 31, 1 }, { 1, 1, 13, 13, 1 } });
-		token_at(a, r, 5500); /* the request ends at 5.55 ms */
+		r = batched_twins(a);
 		llama_step(a, before ? 5520 : 5600, 6000, 1, (struct step_seq[]){ { 3, 1, 32, 32, 1 } });
 		attrib__compute(a, r);
 		assert_true(r->attr->ok);
 		assert_int_equal(r->attr->seq, before ? 3 : 1);
 		request__free(r);
+		attrib__free(a);
 	}
-	attrib__free(a);
 }
 
 /*
