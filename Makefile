@@ -4,6 +4,7 @@
 OUTPUT := .output
 CLANG ?= clang
 BPFTOOL ?= bpftool
+LLVM_OBJDUMP ?= llvm-objdump
 CC ?= cc
 
 # The BPF programs read registers and stack arguments by the x86-64 calling convention
@@ -30,8 +31,12 @@ LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 # sock_core: the plaintext family built again with CO-RE reads in place of bpf_rdonly_cast,
 # for kernels before 6.2 (Debian 12's 6.1); user/capture/live.c loads one or the other.
-BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS)) $(OUTPUT)/sock_core.bpf.o
-SKELS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS)) $(OUTPUT)/sock_core.skel.h
+# X_legacy: every family built again with what Linux 5.10 has (TS_LEGACY, bpf/common.bpf.h),
+# for kernels before 5.17 (no bpf_loop).
+LEGACY := $(patsubst bpf/%.bpf.c,%_legacy,$(BPF_SRCS))
+BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS)) $(OUTPUT)/sock_core.bpf.o \
+	$(patsubst %,$(OUTPUT)/%.bpf.o,$(LEGACY))
+SKELS := $(patsubst %.bpf.o,%.skel.h,$(BPF_OBJS))
 
 # user/ in layers, lowest first (docs/architecture.md; tests/check_layers.py checks the order):
 # base proto llm engine stream out capture cli. Everything below capture is the pipeline:
@@ -83,7 +88,13 @@ $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $
 $(OUTPUT)/sock_core.bpf.o: bpf/sock.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -DTS_SOCK_CORE_READS -c $< -o $@
-
+# A legacy object must not hold an atomic with fetch (5.12), which clang emits for any
+# __sync_fetch_and_add whose value is used: checked here, not at load on a 5.10 kernel.
+$(OUTPUT)/%_legacy.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -mcpu=v3 -DTS_LEGACY -DTS_SOCK_CORE_READS -c $< -o $@
+	$(Q)if $(LLVM_OBJDUMP) -d $@ | grep -q 'atomic_fetch\|cmpxchg\|xchg'; then \
+		echo "$@: an atomic with fetch, which Linux 5.10 has not" >&2; rm -f $@; exit 1; fi
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@

@@ -175,36 +175,22 @@ static __always_inline bool from_runtime(__u64 ret, __u64 lo, __u64 hi)
 	return true;
 }
 
-struct code_range {
-	__u64 lo, hi;
-};
-
-static long vma_range(struct task_struct *task, struct vm_area_struct *vma, void *data)
-{
-	struct code_range *r = data;
-
-	r->lo = vma->vm_start;
-	r->hi = vma->vm_end;
-	return 0;
-}
-
 /* A runtime call: the mapping its probe sits in is the runtime's code (libcudart's, or a
  * binary's that has cudart linked in). Once per process. */
 static __always_inline void learn_runtime(struct pt_regs *ctx, struct cuda_proc *p)
 {
-	struct code_range r = {};
+	struct ts_vma r = {};
 
 	if (p->rt_lo)
 		return;
-	if (bpf_find_vma(bpf_get_current_task_btf(), PT_REGS_IP(ctx), vma_range, &r, 0) ||
-	    !r.lo) {
+	if (ts_vma_at(ts_current_task(), PT_REGS_IP(ctx), &r) || !r.start) {
 		/* the mm was busy: learnt at the next runtime call; until then its driver calls
 		 * count again, and are counted here */
 		ts_count(TS_CNT_GPU_RUNTIME_UNKNOWN, 1);
 		return;
 	}
-	p->rt_hi = r.hi;
-	p->rt_lo = r.lo;
+	p->rt_hi = r.end;
+	p->rt_lo = r.start;
 }
 
 static __always_inline struct cuda_proc *proc_get(__u32 tgid)
@@ -278,7 +264,7 @@ static __always_inline struct work_slot *work_get(__u32 tgid, __u64 stream)
 		return NULL;
 	}
 	if (bpf_map_pop_elem(&cuda_free_slots, &i) &&
-	    (i = __sync_fetch_and_add(&cuda_next_slot, 1)) >= WORK_SLOTS) {
+	    (i = ts_fetch_add(&cuda_next_slot, 1, 0, 3ull << 62)) >= WORK_SLOTS) {
 		ts_count(TS_CNT_GPU_NO_SLOT, 1);
 		return NULL;
 	}
@@ -418,8 +404,8 @@ static __always_inline void flush_all(__u32 tgid, __u32 api)
 static __always_inline struct work_slot *work_call(struct pt_regs *ctx, __u64 stream, __u64 ret,
 						   __u32 api)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	__u32 tgid = t->tgid;
+	struct task_struct *t = ts_current_task();
+	__u32 tgid = TS_TGID(t);
 	struct work_slot *s;
 
 	if (!ts_traced_task(t, tgid) || !(s = work_get(tgid, stream)))

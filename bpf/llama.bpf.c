@@ -61,13 +61,17 @@ struct {
 #define MAX_STRIDE 32
 #define MAX_CHUNKS (TS_LLAMA_MAX_TOKENS / CHUNK)
 
-/* The batch being read at entry, between steps of bpf_loop: per-CPU, as an entry program runs
- * on one CPU to its end. The call is built here and copied into llama_calls once read. */
+/* The batch being read at entry, between steps of the loops: per-CPU, as an entry program
+ * runs on one CPU to its end. The call is built here and copied into llama_calls once read. */
 struct llama_scratch {
 	struct llama_call call;
 	struct llama_batch b;
 	__u32 done;	   /* tokens read */
 	__s32 last_seq;	   /* the last token's first sequence id */
+	/* the chunk being read (read_token's) */
+	__u64 stride;	   /* bytes between the tokens' sequence ids, 0: one read per token */
+	__u32 failed;	   /* a token's sequence id could not be read */
+	__u32 _pad;
 	__u8 slot[TS_LLAMA_SEQS]; /* a seen sequence id's entry in rec.seqs */
 	__s32 pos[CHUNK];
 	__s32 nseq[CHUNK];
@@ -140,19 +144,13 @@ static __always_inline long read_ids(struct llama_scratch *s, __u64 n, __u64 str
 	return bpf_probe_read_user(s->ids, size, (void *)s->seqp[0]);
 }
 
-/* What read_token needs of its chunk. */
-struct chunk_ctx {
-	__u64 stride; /* bytes between the tokens' sequence ids, 0: one read per token */
-	__u32 failed; /* a token's sequence id could not be read */
-};
-
 /*
- * Token i of the chunk: its first sequence id, summed into its sequence. A bpf_loop callback,
- * not a loop body: this kernel verifies a callback until its states converge, and a 32-token
- * loop with add_token's branches inside read_chunk took 3.8 s of verification per program
+ * Token i of the chunk: its first sequence id, summed into its sequence. A loop step, not a
+ * loop body: this kernel verifies a callback until its states converge, and a 32-token loop
+ * with add_token's branches inside read_chunk took 3.8 s of verification per program
  * (tokenscope's start went from 0.5 to 8 s).
  */
-static long read_token(__u64 i, struct chunk_ctx *c)
+TS_LOOP_STEP(read_token)
 {
 	__u32 zero = 0;
 	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
@@ -160,11 +158,11 @@ static long read_token(__u64 i, struct chunk_ctx *c)
 
 	if (!s || i >= CHUNK)
 		return 1;
-	if (c->stride)
-		seq = *(__s32 *)&s->ids[(i * c->stride) & (CHUNK * MAX_STRIDE - 4)];
+	if (s->stride)
+		seq = *(__s32 *)&s->ids[(i * s->stride) & (CHUNK * MAX_STRIDE - 4)];
 	else if (s->b.seq_id && s->seqp[i] &&
 		 bpf_probe_read_user(&seq, sizeof(seq), (void *)s->seqp[i])) {
-		c->failed = 1;
+		s->failed = 1;
 		return 1;
 	}
 	if (s->b.n_seq_id && s->nseq[i] > 1)
@@ -174,9 +172,8 @@ static long read_token(__u64 i, struct chunk_ctx *c)
 }
 
 /* One chunk of the batch: each array's part in one read, then each token's first seq id. */
-static long read_chunk(__u64 index, void *unused)
+TS_LOOP_STEP(read_chunk)
 {
-	struct chunk_ctx c = {};
 	__u32 zero = 0;
 	__u64 n, stride;
 	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
@@ -202,9 +199,10 @@ static long read_chunk(__u64 index, void *unused)
 	}
 	if (stride < 4 || stride > MAX_STRIDE || (stride & 3) || read_ids(s, n, stride))
 		stride = 0; /* one read per token */
-	c.stride = stride;
-	bpf_loop(n, read_token, &c, 0);
-	if (c.failed)
+	s->stride = stride;
+	s->failed = 0;
+	ts_loop(CHUNK, n, read_token);
+	if (s->failed)
 		return 1; /* the rest is counted unread */
 	s->done += n;
 	return 0;
@@ -250,7 +248,7 @@ static __always_inline int step_enter(struct pt_regs *ctx, __u32 flags)
 		r->flags |= TS_LLAMA_NO_POS;
 	if (!s->b.logits)
 		r->flags |= TS_LLAMA_LAST_OUTPUT;
-	bpf_loop(MAX_CHUNKS, read_chunk, NULL, 0);
+	ts_loop(MAX_CHUNKS, MAX_CHUNKS, read_chunk);
 	if (s->done < r->n_tokens) {
 		r->unread_tokens = r->n_tokens - s->done;
 		r->flags |= TS_LLAMA_UNREAD;

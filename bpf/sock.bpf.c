@@ -36,6 +36,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * more step ends the loop. A call then sends exactly the pieces it reserved (sock_exit). */
 #define SOCK_MAX_STEPS (2 * 1024 + TS_MAX_PIECES + 1)
 
+/* A socket direction's sequence numbers under ts_fetch_add's lock (legacy build): (inode,
+ * this). */
+#define SEQ_LOCK(dir) (2ull << 62 | ((dir) & 1))
+
 enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
 
 struct sock_state {
@@ -93,12 +97,38 @@ struct sock_call {
 	__u32 _pad;
 };
 
+#ifdef TS_LEGACY
+/* by thread id, deleted at the thread's exit (sock_process_exit); LRU so that a thread whose
+ * exit was not seen cannot fill it */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sock_call);
+} sock_calls SEC(".maps");
+
+static __always_inline struct sock_call *sock_thread(bool create)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct sock_call none = {};
+
+	return create ? ts_lookup_or_init(&sock_calls, &tid, &none)
+		      : bpf_map_lookup_elem(&sock_calls, &tid);
+}
+#else
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct sock_call);
 } sock_calls SEC(".maps");
+
+static __always_inline struct sock_call *sock_thread(bool create)
+{
+	return bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+#endif
 
 /* Where the copy of a call's bytes stands, between steps of bpf_loop. It lives in the
  * per-CPU scratch, not on the stack: the verifier then checks one step once, instead of
@@ -131,7 +161,7 @@ struct {
 
 /* phase: which socket an fd is */
 
-#ifndef TS_SOCK_CORE_READS
+#if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
 /* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
@@ -167,20 +197,32 @@ static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
 #else
 /* The same walk for kernels without bpf_rdonly_cast (before 6.2: Debian 12's 6.1, Amazon
  * Linux 2023, COS): each field past the fd table slot with a CO-RE read, a helper call each
- * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). */
+ * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). The legacy build
+ * (before 5.17) reads the fd table so too: its task is no BTF pointer. */
 static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = task->files->fdt;
 	struct file *slot = NULL;
 	struct inode *inode;
 	struct socket *sock;
 	struct sock *sk;
+#ifdef TS_LEGACY
+	struct fdtable *fdt = BPF_CORE_READ(ts_current_task(), files, fdt);
+	struct file **fds;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fds[fd]) || !slot)
+		return NULL;
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
 
 	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
 	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fdt->fd[fd]) || !slot)
 		return NULL;
+#endif
 	inode = BPF_CORE_READ(slot, f_inode);
 	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFSOCK)
 		return NULL;
@@ -285,8 +327,8 @@ __noinline int classify(__u64 head, __u32 n)
  * once per link. */
 static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct sock *sk, __u32 dir)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	__u32 tgid = t->tgid, flags = 0;
+	struct task_struct *t = ts_current_task();
+	__u32 tgid = TS_TGID(t), flags = 0;
 	struct ssl_call *call = tls_thread(false);
 	struct ts_tls_sock *e;
 	__u64 ssl = 0;
@@ -338,8 +380,7 @@ static __always_inline int sock_enter(__u64 fd, __u64 base, __u64 len, __u32 kin
 		tls_link(st, ino, sk, dir);
 		return 0;
 	}
-	c = bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL,
-				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	c = sock_thread(true);
 	if (!c)
 		return 0;
 	*c = (struct sock_call){
@@ -405,7 +446,7 @@ static __always_inline void send_piece(struct copy_state *s, struct ts_sock_data
 }
 
 /* One step: copy from the current segment into the piece, or move to the next segment. */
-static long copy_step(__u32 i, void *unused)
+TS_LOOP_STEP(copy_step)
 {
 	__u32 zero = 0;
 	struct sock_buf *d = bpf_map_lookup_elem(&sock_scratch, &zero);
@@ -512,7 +553,7 @@ static __always_inline int sock_exit(long ret)
 	__u32 zero = 0;
 	__u64 now;
 
-	c = bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL, 0);
+	c = sock_thread(false);
 	if (!c || !c->sock)
 		return 0; /* most calls: not a socket we capture */
 	now = bpf_ktime_get_ns();
@@ -550,8 +591,8 @@ static __always_inline int sock_exit(long ret)
 
 	if (c->kind == CALL_NO_BUFFER) {
 		ts_count(c->counter, 1);
-		send_missing(ev, __sync_fetch_and_add(&st->seq[c->dir & 1], 1), TS_F_NO_USER_BUFFER,
-			     cs.total, 0);
+		send_missing(ev, ts_fetch_add(&st->seq[c->dir & 1], 1, c->sock, SEQ_LOCK(c->dir)),
+			     TS_F_NO_USER_BUFFER, cs.total, 0);
 		goto out;
 	}
 
@@ -561,11 +602,11 @@ static __always_inline int sock_exit(long ret)
 	planned = (cs.total + TS_CHUNK_MAX - 1) / TS_CHUNK_MAX;
 	if (planned > TS_MAX_PIECES)
 		planned = TS_MAX_PIECES + 1;
-	cs.seq = __sync_fetch_and_add(&st->seq[c->dir & 1], planned);
+	cs.seq = ts_fetch_add(&st->seq[c->dir & 1], planned, c->sock, SEQ_LOCK(c->dir));
 
 	/* one record per piece, at most TS_MAX_PIECES */
 	d->cs = cs;
-	bpf_loop(SOCK_MAX_STEPS, copy_step, NULL, 0);
+	ts_loop(SOCK_MAX_STEPS, SOCK_MAX_STEPS, copy_step);
 	done = &d->cs;
 	send_piece(done, ev); /* what the last step gathered, if the steps ran out first */
 	cs.off = done->off;
@@ -777,7 +818,7 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	dir = (opcode == 2 || opcode == 5 || opcode == 9 || opcode == 23 || opcode == 26 ||
 	       opcode == 47 || opcode == 48) ? TS_DIR_WRITE : TS_DIR_READ;
 	ev->sock = ino;
-	ev->seq = __sync_fetch_and_add(&st->seq[dir], 1);
+	ev->seq = ts_fetch_add(&st->seq[dir], 1, ino, SEQ_LOCK(dir));
 	ev->dir = dir;
 	ev->flags = TS_F_NO_USER_BUFFER | TS_F_SEQ_PER_DIR;
 	ev->total_len = 0;
@@ -798,6 +839,9 @@ int BPF_PROG(sock_process_exit, struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 
+#ifdef TS_LEGACY
+	bpf_map_delete_elem(&sock_calls, &(__u32){ (__u32)id }); /* the thread's call */
+#endif
 	if (tgid != (__u32)id || !bpf_map_lookup_elem(&sock_pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&sock_pids, &tgid);

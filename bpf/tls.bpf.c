@@ -41,9 +41,21 @@ struct {
 	__type(value, __u8);
 } tls_pids SEC(".maps");
 
+/* What every piece of one call shares (emit_piece's, between steps of the loop). */
+struct piece_ctx {
+	__u64 ssl;
+	__u64 buf;
+	__u64 total;
+	__u64 seq;
+	__u64 ts;
+	__u32 dir;
+	__u32 flags; /* TS_F_SEQ_PER_DIR, and TS_F_GO_TLS */
+};
+
 /* Per-CPU scratch: a data event is built here, then copied into the ring buffer with its
  * exact size (bpf_ringbuf_output takes a variable length; bpf_ringbuf_reserve does not). */
 struct data_buf {
+	struct piece_ctx pc;
 	__u8 bytes[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
 };
 
@@ -56,10 +68,10 @@ struct {
 
 static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_len, __u32 dir)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
+	struct task_struct *t = ts_current_task();
 	struct ssl_call *c;
 
-	if (!ts_traced_task(t, t->tgid) || !(c = tls_thread(true)))
+	if (!ts_traced_task(t, TS_TGID(t)) || !(c = tls_thread(true)))
 		return 0;
 	/* OpenSSL does not nest these calls, so an entry still here is stale: its return was
 	 * never seen (the thread died, or the probe was attached while the call ran). */
@@ -74,33 +86,25 @@ static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_
 	return 0;
 }
 
-/* What every piece of one call shares (bpf_loop passes it to emit_piece). */
-struct piece_ctx {
-	__u64 ssl;
-	__u64 buf;
-	__u64 total;
-	__u64 seq;
-	__u64 ts;
-	__u32 dir;
-	__u32 flags; /* TS_F_SEQ_PER_DIR, and TS_F_GO_TLS */
-};
-
 /*
- * One ring-buffer record for piece i of a call, sized to the bytes it carries. A bpf_loop
- * callback rather than a loop body: the verifier checks it once, not once per piece, which
- * took the four return programs from 0.7 s of load time to a few milliseconds.
+ * One ring-buffer record for piece i of a call (its piece_ctx in the scratch), sized to the
+ * bytes it carries. A loop step rather than a loop body: the verifier checks it once, not once
+ * per piece, which took the four return programs from 0.7 s of load time to a few
+ * milliseconds.
  */
-static long emit_piece(__u64 i, struct piece_ctx *p)
+TS_LOOP_STEP(emit_piece)
 {
-	__u64 off = i * TS_CHUNK_MAX;
+	__u64 off = (__u64)i * TS_CHUNK_MAX;
 	struct ts_tls_data *ev;
+	struct piece_ctx *p;
 	struct data_buf *d;
 	__u32 zero = 0, n;
 
-	if (off >= p->total)
-		return 1;
 	d = bpf_map_lookup_elem(&tls_scratch, &zero);
 	if (!d)
+		return 1;
+	p = &d->pc;
+	if (off >= p->total)
 		return 1;
 	ev = (struct ts_tls_data *)d->bytes;
 	n = p->total - off > TS_CHUNK_MAX ? TS_CHUNK_MAX : p->total - off;
@@ -119,7 +123,7 @@ static long emit_piece(__u64 i, struct piece_ctx *p)
 		ev->flags |= TS_F_READ_FAULT;
 		ts_count(TS_CNT_READ_FAULTS, 1);
 	}
-	if (bpf_ringbuf_output(&events, d, sizeof(*ev) + n, ts_quiet())) {
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_quiet())) {
 		ts_count(TS_CNT_DROPS, 1);
 		ts_count(TS_CNT_DROP_BYTES, n);
 		return 0;
@@ -135,7 +139,9 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 {
 	struct stream_key key = { .pid = tgid, .ssl = ssl };
 	struct stream_seq *next, none = {};
-	struct piece_ctx pc;
+	struct piece_ctx *pc;
+	struct data_buf *d;
+	__u32 zero = 0;
 	__u64 npieces;
 
 	/* phase: reserve the stream's sequence numbers for every piece */
@@ -146,26 +152,29 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 		ts_count(TS_CNT_TRUNCATED_BYTES, total - (__u64)TS_MAX_PIECES * TS_CHUNK_MAX);
 	}
 	next = ts_lookup_or_init(&tls_stream_seq, &key, &none);
-	if (!next)
+	d = bpf_map_lookup_elem(&tls_scratch, &zero);
+	if (!next || !d)
 		return;
-	pc.seq = __sync_fetch_and_add(&next->next[dir & 1], npieces);
+	pc = &d->pc;
+	pc->seq = ts_fetch_add(&next->next[dir & 1], npieces, ssl,
+			       1ull << 62 | (__u64)tgid << 1 | (dir & 1));
 
 	/* phase: the pieces */
-	pc.ssl = ssl;
-	pc.buf = buf;
-	pc.total = total;
-	pc.ts = ts;
-	pc.dir = dir;
-	pc.flags = flags | TS_F_SEQ_PER_DIR;
-	if (npieces == 1) /* the usual case: no bpf_loop call for it */
-		emit_piece(0, &pc);
+	pc->ssl = ssl;
+	pc->buf = buf;
+	pc->total = total;
+	pc->ts = ts;
+	pc->dir = dir;
+	pc->flags = flags | TS_F_SEQ_PER_DIR;
+	if (npieces == 1) /* the usual case: no loop for it */
+		ts_step(emit_piece, 0);
 	else
-		bpf_loop(npieces, emit_piece, &pc, 0);
+		ts_loop(TS_MAX_PIECES, npieces, emit_piece);
 }
 
 static __always_inline int tls_call_return(long ret, bool ex)
 {
-	__u32 tgid = bpf_get_current_task_btf()->tgid;
+	__u32 tgid = TS_TGID(ts_current_task());
 	struct ssl_call *c = tls_thread(false);
 	__u64 total;
 	__u8 one = 1;
@@ -300,11 +309,11 @@ static __always_inline void go_note_pid(__u32 tgid)
 SEC("uprobe")
 int go_tls_read_enter(struct pt_regs *ctx)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	struct task_struct *t = ts_current_task();
+	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
 	struct go_call c = { .conn = ctx->ax, .buf = ctx->bx };
 
-	if (!ts_traced_task(t, t->tgid))
+	if (!ts_traced_task(t, k.pid))
 		return 0;
 	bpf_map_update_elem(&go_tls_reads, &k, &c, BPF_ANY);
 	go_note_pid(k.pid); /* before the call's syscalls: they look for it */
@@ -315,8 +324,8 @@ int go_tls_read_enter(struct pt_regs *ctx)
 SEC("uprobe")
 int go_tls_read_ret(struct pt_regs *ctx)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	struct task_struct *t = ts_current_task();
+	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
 	struct go_call *c = bpf_map_lookup_elem(&go_tls_reads, &k);
 	long n = (long)ctx->ax;
 
@@ -333,15 +342,15 @@ int go_tls_read_ret(struct pt_regs *ctx)
 SEC("uprobe")
 int go_tls_write_enter(struct pt_regs *ctx)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct go_call_key k = { .pid = t->tgid, .g = ctx->r14 };
+	struct task_struct *t = ts_current_task();
+	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
 	__u64 conn = ctx->ax;
 	long n = (long)ctx->cx;
 
-	if (n <= 0 || !ts_traced_task(t, t->tgid))
+	if (n <= 0 || !ts_traced_task(t, k.pid))
 		return 0;
-	tls_emit_call(t->tgid, conn, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
-	go_note_pid(t->tgid);
+	tls_emit_call(k.pid, conn, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
+	go_note_pid(k.pid);
 	bpf_map_update_elem(&go_tls_writes, &k, &conn, BPF_ANY);
 	return 0;
 }
@@ -350,7 +359,7 @@ int go_tls_write_enter(struct pt_regs *ctx)
 SEC("uprobe")
 int go_tls_write_ret(struct pt_regs *ctx)
 {
-	struct go_call_key k = { .pid = bpf_get_current_task_btf()->tgid, .g = ctx->r14 };
+	struct go_call_key k = { .pid = TS_TGID(ts_current_task()), .g = ctx->r14 };
 
 	bpf_map_delete_elem(&go_tls_writes, &k);
 	return 0;
@@ -384,30 +393,26 @@ int BPF_KRETPROBE(dlopen_exit, void *handle)
 	return 0;
 }
 
-struct text_vma {
-	__u64 start, end, offset;
-};
-
-static long find_text_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
-{
-	struct text_vma *t = ctx;
-
-	if (!vma->vm_file)
-		return 0;
-	t->start = vma->vm_start;
-	t->end = vma->vm_end;
-	t->offset = vma->vm_pgoff << 12; /* PAGE_SHIFT on x86-64 and arm64 (4 KiB pages) */
-	return 0;
-}
-
 #define PATH_DEPTH 32 /* directories (a power of two, for masks); a deeper file gets no path */
 #define PATH_HOPS (PATH_DEPTH + 8) /* and mount points crossed on the way up */
+
+/* Where the walk stands between its steps. Loop steps are verified once, not per iteration:
+ * the walk's branches would otherwise multiply the verifier's states past its limit. */
+struct path_walk {
+	struct dentry *d;
+	struct mount *mnt;
+	__u32 n;   /* names found */
+	__u32 off; /* bytes written */
+	int err;
+	__u32 _pad;
+};
 
 /* The bytes are twice the path's size, so that a name copied at any offset below
  * TS_EXEC_PATH_LEN stays in bounds the verifier can see. */
 struct path_buf {
 	char bytes[2 * TS_EXEC_PATH_LEN];
 	__u64 names[PATH_DEPTH]; /* const unsigned char *: the file's name first */
+	struct path_walk w;
 };
 
 struct {
@@ -417,24 +422,20 @@ struct {
 	__type(value, struct path_buf);
 } path_scratch SEC(".maps");
 
-/* bpf_loop callbacks are verified once, not per iteration: the walk's branches would
- * otherwise multiply the verifier's states past its limit. */
-struct path_walk {
-	struct path_buf *b;
-	struct dentry *d;
-	struct mount *mnt;
-	__u32 n;   /* names found */
-	__u32 off; /* bytes written */
-	int err;
-};
-
 /* One step up: to the parent directory, or from a mount's root to where it is mounted. */
-static long path_up(__u64 i, void *ctx)
+TS_LOOP_STEP(path_up)
 {
-	struct path_walk *w = ctx;
-	struct dentry *d = w->d, *parent; /* locals: CO-RE reads relocate their base's type */
-	struct mount *mnt = w->mnt;
+	__u32 zero = 0;
+	struct path_buf *b = bpf_map_lookup_elem(&path_scratch, &zero);
+	struct path_walk *w;
+	struct dentry *d, *parent; /* locals: CO-RE reads relocate their base's type */
+	struct mount *mnt;
 
+	if (!b)
+		return 1;
+	w = &b->w;
+	d = w->d;
+	mnt = w->mnt;
 	if (d == BPF_CORE_READ(mnt, mnt.mnt_root)) {
 		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 
@@ -451,19 +452,24 @@ static long path_up(__u64 i, void *ctx)
 		w->err = 1;
 		return 1;
 	}
-	w->b->names[w->n & (PATH_DEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
+	b->names[w->n & (PATH_DEPTH - 1)] = (__u64)BPF_CORE_READ(d, d_name.name);
 	w->n++;
 	w->d = parent;
 	return 0;
 }
 
 /* One name, outermost first: "/name". */
-static long path_put(__u64 i, void *ctx)
+TS_LOOP_STEP(path_put)
 {
-	struct path_walk *w = ctx;
+	__u32 zero = 0;
+	struct path_buf *b = bpf_map_lookup_elem(&path_scratch, &zero);
+	struct path_walk *w;
 	__u32 k, at;
 	long r;
 
+	if (!b)
+		return 1;
+	w = &b->w;
 	if (i >= w->n || w->n > PATH_DEPTH)
 		return 1;
 	k = (w->n - 1 - i) & (PATH_DEPTH - 1);
@@ -471,12 +477,11 @@ static long path_put(__u64 i, void *ctx)
 		w->err = 1;
 		return 1;
 	}
-	w->b->bytes[w->off & (TS_EXEC_PATH_LEN - 1)] = '/';
+	b->bytes[w->off & (TS_EXEC_PATH_LEN - 1)] = '/';
 	at = w->off + 1;
 	barrier_var(at); /* keep the mask: the verifier bounds the copy by it */
 	at &= TS_EXEC_PATH_LEN - 1;
-	r = bpf_probe_read_kernel_str(&w->b->bytes[at], TS_EXEC_PATH_LEN,
-				      (const void *)w->b->names[k]);
+	r = bpf_probe_read_kernel_str(&b->bytes[at], TS_EXEC_PATH_LEN, (const void *)b->names[k]);
 	if (r <= 1) {
 		w->err = 1;
 		return 1;
@@ -490,22 +495,25 @@ static long path_put(__u64 i, void *ctx)
  * PATH_DEPTH, longer than TS_EXEC_PATH_LEN - 1, unreadable). */
 static __always_inline int file_path(struct file *f, char out[TS_EXEC_PATH_LEN])
 {
-	struct path_walk w = {};
+	struct path_walk *w;
+	struct path_buf *b;
 	__u32 zero = 0;
 
-	w.b = bpf_map_lookup_elem(&path_scratch, &zero);
-	if (!w.b)
+	b = bpf_map_lookup_elem(&path_scratch, &zero);
+	if (!b)
 		return -1;
-	w.d = BPF_CORE_READ(f, f_path.dentry);
-	w.mnt = (void *)BPF_CORE_READ(f, f_path.mnt) -
-		bpf_core_field_offset(struct mount, mnt); /* container_of */
-	if (bpf_loop(PATH_HOPS, path_up, &w, 0) == PATH_HOPS || w.err || !w.n)
+	w = &b->w;
+	*w = (struct path_walk){};
+	w->d = BPF_CORE_READ(f, f_path.dentry);
+	w->mnt = (void *)BPF_CORE_READ(f, f_path.mnt) -
+		 bpf_core_field_offset(struct mount, mnt); /* container_of */
+	if (ts_loop(PATH_HOPS, PATH_HOPS, path_up) == PATH_HOPS || w->err || !w->n)
 		return -1;
-	bpf_loop(PATH_DEPTH, path_put, &w, 0);
-	if (w.err || w.off >= TS_EXEC_PATH_LEN)
+	ts_loop(PATH_DEPTH, PATH_DEPTH, path_put);
+	if (w->err || w->off >= TS_EXEC_PATH_LEN)
 		return -1;
-	w.b->bytes[w.off & (TS_EXEC_PATH_LEN - 1)] = 0;
-	return bpf_probe_read_kernel(out, TS_EXEC_PATH_LEN, w.b->bytes) ? -1 : 0;
+	b->bytes[w->off & (TS_EXEC_PATH_LEN - 1)] = 0;
+	return bpf_probe_read_kernel(out, TS_EXEC_PATH_LEN, b->bytes) ? -1 : 0;
 }
 
 /* tp_btf (raw tracepoints with BTF) need no tracefs mount. It fires once the new program is
@@ -513,13 +521,14 @@ static __always_inline int file_path(struct file *f, char out[TS_EXEC_PATH_LEN])
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct text_vma t = {};
+	struct ts_vma t = {};
 	struct ts_exec *e;
 	struct file *exe;
 
 	if (!ts_traced(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	bpf_find_vma(p, BPF_CORE_READ(p, mm, start_code), find_text_vma, &t, 0);
+	if (ts_vma_at(p, BPF_CORE_READ(p, mm, start_code), &t) || !t.file)
+		t = (struct ts_vma){};
 	e = ts_reserve(TS_EV_EXEC, sizeof(*e), TS_CNT_OTHER_DROPS);
 	if (!e)
 		return 0;
@@ -545,6 +554,9 @@ int BPF_PROG(handle_exit, struct task_struct *p)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 
+#ifdef TS_LEGACY
+	bpf_map_delete_elem(&tls_calls, &tid); /* the thread's SSL state (tls_link.bpf.h) */
+#endif
 	if (tgid != tid) /* threads: only the group leader's exit ends the process */
 		return 0;
 	if (!bpf_map_lookup_elem(&tls_pids, &tgid))

@@ -26,6 +26,25 @@ struct ssl_call {
 	__u32 _pad;
 };
 
+#ifdef TS_LEGACY
+/* by thread id, deleted at the thread's exit (tls.bpf.c, handle_exit); LRU so that a thread
+ * whose exit was not seen (tokenscope started after it) cannot fill it */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct ssl_call);
+} tls_calls SEC(".maps");
+
+static __always_inline struct ssl_call *tls_thread(bool create)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct ssl_call none = {};
+
+	return create ? ts_lookup_or_init(&tls_calls, &tid, &none)
+		      : bpf_map_lookup_elem(&tls_calls, &tid);
+}
+#else
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -38,6 +57,7 @@ static __always_inline struct ssl_call *tls_thread(bool create)
 	return bpf_task_storage_get(&tls_calls, bpf_get_current_task_btf(), NULL,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
+#endif
 
 /*
  * Go's crypto/tls calls in progress (tls.bpf.c, go_tls_*), by goroutine: (process, g) ->
@@ -77,17 +97,33 @@ struct {
 	__type(value, __u8);
 } go_pids SEC(".maps");
 
+#ifdef TS_LEGACY
+/* The user registers a task's syscall saved, where task_pt_regs finds them on x86-64: at the
+ * top of its kernel stack (THREAD_SIZE, 16 KiB without KASAN, which distribution kernels do
+ * not build with; no padding above them before FRED, 6.9). bpf_task_pt_regs is 5.15. */
+#define TS_THREAD_SIZE (4096 << 2)
+
+static __always_inline struct pt_regs *ts_task_pt_regs(struct task_struct *t)
+{
+	void *stack = BPF_CORE_READ(t, stack);
+
+	return stack ? (struct pt_regs *)(stack + TS_THREAD_SIZE) - 1 : NULL;
+}
+#else
+#define ts_task_pt_regs(t) ((struct pt_regs *)bpf_task_pt_regs(t))
+#endif
+
 /* The *tls.Conn whose Read or Write the current goroutine is in (0: none). */
 static __always_inline __u64 go_conn_in_call(struct task_struct *t)
 {
-	struct go_call_key k = { .pid = t->tgid };
+	struct go_call_key k = { .pid = TS_TGID(t) };
 	struct pt_regs *regs;
 	struct go_call *r;
 	__u64 *w;
 
 	if (!bpf_map_lookup_elem(&go_pids, &k.pid))
 		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	regs = ts_task_pt_regs(t);
 	if (!regs)
 		return 0;
 	k.g = BPF_CORE_READ(regs, r14);

@@ -308,6 +308,8 @@ enum ts_counter {
 	TS_CNT_LLAMA_DROPS,	/* llama steps lost: ring buffer full, or no room for the call */
 	TS_CNT_GPU_RUNTIME_UNKNOWN, /* runtime calls whose code could not be located (the mm was
 				       busy): their driver calls may count twice */
+	TS_CNT_SEQ_UNLOCKED,	/* legacy build: sequence numbers taken without their lock (it
+				   stayed held past its spins): the pieces may share numbers */
 	TS_CNT__MAX,
 };
 

@@ -3,6 +3,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
@@ -39,9 +40,36 @@ static bool kernel_has_tracepoint(const char *name)
 	return kernel_has(type, BTF_KIND_TYPEDEF);
 }
 
-/* Tracepoints that older kernels name otherwise, with the same first arguments. */
-static const char *const tracepoint_aliases[][2] = {
-	{ "io_uring_submit_req", "io_uring_submit_sqe" }, /* renamed in Linux 6.4 */
+/* Whether tracepoint name's first argument is a pointer to struct type: its btf_trace_NAME
+ * typedef points to a function whose first parameter is the program's context, then the
+ * tracepoint's own arguments. */
+static bool tracepoint_arg0_is(const char *name, const char *type)
+{
+	const struct btf *btf = kernel_btf();
+	const struct btf_type *t;
+	char tname[128];
+	__s32 id;
+
+	snprintf(tname, sizeof(tname), "btf_trace_%s", name);
+	if (!btf || (id = btf__find_by_name_kind(btf, tname, BTF_KIND_TYPEDEF)) <= 0)
+		return false;
+	t = btf__type_by_id(btf, btf__resolve_type(btf, id)); /* the pointer to the function */
+	if (!t || !btf_is_ptr(t) || !(t = btf__type_by_id(btf, t->type)) || !btf_is_func_proto(t) ||
+	    btf_vlen(t) < 2)
+		return false;
+	t = btf__type_by_id(btf, btf__resolve_type(btf, btf_params(t)[1].type));
+	if (!t || !btf_is_ptr(t) || !(t = btf__type_by_id(btf, t->type)))
+		return false;
+	return btf_is_struct(t) && !strcmp(btf__name_by_offset(btf, t->name_off), type);
+}
+
+/* Tracepoints that older kernels name otherwise, and the struct both have as their first
+ * argument: an older one whose arguments differ cannot stand in (5.10's io_uring_submit_sqe
+ * has the ring's context, an opcode and user data, not the request). */
+static const char *const tracepoint_aliases[][4] = {
+	/* renamed in Linux 6.4; 5.10 and 5.15 pass the ring's context first */
+	{ "io_uring_submit_req", "io_uring_submit_sqe", "io_kiocb",
+	  "io_uring requests on TCP sockets are not counted" },
 };
 
 void kernel__fit_tracepoints(const char *family, struct bpf_object *obj)
@@ -49,7 +77,7 @@ void kernel__fit_tracepoints(const char *family, struct bpf_object *obj)
 	struct bpf_program *prog;
 
 	bpf_object__for_each_program(prog, obj) {
-		const char *sec = bpf_program__section_name(prog), *tp;
+		const char *sec = bpf_program__section_name(prog), *tp, *lost = NULL;
 		bool found = false;
 
 		if (strncmp(sec, "tp_btf/", 7))
@@ -58,8 +86,10 @@ void kernel__fit_tracepoints(const char *family, struct bpf_object *obj)
 		if (kernel_has_tracepoint(tp))
 			continue;
 		for (size_t i = 0; i < sizeof(tracepoint_aliases) / sizeof(tracepoint_aliases[0]); i++) {
-			if (!strcmp(tracepoint_aliases[i][0], tp) &&
-			    kernel_has_tracepoint(tracepoint_aliases[i][1]) &&
+			if (strcmp(tracepoint_aliases[i][0], tp))
+				continue;
+			lost = tracepoint_aliases[i][3];
+			if (tracepoint_arg0_is(tracepoint_aliases[i][1], tracepoint_aliases[i][2]) &&
 			    !bpf_program__set_attach_target(prog, 0, tracepoint_aliases[i][1])) {
 				found = true;
 				break;
@@ -68,32 +98,38 @@ void kernel__fit_tracepoints(const char *family, struct bpf_object *obj)
 		if (found)
 			continue;
 		bpf_program__set_autoload(prog, false);
-		fprintf(stderr, "tokenscope: %s: this kernel has no %s tracepoint: %s is not "
-				"loaded\n", family, tp, bpf_program__name(prog));
+		fprintf(stderr, "tokenscope: %s: this kernel has no %s tracepoint%s: %s is not loaded%s%s\n",
+			family, tp, lost ? " (nor an older one with its arguments)" : "",
+			bpf_program__name(prog), lost ? "; " : "", lost ? lost : "");
 	}
 }
 
 bool kernel__below_floor(void)
 {
 	struct utsname u;
-	char missing[160] = "";
-	size_t n = 0;
 
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1)
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n, ", the BPF ring buffer (5.8)");
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1 && n < sizeof(missing))
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n,
-				      ", task storage in tracing programs (5.11)");
-	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_loop, NULL) != 1 &&
-	    n < sizeof(missing))
-		n += (size_t)snprintf(missing + n, sizeof(missing) - n, ", bpf_loop (5.17)");
-	if (!n)
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) == 1)
 		return false;
 	uname(&u);
-	fprintf(stderr, "tokenscope: Linux %s is below what tokenscope needs (5.17): it has no %s; "
-			"docs/kernels.md lists the kernels it runs on\n",
-		u.release, missing + 2);
+	fprintf(stderr, "tokenscope: Linux %s is below what tokenscope needs (5.8): it has no BPF "
+			"ring buffer; docs/kernels.md lists the kernels it runs on\n",
+		u.release);
 	return true;
+}
+
+bool kernel__legacy(void)
+{
+	static int legacy = -1;
+	const char *force = getenv("TOKENSCOPE_LEGACY"); /* 1: the 5.10 programs here too */
+
+	/* The default builds' newest needs: bpf_loop and bpf_find_vma (5.17), then task storage
+	 * (5.11). Asked one by one, not by version: a distribution's backports count. */
+	if (legacy < 0)
+		legacy = (force && !strcmp(force, "1")) ||
+			 libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop, NULL) != 1 ||
+			 libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_find_vma, NULL) != 1 ||
+			 libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1;
+	return legacy;
 }
 
 void kernel__forget(void)

@@ -11,9 +11,12 @@
 
 struct bpf_object;
 
-/* Below what every family needs (the ring buffer, task storage in tracing programs,
- * bpf_loop): true, after one line naming what is missing. */
+/* Below what every family needs (the ring buffer: 5.8): true, after one line naming what is
+ * missing. */
 bool kernel__below_floor(void);
+/* Whether the families' legacy builds are the ones to load (TS_LEGACY, bpf/common.bpf.h):
+ * the kernel has no bpf_loop (before 5.17), or TOKENSCOPE_LEGACY=1 asks for them. */
+bool kernel__legacy(void);
 /* Whether the kernel's BTF has the kfunc name. */
 bool kernel__has_kfunc(const char *name);
 /* Each tp_btf program of obj on a tracepoint this kernel has, by an older name where it has

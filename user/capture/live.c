@@ -25,10 +25,14 @@
 #include "capture/ring.h"
 #include "capture/tracefs.h"
 #include "cuda.skel.h"
+#include "cuda_legacy.skel.h"
 #include "llama.skel.h"
+#include "llama_legacy.skel.h"
 #include "sock.skel.h"
 #include "sock_core.skel.h"
+#include "sock_legacy.skel.h"
 #include "tls.skel.h"
+#include "tls_legacy.skel.h"
 
 /* Longest wait for records. Data records do not wake the reader (ts_quiet in
  * bpf/common.bpf.h): the ring is drained at least this often, and whenever it passes an
@@ -68,6 +72,10 @@ SKELETON_GLUE(cuda)
 SKELETON_GLUE(sock)
 SKELETON_GLUE(sock_core)
 SKELETON_GLUE(llama)
+SKELETON_GLUE(tls_legacy)
+SKELETON_GLUE(cuda_legacy)
+SKELETON_GLUE(sock_legacy)
+SKELETON_GLUE(llama_legacy)
 
 struct live;
 
@@ -94,8 +102,10 @@ static void cuda_before(struct live *lv, void *rec, size_t size);
 static void cuda_after(struct live *lv, const void *rec);
 static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
 
-#define FAMILY(x, what, optional, wanted, configure, before, after)                           \
-	{ #x, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
+/* A family's build x (bpf/x.bpf.c, or one made again from it: sock_core, *_legacy), under the
+ * family's name */
+#define BUILD(name, x, what, optional, wanted, configure, before, after)                       \
+	{ name, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
 	  x##_destroy, configure, before, after }
 
 /* The plaintext family comes in two builds of bpf/sock.bpf.c: with bpf_rdonly_cast (Linux
@@ -114,12 +124,28 @@ static bool has_rdonly_cast(void)
 
 static bool plaintext_wanted(const struct live_opts *o)
 {
-	return !o->no_plaintext && has_rdonly_cast();
+	return !o->no_plaintext && !kernel__legacy() && has_rdonly_cast();
 }
 
 static bool plaintext_core_wanted(const struct live_opts *o)
 {
-	return !o->no_plaintext && !has_rdonly_cast();
+	return !o->no_plaintext && !kernel__legacy() && !has_rdonly_cast();
+}
+
+/* Every family has a legacy build, for kernels before 5.17 (kernel__legacy). */
+static bool default_wanted(const struct live_opts *o)
+{
+	return !kernel__legacy();
+}
+
+static bool legacy_wanted(const struct live_opts *o)
+{
+	return kernel__legacy();
+}
+
+static bool plaintext_legacy_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext && kernel__legacy();
 }
 
 /*
@@ -127,17 +153,23 @@ static bool plaintext_core_wanted(const struct live_opts *o)
  * a line here; its uprobe sets (if any) in attach.c; its record types in bpf/tokenscope.h and
  * their consumer in pipeline__feed. Tracepoint, tp_btf, fentry and fexit programs attach by
  * themselves.
- * The first family owns the shared maps and must not be optional.
+ * The first family loaded owns the shared maps: TLS, not optional, in one of its builds.
  */
 static const struct probe_family families[] = {
-	FAMILY(tls, "TLS", false, NULL, NULL, NULL, NULL),
-	FAMILY(cuda, "CUDA", true, NULL, NULL, cuda_before, cuda_after),
-	FAMILY(sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
-	/* the same family where the kernel has no bpf_rdonly_cast, under the same name */
-	{ "sock", "plaintext TCP (CO-RE reads)", true, plaintext_core_wanted, sock_core_open,
-	  sock_core_object, sock_core_filter, sock_core_ring_wake, sock_core_load, sock_core_destroy,
-	  sock_ports, NULL, NULL },
-	FAMILY(llama, "llama.cpp", true, NULL, NULL, NULL, NULL),
+	BUILD("tls", tls, "TLS", false, default_wanted, NULL, NULL, NULL),
+	BUILD("tls", tls_legacy, "TLS (5.10 programs)", false, legacy_wanted, NULL, NULL, NULL),
+	BUILD("cuda", cuda, "CUDA", true, default_wanted, NULL, cuda_before, cuda_after),
+	BUILD("cuda", cuda_legacy, "CUDA (5.10 programs)", true, legacy_wanted, NULL, cuda_before,
+	      cuda_after),
+	BUILD("sock", sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
+	/* the same family where the kernel has no bpf_rdonly_cast */
+	BUILD("sock", sock_core, "plaintext TCP (CO-RE reads)", true, plaintext_core_wanted,
+	      sock_ports, NULL, NULL),
+	BUILD("sock", sock_legacy, "plaintext TCP (5.10 programs)", true, plaintext_legacy_wanted,
+	      sock_ports, NULL, NULL),
+	BUILD("llama", llama, "llama.cpp", true, default_wanted, NULL, NULL, NULL),
+	BUILD("llama", llama_legacy, "llama.cpp (5.10 programs)", true, legacy_wanted, NULL, NULL,
+	      NULL),
 };
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))
@@ -182,6 +214,16 @@ static uint64_t now_ns(void)
 static struct bpf_object *obj_of(const struct live *lv, size_t i)
 {
 	return lv->skel[i] ? families[i].object(lv->skel[i]) : NULL;
+}
+
+/* The object that holds the shared maps: the first family loaded (families[]). */
+static struct bpf_object *owner_obj(const struct live *lv)
+{
+	for (size_t i = 0; i < NFAMILIES; i++) {
+		if (lv->skel[i])
+			return obj_of(lv, i);
+	}
+	return NULL;
 }
 
 /* The loaded family of this name, NULL when none is (one name may have two builds: sock). */
@@ -365,7 +407,7 @@ static int open_families(struct live *lv)
 		if (f->wanted && !f->wanted(lv->o))
 			continue;
 		errno = 0;
-		lv->skel[i] = open_family(f, lv->o, obj_of(lv, 0), lv->uprobe_multi, &step);
+		lv->skel[i] = open_family(f, lv->o, owner_obj(lv), lv->uprobe_multi, &step);
 		if (lv->skel[i])
 			continue;
 		if (!f->optional) {
@@ -536,7 +578,7 @@ static void on_event(void *ctx, const void *data, size_t size)
 static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 {
 	int ncpu = libbpf_num_possible_cpus();
-	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "counters"));
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(owner_obj(lv), "counters"));
 	uint64_t *vals;
 
 	if (ncpu <= 0)
@@ -723,7 +765,7 @@ static int setup(struct live *lv)
 					 : "perf events (this kernel has no uprobe_multi links)");
 	if (open_families(lv))
 		return -1;
-	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(obj_of(lv, 0), "pids"));
+	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(owner_obj(lv), "pids"));
 	for (int i = 0; i < o->npids; i++) {
 		__u32 pid = (__u32)o->pids[i];
 		__u8 one = 1;
@@ -761,7 +803,7 @@ static int setup(struct live *lv)
 			attacher__add_family(lv->att, families[i].name, obj_of(lv, i));
 	}
 	attacher__on_cuda(lv->att, snapshot_maps, lv->cuda_names);
-	events = bpf_object__find_map_by_name(obj_of(lv, 0), "events");
+	events = bpf_object__find_map_by_name(owner_obj(lv), "events");
 	err = ring__open(&lv->ring, bpf_map__fd(events), bpf_map__max_entries(events),
 			 sizeof(lv->buf), on_event, lv);
 	if (err) {

@@ -755,6 +755,13 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_SOCK_SPLICE],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
 			(unsigned long long)h->sock_not_captured);
+	if (h->bpf[TS_CNT_SEQ_UNLOCKED]) /* the legacy build's lock, waited for too long */
+		fprintf(out, "WARNING: %llu call%s numbered %s pieces without the stream's lock "
+			     "(Linux before 5.12): they may share numbers, and their streams read "
+			     "out of order\n",
+			(unsigned long long)h->bpf[TS_CNT_SEQ_UNLOCKED],
+			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "" : "s",
+			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "its" : "their");
 	if (h->bpf[TS_CNT_PROBES_OFF])
 		fprintf(out, "WARNING: %llu probe%s could not be attached: calls through %s were not "
 			     "seen (tracing was partial)\n",
