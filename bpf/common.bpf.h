@@ -75,8 +75,7 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
  * A loop of at most max steps, n of them, as bpf_loop runs it: step(i) returns 0 to go on,
  * 1 to stop; the value is the number of steps run (the stopping one included). A step is
  * written TS_LOOP_STEP(name) and keeps what it needs in per-CPU scratch: a bpf_loop callback
- * in the default build, a global function (scalars only, verified once) in the legacy one;
- * ts_step(step, i) runs one outside a loop.
+ * in the default build, a global function (scalars only, verified once) in the legacy one.
  */
 #ifdef TS_LEGACY
 /* The step's i passes through barrier_var: clang drops the argument of a call whose callee
@@ -90,7 +89,6 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
 		return name##_body(i);                                                        \
 	}                                                                                     \
 	static __always_inline long name##_body(__u32 i)
-#define ts_step(step, i) step(i)
 #define ts_loop(max, n, step)                                                                 \
 	({                                                                                    \
 		__u32 __n = 0, __max = (n) < (max) ? (n) : (max);                             \
@@ -105,7 +103,6 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
 	})
 #else
 #define TS_LOOP_STEP(name) static long name(__u64 i, void *unused)
-#define ts_step(step, i) step(i, NULL)
 #define ts_loop(max, n, step) bpf_loop((n) < (max) ? (n) : (max), step, NULL, 0)
 #endif
 

@@ -41,7 +41,8 @@ struct {
 	__type(value, __u8);
 } tls_pids SEC(".maps");
 
-/* What every piece of one call shares (emit_piece's, between steps of the loop). */
+/* What every piece of one call shares: on the stack, bpf_loop's context; in the legacy build,
+ * whose loop steps take no pointer, in the scratch. */
 struct piece_ctx {
 	__u64 ssl;
 	__u64 buf;
@@ -55,8 +56,10 @@ struct piece_ctx {
 /* Per-CPU scratch: a data event is built here, then copied into the ring buffer with its
  * exact size (bpf_ringbuf_output takes a variable length; bpf_ringbuf_reserve does not). */
 struct data_buf {
-	struct piece_ctx pc;
 	__u8 bytes[sizeof(struct ts_tls_data) + TS_CHUNK_MAX];
+#ifdef TS_LEGACY
+	struct piece_ctx pc;
+#endif
 };
 
 struct {
@@ -86,24 +89,13 @@ static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_
 	return 0;
 }
 
-/*
- * One ring-buffer record for piece i of a call (its piece_ctx in the scratch), sized to the
- * bytes it carries. A loop step rather than a loop body: the verifier checks it once, not once
- * per piece, which took the four return programs from 0.7 s of load time to a few
- * milliseconds.
- */
-TS_LOOP_STEP(emit_piece)
+/* One ring-buffer record for piece i of a call, sized to the bytes it carries, built in d. */
+static __always_inline long emit_piece_of(__u64 i, const struct piece_ctx *p, struct data_buf *d)
 {
-	__u64 off = (__u64)i * TS_CHUNK_MAX;
+	__u64 off = i * TS_CHUNK_MAX;
 	struct ts_tls_data *ev;
-	struct piece_ctx *p;
-	struct data_buf *d;
-	__u32 zero = 0, n;
+	__u32 n;
 
-	d = bpf_map_lookup_elem(&tls_scratch, &zero);
-	if (!d)
-		return 1;
-	p = &d->pc;
 	if (off >= p->total)
 		return 1;
 	ev = (struct ts_tls_data *)d->bytes;
@@ -133,13 +125,35 @@ TS_LOOP_STEP(emit_piece)
 	return 0;
 }
 
+/*
+ * Piece i, a loop step rather than a loop body: the verifier checks it once, not once per
+ * piece, which took the four return programs from 0.7 s of load time to a few milliseconds.
+ */
+#ifdef TS_LEGACY
+TS_LOOP_STEP(emit_piece)
+{
+	__u32 zero = 0;
+	struct data_buf *d = bpf_map_lookup_elem(&tls_scratch, &zero);
+
+	return d ? emit_piece_of(i, &d->pc, d) : 1;
+}
+#else
+static long emit_piece(__u64 i, void *pc)
+{
+	__u32 zero = 0;
+	struct data_buf *d = bpf_map_lookup_elem(&tls_scratch, &zero);
+
+	return d ? emit_piece_of(i, pc, d) : 1;
+}
+#endif
+
 /* The bytes one call moved, as pieces with the stream's next sequence numbers. */
 static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u64 total,
 					  __u64 ts, __u32 dir, __u32 flags)
 {
 	struct stream_key key = { .pid = tgid, .ssl = ssl };
 	struct stream_seq *next, none = {};
-	struct piece_ctx *pc;
+	struct piece_ctx stack_pc, *pc = &stack_pc;
 	struct data_buf *d;
 	__u32 zero = 0;
 	__u64 npieces;
@@ -155,7 +169,9 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 	d = bpf_map_lookup_elem(&tls_scratch, &zero);
 	if (!next || !d)
 		return;
+#ifdef TS_LEGACY
 	pc = &d->pc;
+#endif
 	pc->seq = ts_fetch_add(&next->next[dir & 1], npieces, ssl,
 			       1ull << 62 | (__u64)tgid << 1 | (dir & 1));
 
@@ -167,9 +183,13 @@ static __always_inline void tls_emit_call(__u32 tgid, __u64 ssl, __u64 buf, __u6
 	pc->dir = dir;
 	pc->flags = flags | TS_F_SEQ_PER_DIR;
 	if (npieces == 1) /* the usual case: no loop for it */
-		ts_step(emit_piece, 0);
+		emit_piece_of(0, pc, d);
 	else
+#ifdef TS_LEGACY
 		ts_loop(TS_MAX_PIECES, npieces, emit_piece);
+#else
+		bpf_loop(npieces, emit_piece, pc, 0);
+#endif
 }
 
 static __always_inline int tls_call_return(long ret, bool ex)
