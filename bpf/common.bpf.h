@@ -163,6 +163,44 @@ static __always_inline bool ts_traced(__u32 tgid)
 	return ts_traced_task(ts_current_task(), tgid);
 }
 
+/*
+ * Per-thread state: a map `name` of vtype and `fn(create)`, which finds the current thread's
+ * entry (made zeroed when create). Task storage in the default build (freed with the thread;
+ * reached without a hash); in the legacy build an LRU hash by thread id, which the family
+ * deletes at the thread's exit (LRU so that a thread whose exit was not seen, one that began
+ * before tokenscope, cannot fill it).
+ */
+#ifdef TS_LEGACY
+#define TS_THREAD_STATE(name, vtype, fn)                                                      \
+	struct {                                                                              \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                                          \
+		__uint(max_entries, 65536);                                                   \
+		__type(key, __u32);                                                           \
+		__type(value, vtype);                                                         \
+	} name SEC(".maps");                                                                  \
+	static __always_inline vtype *fn(bool create)                                         \
+	{                                                                                     \
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();                                \
+		vtype none = {};                                                              \
+                                                                                              \
+		return create ? ts_lookup_or_init(&name, &tid, &none)                         \
+			      : bpf_map_lookup_elem(&name, &tid);                             \
+	}
+#else
+#define TS_THREAD_STATE(name, vtype, fn)                                                      \
+	struct {                                                                              \
+		__uint(type, BPF_MAP_TYPE_TASK_STORAGE);                                      \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                                         \
+		__type(key, int);                                                             \
+		__type(value, vtype);                                                         \
+	} name SEC(".maps");                                                                  \
+	static __always_inline vtype *fn(bool create)                                         \
+	{                                                                                     \
+		return bpf_task_storage_get(&name, bpf_get_current_task_btf(), NULL,          \
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);      \
+	}
+#endif
+
 /* The mapping that holds an address: its range and file offset (vm_pgoff in bytes). */
 struct ts_vma {
 	__u64 start, end, offset;

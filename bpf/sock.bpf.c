@@ -97,38 +97,8 @@ struct sock_call {
 	__u32 _pad;
 };
 
-#ifdef TS_LEGACY
-/* by thread id, deleted at the thread's exit (sock_process_exit); LRU so that a thread whose
- * exit was not seen cannot fill it */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct sock_call);
-} sock_calls SEC(".maps");
-
-static __always_inline struct sock_call *sock_thread(bool create)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct sock_call none = {};
-
-	return create ? ts_lookup_or_init(&sock_calls, &tid, &none)
-		      : bpf_map_lookup_elem(&sock_calls, &tid);
-}
-#else
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct sock_call);
-} sock_calls SEC(".maps");
-
-static __always_inline struct sock_call *sock_thread(bool create)
-{
-	return bpf_task_storage_get(&sock_calls, bpf_get_current_task_btf(), NULL,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-}
-#endif
+/* deleted at the thread's exit in the legacy build (sock_process_exit) */
+TS_THREAD_STATE(sock_calls, struct sock_call, sock_thread)
 
 /* Where the copy of a call's bytes stands, between steps of bpf_loop. It lives in the
  * per-CPU scratch, not on the stack: the verifier then checks one step once, instead of

@@ -8,7 +8,7 @@
 #ifndef TS_TLS_LINK_BPF_H
 #define TS_TLS_LINK_BPF_H
 
-/* A thread's SSL state, in task storage (freed with the thread; reached without a hash):
+/* A thread's SSL state (TS_THREAD_STATE: task storage, or a map by thread id):
  * - call: an SSL call in progress, arguments saved at entry, consumed at return (active). A
  *   socket syscall made meanwhile is that SSL*'s (OpenSSL's socket BIO).
  * - last_write: the SSL* whose SSL_write last returned on this thread, until the thread's
@@ -26,38 +26,8 @@ struct ssl_call {
 	__u32 _pad;
 };
 
-#ifdef TS_LEGACY
-/* by thread id, deleted at the thread's exit (tls.bpf.c, handle_exit); LRU so that a thread
- * whose exit was not seen (tokenscope started after it) cannot fill it */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct ssl_call);
-} tls_calls SEC(".maps");
-
-static __always_inline struct ssl_call *tls_thread(bool create)
-{
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct ssl_call none = {};
-
-	return create ? ts_lookup_or_init(&tls_calls, &tid, &none)
-		      : bpf_map_lookup_elem(&tls_calls, &tid);
-}
-#else
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct ssl_call);
-} tls_calls SEC(".maps");
-
-static __always_inline struct ssl_call *tls_thread(bool create)
-{
-	return bpf_task_storage_get(&tls_calls, bpf_get_current_task_btf(), NULL,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-}
-#endif
+/* deleted at the thread's exit in the legacy build (tls.bpf.c, handle_exit) */
+TS_THREAD_STATE(tls_calls, struct ssl_call, tls_thread)
 
 /*
  * Go's crypto/tls calls in progress (tls.bpf.c, go_tls_*), by goroutine: (process, g) ->

@@ -672,6 +672,30 @@ static void summary_http2(FILE *out, const struct health *h)
 		(unsigned long long)h->h2.frame_errors, (unsigned long long)h->h2.hpack_errors);
 }
 
+/* What the capture could not see or keep, said as warnings after the counters. */
+static void print_capture_warnings(FILE *out, const struct health *h)
+{
+	if (h->bpf[TS_CNT_SEQ_UNLOCKED]) /* the legacy build's lock, waited for too long */
+		fprintf(out, "WARNING: %llu call%s numbered %s pieces without the stream's lock "
+			     "(Linux before 5.12): they may share numbers, and their streams read "
+			     "out of order\n",
+			(unsigned long long)h->bpf[TS_CNT_SEQ_UNLOCKED],
+			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "" : "s",
+			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "its" : "their");
+	if (h->bpf[TS_CNT_PROBES_OFF])
+		fprintf(out, "WARNING: %llu probe%s could not be attached: calls through %s were not "
+			     "seen (tracing was partial)\n",
+			(unsigned long long)h->bpf[TS_CNT_PROBES_OFF],
+			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "" : "s",
+			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "it" : "them");
+	if (h->recording_errors)
+		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
+			(unsigned long long)h->recording_errors);
+	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->no_memory)
+		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
+			     "(raise -b to enlarge the ring buffer)\n");
+}
+
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
@@ -755,24 +779,6 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_SOCK_SPLICE],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
 			(unsigned long long)h->sock_not_captured);
-	if (h->bpf[TS_CNT_SEQ_UNLOCKED]) /* the legacy build's lock, waited for too long */
-		fprintf(out, "WARNING: %llu call%s numbered %s pieces without the stream's lock "
-			     "(Linux before 5.12): they may share numbers, and their streams read "
-			     "out of order\n",
-			(unsigned long long)h->bpf[TS_CNT_SEQ_UNLOCKED],
-			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "" : "s",
-			h->bpf[TS_CNT_SEQ_UNLOCKED] == 1 ? "its" : "their");
-	if (h->bpf[TS_CNT_PROBES_OFF])
-		fprintf(out, "WARNING: %llu probe%s could not be attached: calls through %s were not "
-			     "seen (tracing was partial)\n",
-			(unsigned long long)h->bpf[TS_CNT_PROBES_OFF],
-			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "" : "s",
-			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "it" : "them");
-	if (h->recording_errors)
-		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
-			(unsigned long long)h->recording_errors);
-	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->no_memory)
-		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
-			     "(raise -b to enlarge the ring buffer)\n");
+	print_capture_warnings(out, h);
 	fflush(out);
 }
