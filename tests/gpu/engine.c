@@ -11,7 +11,10 @@
  *   async mode: event on the main stream, the copy stream waits for it, copies, records an
  *               event, and the host synchronizes on that event one step later (vLLM V1).
  *
- * usage: engine [--async] [--graphs] [--chunk TOKENS] [--requests N] [--seed S] --truth FILE
+ * usage: engine [--async] [--graphs] [--chunk TOKENS] [--requests N] [--seed S]
+ *               [--wait FILE] --truth FILE
+ * --wait: "loading the model" lasts until FILE exists (up to a minute), not a fixed 0.3 s:
+ * a harness that must see every step waits for the tracer's probes on libcuda first.
  * Ground truth, one JSON object per line: every step (launches, first/last launch time,
  * GPU start/end, host-visible time) and every request (arrival, first token, tokens).
  */
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vcuda.h"
 
@@ -95,11 +99,11 @@ int main(int argc, char **argv)
 		{ "async", no_argument, NULL, 'a' },	 { "graphs", no_argument, NULL, 'g' },
 		{ "chunk", required_argument, NULL, 'c' }, { "requests", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 's' },  { "truth", required_argument, NULL, 't' },
-		{},
+		{ "wait", required_argument, NULL, 'w' },  {},
 	};
 	int async = 0, graphs = 0, chunk = 0, nreq = 12, c, done = 0;
 	unsigned seed = 1;
-	const char *truth = NULL;
+	const char *truth = NULL, *wait = NULL;
 	struct req reqs[MAX_REQ];
 	CUgraphExec decode_graph = NULL;
 	CUcontext ctx;
@@ -116,6 +120,7 @@ int main(int argc, char **argv)
 		case 'n': nreq = atoi(optarg); break;
 		case 's': seed = (unsigned)atoi(optarg); break;
 		case 't': truth = optarg; break;
+		case 'w': wait = optarg; break;
 		default: return 2;
 		}
 	}
@@ -128,9 +133,10 @@ int main(int argc, char **argv)
 	/* phase: device, kernels, streams (after "loading the model": a real engine takes
 	 * seconds before it touches the GPU; tracers attach to its libraries meanwhile) */
 	{
-		struct timespec ts = { 0, 300000000 };
+		struct timespec ts = { 0, wait ? 10000000 : 300000000 };
 
-		nanosleep(&ts, NULL);
+		for (int i = 0; !i || (wait && access(wait, F_OK) && i < 6000); i++)
+			nanosleep(&ts, NULL);
 	}
 	CHECK(cuInit(0));
 	CHECK(cuDeviceGet(&dev, 0));

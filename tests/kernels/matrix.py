@@ -154,6 +154,11 @@ def copy_with_libraries(root, binary, dest):
             shutil.copy2(os.path.realpath(lib), target)
 
 
+# /init: the workload, and a watchdog on it: a guest still in its workload at WATCHDOG_S
+# (seconds since boot) writes where every process stands, user threads' kernel stacks and
+# the kernel's own dumps of blocked tasks and CPUs (sysrq w, l) to hang.txt, kills the
+# workload and sends what it has, so a hang in CI says where it was
+WATCHDOG_S = 180
 INIT = """#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -164,14 +169,40 @@ mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 ip link set lo up
 ulimit -l unlimited
 echo "@@KERNEL $(uname -r)" >/dev/ttyS1
-sh /w/workload.sh /w /tmp/out
+sh /w/workload.sh /w /tmp/out &
+wl=$!
+while kill -0 $wl 2>/dev/null; do
+	up=$(cut -d. -f1 /proc/uptime)
+	if [ "$up" -ge %d ]; then
+		{
+			echo "the workload still running at $up s; its phases:"
+			cat /tmp/out/phases
+			for p in /proc/[0-9]*; do
+				grep -qs '^VmSize' $p/status || continue
+				for t in $p/task/*; do
+					echo "pid ${p##*/} tid ${t##*/} $(cat $t/comm) $(sed -n 's/^State:.//p' $t/status) wchan $(cat $t/wchan)"
+					sed 's/^/    /' $t/stack
+				done
+			done
+			echo w >/proc/sysrq-trigger
+			echo l >/proc/sysrq-trigger
+			sleep 1
+			echo "the kernel's log, from the sysrq dumps:"
+			dmesg | sed -n '/sysrq: Show Blocked State/,$p'
+		} >/tmp/out/hang.txt 2>&1
+		kill -9 -1
+		break
+	fi
+	sleep 0.2
+done
+wait $wl
 for f in /tmp/out/*; do
 	echo "@@BEGIN ${f##*/}" >/dev/ttyS1
 	cat "$f" >/dev/ttyS1
 	echo "@@END" >/dev/ttyS1
 done
 poweroff -f
-"""
+""" % WATCHDOG_S
 
 
 def build_initramfs(llama_step):
@@ -256,13 +287,17 @@ def boot(vmlinuz, initramfs, series):
         os.unlink(files)
     cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "3072", "-smp", "2",
            "-kernel", vmlinuz, "-initrd", initramfs, "-append",
-           "console=ttyS0 quiet loglevel=3 panic=-1", "-display", "none", "-no-reboot",
+           "console=ttyS0 quiet loglevel=4 panic=-1", "-display", "none", "-no-reboot",
            "-net", "none", "-serial", f"file:{console}", "-serial", f"file:{files}"]
     t = time.monotonic()
     try:
         subprocess.run(cmd, timeout=BOOT_TIMEOUT, capture_output=True)
     except subprocess.TimeoutExpired:
-        check(False, f"kernel {series}: the guest powered off within {BOOT_TIMEOUT} s")
+        # past the guest's own watchdog: the kernel itself stuck, its console says how
+        tail = open(console, errors="replace").read().splitlines()[-40:] \
+            if os.path.exists(console) else []
+        check(False, f"kernel {series}: the guest powered off within {BOOT_TIMEOUT} s; its "
+                     f"console's end:\n" + "\n".join(tail))
     took = time.monotonic() - t
     out, name = {}, None
     text = open(files, errors="replace").read() if os.path.exists(files) else ""
@@ -282,8 +317,9 @@ def run_host(root):
     """The same workload on this host, with the same binaries (from the initramfs' /w)."""
     out = os.path.join(OUT, "host")
     shutil.rmtree(out, ignore_errors=True)
+    # its phase lines (stderr) are in out/phases
     subprocess.run(["sh", os.path.join(root, "w", "workload.sh"), os.path.join(root, "w"), out],
-                   timeout=300)
+                   timeout=300, stderr=subprocess.DEVNULL)
     return {name: open(os.path.join(out, name), errors="replace").read()
             for name in os.listdir(out)}
 
@@ -430,6 +466,8 @@ def main():
     host_recs = records(host)
     check(host.get("rc", "").strip() == "0", f"host: tokenscope exited 0 "
                                                f"({host.get('stderr.txt', '')[-300:]})")
+    check("hung" not in host, f"host: every workload step within its bound: "
+                              f"{host.get('hung', '').strip()}")
     check_truth("host", host, host_recs)
     table = [("host", os.uname().release, "", "traced", "")]
     for series, suite, pattern, build in KERNELS:
@@ -442,6 +480,17 @@ def main():
         vmlinuz, version = vmlinuz_of(deb)
         files, took = boot(vmlinuz, initramfs, series)
         label = f"kernel {files.get('kernel', series)}"
+        check("hung" not in files, f"{label}: every workload step within its bound: "
+                                   f"{files.get('hung', '').strip()}")
+        if "hang.txt" in files:
+            lines = files["hang.txt"].splitlines()
+            check(False, f"{label}: the workload done before the guest's watchdog "
+                         f"({WATCHDOG_S} s from boot); where it stood:\n" +
+                  "\n".join(lines[:150]) + (f"\n[{len(lines) - 150} lines more in "
+                                            f"{OUT}/guest-{series}.files]"
+                                            if len(lines) > 150 else ""))
+            table.append((series, os.path.basename(deb), version, "hung", f"{took:.0f} s"))
+            continue
         if not check("rc" in files, f"{label}: the workload ran and the guest sent its files "
                                     f"(see {OUT}/guest-{series}.console)"):
             table.append((series, os.path.basename(deb), version, "did not finish", f"{took:.0f} s"))

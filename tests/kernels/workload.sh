@@ -5,11 +5,43 @@
 #
 #   workload.sh W OUT      W: the folder matrix.py packed (binaries, libraries, certificate)
 #
-# busybox sh in the guests: no bash, no python; every wait is for a file's content, bounded.
+# busybox sh in the guests: no bash, no python; every wait is for a file's content, and
+# every step is bounded: a step past its bound is killed and named in OUT/hung, so a guest
+# always sends its files and a hang says where it was. OUT/phases holds each phase's start
+# (seconds since boot), and the same lines go to stderr: a guest's console.
 set -u
 W=$1
 OUT=$2
 mkdir -p "$OUT"
+
+phase() {
+	echo "workload: $1 at $(cut -d' ' -f1 /proc/uptime) s" | tee -a "$OUT/phases" >&2
+}
+
+# bounded NAME SECONDS COMMAND...: COMMAND, killed after SECONDS (and named in OUT/hung)
+bounded() {
+	name=$1 secs=$2
+	shift 2
+	timeout -s KILL "$secs" "$@"
+	rc=$?
+	[ "$rc" = 137 ] && echo "$name: killed after $secs s" >>"$OUT/hung"
+	return "$rc"
+}
+
+# wait_bounded NAME PID SECONDS: wait for PID, killing it after SECONDS (named in OUT/hung)
+wait_bounded() {
+	n=0
+	while kill -0 "$2" 2>/dev/null; do
+		n=$((n + 1))
+		if [ "$n" -gt $(($3 * 10)) ]; then
+			echo "$1: killed after $3 s" >>"$OUT/hung"
+			kill -9 "$2" 2>/dev/null
+			break
+		fi
+		sleep 0.1
+	done
+	wait "$2"
+}
 
 # wait_for FILE TEXT SECONDS: until FILE holds TEXT; 1 when it never does
 wait_for() {
@@ -22,7 +54,8 @@ wait_for() {
 	return 0
 }
 
-# phase: tokenscope, every family it can load on this kernel
+phase tokenscope
+# tokenscope, every family it can load on this kernel
 # -v: the Go client waits until its binary is probed (a new file's first request, within
 # milliseconds of its exec, comes before its probes: issue 37)
 "$W/tokenscope" -v -o "$OUT/records.jsonl" >"$OUT/summary.txt" 2>"$OUT/stderr.txt" &
@@ -36,21 +69,24 @@ while [ "$n" -lt 1200 ]; do
 	sleep 0.1
 done
 if [ "$started" = 0 ]; then
-	wait "$ts"
+	[ "$n" -ge 1200 ] && echo "tokenscope: no start line in 120 s" >>"$OUT/hung"
+	wait_bounded tokenscope "$ts" 10
 	echo "$?" >"$OUT/rc"
 	exit 0
 fi
 
-# phase: plaintext HTTP/1.1, both ends in one process, two threads on each socket
-"$W/seq_race" 4 12 kplain >"$OUT/seq_race.out" 2>&1
+phase plaintext
+# plaintext HTTP/1.1, both ends in one process, two threads on each socket
+bounded seq_race 60 "$W/seq_race" 4 12 kplain >"$OUT/seq_race.out" 2>&1
 
-# phase: TLS: curl (OpenSSL) and a stripped Go client, to a stripped Go TLS server
+phase tls
+# TLS: curl (OpenSSL) and a stripped Go client, to a stripped Go TLS server
 "$W/sseserver-stripped" -cert "$W/cert.pem" -key "$W/key.pem" -port-file "$OUT/go.port" \
 	-truth "$OUT/go.truth" >/dev/null 2>&1 &
 srv=$!
 if wait_for "$OUT/go.port" "[0-9]" 30; then
 	port=$(cat "$OUT/go.port")
-	"$W/curl" -sS --fail -N --http1.1 --cacert "$W/cert.pem" -o /dev/null \
+	bounded curl 30 "$W/curl" -sS --fail -N --http1.1 --cacert "$W/cert.pem" -o /dev/null \
 		-H "Content-Type: application/json" "https://127.0.0.1:$port/v1/chat/completions" \
 		-d '{"model":"fx-ttft30-itl5-n5-kcurl","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
 		>"$OUT/curl.out" 2>&1 && echo ok >>"$OUT/curl.out"
@@ -59,16 +95,24 @@ if wait_for "$OUT/go.port" "[0-9]" 30; then
 	client=$!
 	wait_for "$OUT/stderr.txt" "Go TLS probes on .*sseclient-stripped" 60
 	touch "$OUT/go.ahead"
-	wait "$client"
+	wait_bounded sseclient "$client" 30
 fi
 kill "$srv" 2>/dev/null
 
-# phase: CUDA: the real libcudart (no GPU: its calls fail, its probes fire), and the
-# stand-in engine on the virtual GPU with its own truth
-"$W/gpu/cudaprog" >"$OUT/cudaprog.out" 2>&1
-"$W/gpu/engine" --truth "$OUT/engine.truth" --requests 3 --seed 3 >"$OUT/engine.out" 2>&1
+phase cuda
+# the real libcudart (no GPU: its calls fail, its probes fire), and the stand-in engine on
+# the virtual GPU with its own truth
+bounded cudaprog 30 "$W/gpu/cudaprog" >"$OUT/cudaprog.out" 2>&1
+# the engine's library is a new file: it starts once its probes are on
+"$W/gpu/engine" --truth "$OUT/engine.truth" --requests 3 --seed 3 --wait "$OUT/engine.ahead" \
+	>"$OUT/engine.out" 2>&1 &
+engine=$!
+wait_for "$OUT/stderr.txt" "CUDA probes on .*/gpu/libcuda.so.1" 60
+touch "$OUT/engine.ahead"
+wait_bounded engine "$engine" 30
 
-# phase: llama.cpp serving one chat completion over plaintext HTTP (a prompt of 24 tokens,
+phase llama
+# llama.cpp serving one chat completion over plaintext HTTP (a prompt of 24 tokens,
 # then 3 decodes, on the prebuilt llama.cpp), once its library is probed: its steps, and
 # its request's TTFT split by them
 LLAMA_STEP_WAIT="$OUT/llama.ahead" "$W/llama/llama_step" "$W/tiny.gguf" 24 3 "$W/llama" \
@@ -77,15 +121,17 @@ llama=$!
 wait_for "$OUT/stderr.txt" "llama.cpp probes on .*libllama" 60
 touch "$OUT/llama.ahead"
 if wait_for "$OUT/llama.port" "[0-9]" 60; then
-	"$W/curl" -sS --fail -N -o /dev/null -H "Content-Type: application/json" \
+	bounded curl-llama 60 "$W/curl" -sS --fail -N -o /dev/null \
+		-H "Content-Type: application/json" \
 		"http://127.0.0.1:$(cat "$OUT/llama.port")/v1/chat/completions" \
 		-d '{"model":"kllama","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
 		>"$OUT/curl-llama.out" 2>&1
 fi
-wait "$llama"
+wait_bounded llama_step "$llama" 30
 
-# phase: the end
+phase end
 sleep 0.5
 kill -INT "$ts"
-wait "$ts"
+wait_bounded "tokenscope's end" "$ts" 60
 echo "$?" >"$OUT/rc"
+phase done
