@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Attribution on hand-made steps and requests whose split is known by construction: the TTFT
- * split, a server that writes late, the engine found through the process tree, tensor-parallel
+ * split, a server that writes late (or later and later), the engine found through the process tree, tensor-parallel
  * ranks merged, chunked prefill, and every case that must give no attribution. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -175,6 +175,75 @@ static void test_stream_interval(void **state)
 }
 
 /* Another request's first token in a step inside this one's gaps: interference, by id. */
+/* Events of one token each from steps first, first + 1, ..., written lag[i] steps behind the
+ * latest step seen (each step takes 5 ms: 4 on the GPU, 1 between). */
+static void late_tokens(struct attrib *a, struct request *r, int first, const int *lag, int ne)
+{
+	for (int i = 0; i < ne; i++)
+		request__token(r, step_start(first + i, 4) + 4 * MS + 10 * US +
+					  (uint64_t)lag[i] * 5 * MS + 500 * US);
+	r->end_ns = r->last_token_ns + 100 * US;
+	attrib__first_token(a, r);
+	attrib__finished(a, r);
+}
+
+/* A server that falls ever further behind its engine (its receiver of the engine's outputs
+ * starved), with no usage count: the events span half again as many steps as they are, as a
+ * stream interval's would, but two are written after the same latest step, which a server
+ * that merges or keeps an interval would not do. Each is still one token, one step. */
+static void test_server_falling_behind(void **state)
+{
+	const int lag[10] = { 0, 1, 3, 4, 3, 6, 8, 7, 9, 10 };
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0 + 1 * MS);
+	const struct attribution *at;
+
+	steps(a, ENGINE_PID, 40, 4);
+	late_tokens(a, r, 2, lag, 10);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_true(at->ok);
+	assert_int_equal(at->prefill_start_ns, step_start(2, 4));
+	assert_int_equal(at->ngaps, 9);
+	for (size_t g = 0; g < at->ngaps; g++)
+		assert_int_equal(at->gaps[g].producer_start_ns, step_start(3 + (int)g, 4));
+	request__free(r);
+	attrib__free(a);
+}
+
+/* The same server's requests that had usage's count streamed one token per event: one without
+ * a count, its events two steps apart (the server a step further behind at each), is one token
+ * per event too, not a stream interval of 2. */
+static void test_server_streams_every_token(void **state)
+{
+	const int on_time[6] = { 0 }, falling[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	struct attrib *a = new_attrib();
+	struct request *counted[2], *r;
+	const struct attribution *at;
+
+	steps(a, ENGINE_PID, 40, 4);
+	for (int i = 0; i < 2; i++) {
+		counted[i] = server_request(1 + (uint64_t)i, T0 + 1 * MS);
+		counted[i]->output_tokens = (struct opt_u64){ .set = true, .v = 6 };
+		late_tokens(a, counted[i], 2, on_time, 6);
+	}
+	r = server_request(3, step_start(9, 4) + 1 * MS);
+	late_tokens(a, r, 11, falling, 8);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_true(at->ok);
+	assert_int_equal(at->prefill_start_ns, step_start(11, 4));
+	assert_int_equal(at->ngaps, 7);
+	for (size_t g = 0; g < at->ngaps; g++) {
+		assert_int_equal(at->gaps[g].producer_start_ns, step_start(12 + (int)g, 4));
+		assert_int_equal(at->gaps[g].steps, 1);
+	}
+	for (int i = 0; i < 2; i++)
+		request__free(counted[i]);
+	request__free(r);
+	attrib__free(a);
+}
+
 static void test_interference(void **state)
 {
 	struct attrib *a = new_attrib();
@@ -298,6 +367,45 @@ static void test_chunked_prefill(void **state)
 	attrib__free(a);
 }
 
+static void note_chunked(void *ctx, const struct attrib_engine_stats *st)
+{
+	*(bool *)ctx |= st->chunked;
+}
+
+/* Runs of slow steps that lead into no first token (a GPU shared, or the stand-in's virtual
+ * GPU on a loaded host), as even as full prefill chunks: not chunked prefill. The request's
+ * prefill is its first token's step alone. */
+static void test_slow_steps_not_chunks(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0 + 30 * MS);
+	uint64_t t = T0, ft_step = 0;
+	bool chunked = false;
+
+	for (int k = 0; k < 30; k++) { /* decodes of 4 ms; steps 5-7 and 12-14 take 20 ms */
+		uint64_t len = (k >= 5 && k < 8) || (k >= 12 && k < 15) ? 20 * MS : 4 * MS;
+
+		if (k == 20)
+			ft_step = t;
+		step(a, ENGINE_PID, t, t + len);
+		t += len + 1 * MS;
+	}
+	for (int k = 0; k < 5; k++) /* the first token from step 20, then 21..24 */
+		request__token(r, ft_step + (uint64_t)k * 5 * MS + 4 * MS + 300 * US);
+	r->end_ns = r->last_token_ns;
+	attrib__first_token(a, r);
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	assert_true(r->attr->ok);
+	assert_false(r->attr->estimated & EST_PREFILL_START);
+	assert_int_equal(r->attr->prefill_steps, 1);
+	assert_int_equal(r->attr->prefill_start_ns, ft_step);
+	attrib__engines(a, note_chunked, &chunked);
+	assert_false(chunked);
+	request__free(r);
+	attrib__free(a);
+}
+
 /* Never a guess: no steps, no process tree, a proxy, lost marks, --engine. */
 static void test_not_attributed(void **state)
 {
@@ -353,9 +461,12 @@ int main(void)
 		cmocka_unit_test(test_ttft_split),
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_stream_interval),
+		cmocka_unit_test(test_server_falling_behind),
+		cmocka_unit_test(test_server_streams_every_token),
 		cmocka_unit_test(test_interference),
 		cmocka_unit_test(test_tensor_parallel),
 		cmocka_unit_test(test_chunked_prefill),
+		cmocka_unit_test(test_slow_steps_not_chunks),
 		cmocka_unit_test(test_not_attributed),
 	};
 

@@ -51,6 +51,7 @@ void attrib__free(struct attrib *a)
 	free(a->marks);
 	free(a->clients);
 	free(a->http);
+	free(a->styles);
 	free(a->overrides);
 	free(a);
 }
@@ -286,7 +287,7 @@ static int split(struct attrib *a, struct engine *e, struct request *r, const st
 		snprintf(at->error, sizeof(at->error), "out of memory");
 		return -1;
 	}
-	if (attrib_align_tokens(v, n, r, q, &moved)) {
+	if (attrib_align_tokens(v, n, r, attrib_server_every_token(a, r->pid), q, &moved)) {
 		if (moved)
 			at->estimated |= EST_TOKEN_STEPS;
 	} else {

@@ -152,6 +152,24 @@ static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
 }
 
 /*
+ * Whether, with no token count, the events say the server fell further behind as it went
+ * rather than that they carry several tokens each: two middle events written after the same
+ * latest seen step (the second's tokens came from a step no later than the first's: a
+ * server that merges what has piled up would have sent them together, one that keeps up
+ * with a stream interval would not have written twice), and no stream interval's grid.
+ * Then each event carries one token and the growing delay is the server's (its receiver of
+ * the engine's outputs starved on a loaded host).
+ */
+static bool lag_grew(const size_t *q, size_t ne)
+{
+	size_t phase, same = 0;
+
+	for (size_t i = 1; i + 2 < ne; i++)
+		same += q[i + 1] == q[i];
+	return same && !stream_grid(q, ne, 0, &phase);
+}
+
+/*
  * Which step produced each token event (q[0]: the first token's). A token written at t comes
  * from a step the host saw complete before t, at the latest the latest one (ls). An HTTP
  * server that falls behind writes later than that, so its latest is too late. But a running
@@ -166,11 +184,15 @@ static size_t stream_grid(const size_t *q, size_t ne, size_t lag, size_t *phase)
  *     one ends on s0 + tokens - 1 when usage gives the count. With a stream interval of k
  *     steps, the events between are k steps apart (merged ones a multiple): one that fell
  *     off that grid (the server a step behind for a moment) goes back down onto it.
+ * With no token count, one token per event is taken when the same server's requests that
+ * had one streamed so (server_every_token: a stream interval is the server's setting, and a
+ * server that falls behind its engine, writing ever later, looks like one), or when the
+ * events say so themselves (lag_grew).
  * Returns false when that is not consistent with a first step that began after arrival
  * (then the latest-seen rule is used throughout).
  */
-bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
-			 bool *moved)
+bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r,
+			 bool server_every_token, size_t *q, bool *moved)
 {
 	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
 	bool known = r->output_tokens.set && r->output_tokens.v >= ne;
@@ -191,7 +213,9 @@ bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *
 		if (ls - i < s0)
 			s0 = ls - i;
 	}
-	one_each = known ? total == ne : ne < 3 || (q[ne - 1] - q[0]) * 2 < 3 * (ne - 1);
+	one_each = known ? total == ne
+			 : server_every_token || ne < 3 || (q[ne - 1] - q[0]) * 2 < 3 * (ne - 1) ||
+				   lag_grew(q, ne);
 	if (one_each) {
 		for (size_t i = 0; i < ne; i++) {
 			if (i == 0 && v[s0].start < r->start_ns)
@@ -241,6 +265,42 @@ bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *
 	return true;
 }
 
+/* Whether most of this server's requests with a token count had one token per event. */
+bool attrib_server_every_token(const struct attrib *a, uint32_t http_pid)
+{
+	for (size_t i = 0; i < a->nstyles; i++) {
+		const struct http_style *s = &a->styles[i];
+
+		if (s->http_pid == http_pid)
+			return s->every_token >= 2 && s->every_token >= 4 * s->several;
+	}
+	return false;
+}
+
+/* A finished request with usage's token count: how its server streams. */
+static void note_style(struct attrib *a, const struct request *r)
+{
+	struct http_style *s = NULL;
+
+	if (!r->output_tokens.set || r->token_events < 3 || r->output_tokens.v < r->token_events)
+		return;
+	for (size_t i = 0; i < a->nstyles && !s; i++) {
+		if (a->styles[i].http_pid == r->pid)
+			s = &a->styles[i];
+	}
+	if (!s) {
+		if (!array__reserve((void **)&a->styles, &a->capstyles, a->nstyles + 1,
+				    sizeof(*a->styles)))
+			return;
+		s = &a->styles[a->nstyles++];
+		*s = (struct http_style){ .http_pid = r->pid };
+	}
+	if (r->output_tokens.v == r->token_events)
+		s->every_token++;
+	else
+		s->several++;
+}
+
 void attrib__finished(struct attrib *a, const struct request *r)
 {
 	struct attribution at = { 0 };
@@ -251,7 +311,10 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	bool moved;
 	long n;
 
-	if (!r->first_token_ns || r->lossy || attrib_find_engine(a, r, end, &at))
+	if (!r->first_token_ns || r->lossy)
+		return;
+	note_style(a, r);
+	if (attrib_find_engine(a, r, end, &at))
 		return;
 	while (lo < hi) { /* its entry: by first token time, then id */
 		size_t mid = (lo + hi) / 2;
@@ -267,7 +330,8 @@ void attrib__finished(struct attrib *a, const struct request *r)
 		return;
 	n = attrib_gather_steps(a, &at, from, end, &v, at.error, sizeof(at.error));
 	q = n > 0 ? calloc(r->token_events, sizeof(*q)) : NULL;
-	if (q && attrib_align_tokens(v, (size_t)n, r, q, &moved))
+	if (q && attrib_align_tokens(v, (size_t)n, r, attrib_server_every_token(a, r->pid), q,
+				     &moved))
 		a->fts[lo].step_start = v[q[0]].start;
 	free(q);
 	free(v);

@@ -18,7 +18,7 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 			   size_t n, uint64_t to)
 {
 	uint64_t prev_done = 0, baseline = 0, excess[64], *plain = malloc(n * sizeof(*plain));
-	size_t nplain = 0, nexcess = 0, pairs = 0;
+	size_t nplain = 0, nexcess = 0, runs = 0;
 
 	attrib_place_first_tokens(a, e, own_pid, v, n, to);
 	for (size_t k = 0; k < n; k++) {
@@ -44,14 +44,19 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 			excess[nexcess++] = estep_busy(&v[k]) - baseline;
 	}
 	/* Earlier chunks of a long prompt show as runs of steps that carried prefill without
-	 * producing a first token. A lone one can be a first token placed on the wrong step (a
-	 * request still streaming, not aligned yet); runs of two, twice, may be chunked prefill */
-	for (size_t k = 1; k < n; k++)
-		pairs += v[k].orphan && v[k - 1].orphan;
+	 * producing a first token, the last of them followed by the step of the prompt's last
+	 * chunk, which produced its first token. A lone one can be a first token placed on the
+	 * wrong step (a request still streaming, not aligned yet), and a run that leads into no
+	 * first token is steps that were slow for another reason (a GPU shared, or, for the
+	 * stand-in's virtual GPU, a loaded host); two runs of two or more that lead into first
+	 * tokens may be chunked prefill */
+	for (size_t k = 1; k + 1 < n; k++)
+		runs += v[k].orphan && v[k - 1].orphan && !v[k + 1].orphan &&
+			(v[k + 1].mk_hi > v[k + 1].mk_lo || v[k + 1].maybe_first);
 	/* and the middle chunks of long prompts fill the step's token budget: most of them take
 	 * about the same time (prompts computed whole, placed on the wrong step, would not) */
 	e->chunked = false;
-	if (pairs >= 2 && nexcess >= 4) {
+	if (runs >= 2 && nexcess >= 4) {
 		size_t near = 0;
 
 		qsort(excess, nexcess, sizeof(*excess), attrib_cmp_u64);

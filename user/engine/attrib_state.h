@@ -90,6 +90,13 @@ struct http_engine {
 	struct engine *e;
 };
 
+/* How an HTTP server streams, from its requests whose usage gave a token count: events
+ * of one token each, or of several (a stream interval, outputs merged). */
+struct http_style {
+	uint32_t http_pid;
+	uint32_t every_token, several;
+};
+
 struct override {
 	uint32_t http_pid;
 	uint32_t pids[ATTRIB_MAX_PIDS];
@@ -108,6 +115,8 @@ struct attrib {
 	struct engine *engines;
 	struct http_engine *http;
 	size_t nhttp, caphttp;
+	struct http_style *styles;
+	size_t nstyles, capstyles;
 	struct override *overrides;
 	size_t noverrides;
 	uint32_t *clients; /* processes that made LLM API calls themselves: proxies, gateways */
@@ -163,8 +172,9 @@ long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_
 size_t attrib_latest_seen(const struct estep *v, size_t n, uint64_t t);
 void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_t own_pid,
 			       struct estep *v, size_t n, uint64_t to);
-bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r, size_t *q,
-			 bool *moved);
+bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r,
+			 bool server_every_token, size_t *q, bool *moved);
+bool attrib_server_every_token(const struct attrib *a, uint32_t http_pid);
 
 /* attrib_seqs.c: where the steps name their sequences, the request's own, and the split */
 /* 0: attributed; -1: not (at->error says why); 1: the steps do not name sequences. */
