@@ -51,7 +51,7 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 	 * stand-in's virtual GPU, a loaded host); two runs of two or more that lead into first
 	 * tokens may be chunked prefill */
 	for (size_t k = 1; k + 1 < n; k++)
-		runs += v[k].orphan && v[k - 1].orphan && !v[k + 1].orphan &&
+		runs += v[k].orphan && v[k - 1].orphan &&
 			(v[k + 1].mk_hi > v[k + 1].mk_lo || v[k + 1].maybe_first);
 	/* and the middle chunks of long prompts fill the step's token budget: most of them take
 	 * about the same time (prompts computed whole, placed on the wrong step, would not) */
