@@ -620,7 +620,8 @@ def check_steps(check, truth, steps):
     check(n and pct(starts, 50) <= EDGE_NS,
           f"llama: the steps' starts a median {pct(starts, 50) / 1000:.1f} us before the "
           f"interposer's, within {EDGE_NS // 1000} us ({said})")
-    print(f"llama: {n} steps against the interposer: {said}", flush=True)
+    print(f"llama: {n} steps against the interposer: {said}; {len(slow)} past their bounds "
+          f"(allowed {int(n * SLOW_SHARE)}): {slow[:3]}", flush=True)
     kinds = {s["kind"] for s in steps}
     check({"prefill", "decode"} <= kinds or "mixed" in kinds,
           f"llama: prefill and decode steps seen ({sorted(kinds)})")
