@@ -74,10 +74,11 @@ def busy_intervals(steps):
 HOST_LATE_NS = 200_000
 
 
-def host_late(steps):
-    """The engine's own late looks at its GPU, from the truth alone: (gpu end, host seen)."""
+def host_late(steps, past_ns=HOST_LATE_NS):
+    """The engine's own late looks at its GPU, from the truth alone: (gpu end, host seen) of
+    the steps its host saw end more than past_ns after their GPU work did."""
     return [(s["gpu_end_ns"], s["host_seen_ns"]) for s in steps
-            if s["host_seen_ns"] - s["gpu_end_ns"] > HOST_LATE_NS]
+            if s["host_seen_ns"] - s["gpu_end_ns"] > past_ns]
 
 
 def overlap(intervals, lo, hi):
@@ -98,7 +99,8 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
     by_launch = sorted(steps.values(), key=lambda s: s["first_launch_ns"])
     launches = [s["first_launch_ns"] for s in by_launch]
     busy = busy_intervals(steps.values())
-    late_host = host_late(steps.values())
+    late_host = host_late(steps.values())  # the requests counted as touched by it
+    seen_after = host_late(steps.values(), 0)  # what is allowed: every step's own lag
     server = [r for r in records if r["type"] == "request" and r["role"] == "server"
               and r["pid"] == api_pid]
     abs_ms, rel = (2.0, 0.10) if chunked else (1.0, 0.05)
@@ -155,11 +157,16 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
                 "emit": (ft - ft_step["gpu_end_ns"]) / 1e6}
         want_busy = overlap(busy, arrival, ps) / 1e6
         # What no tracer on the host could see: the engine's own host seeing a step's end
-        # late (the truth's own clocks, never tokenscope's figures). A step's end is known
-        # when the host sees it; that much is allowed, and counted.
-        h_queue = overlap(late_host, arrival, ps) / 1e6
-        h_ft = overlap(late_host, ft_step["gpu_end_ns"], ft_step["host_seen_ns"]) / 1e6
-        f["host_late"] += h_queue + h_ft > 0
+        # after its GPU work ended (the truth's own clocks, never tokenscope's figures). A
+        # step's end is known when the host sees it; that much is allowed, every step's: a
+        # spinning host's tens of microseconds, summed over the 60 steps of a long queue,
+        # are a millisecond (CI, unloaded: a queue's busy time 6.62 ms over the truth's, of
+        # which 5.58 ms in steps seen more than HOST_LATE_NS late). The requests with a
+        # step seen that late are counted.
+        h_queue = overlap(seen_after, arrival, ps) / 1e6
+        h_ft = overlap(seen_after, ft_step["gpu_end_ns"], ft_step["host_seen_ns"]) / 1e6
+        f["host_late"] += (overlap(late_host, arrival, ps) +
+                           overlap(late_host, ft_step["gpu_end_ns"], ft_step["host_seen_ns"])) > 0
         ok = {"queue": within(a["queue_ms"], want["queue"], abs_ms, rel),
               "prefill": within(a["prefill_ms"], want["prefill"], abs_ms + h_ft, rel),
               "emit": within(a["emit_ms"], want["emit"], abs_ms + h_ft, rel)}
