@@ -32,6 +32,7 @@ CONCURRENT = 40      # streams at once, more than SEQUENCES: the rest queue
 EDGE_NS = 50_000     # a step's end after the interposer's, past its thread's preemption; the
                      # median of its start before the interposer's
 EDGE_MAX_NS = 5_000_000  # every edge (and the end's bound where the preemption is not known)
+END_EDGE_CAP_NS = 200_000  # the most the starts' p99 widens an end's bound (check_steps)
 CLOCK_SLACK_NS = 1_000  # the probe's clock and the interposer's: one clock, read two ways
 SLOW_SHARE = 0.005  # edges past their bounds with no preemption to explain them (check_steps)
 EDGE_HARD_NS = 50_000_000  # every edge: a wrong clock, or a step taken at the wrong place
@@ -562,9 +563,14 @@ def check_steps(check, truth, steps):
     fires before the interposer's start read, the return probe after its end read.
 
     How far: between the interposer's end read and the return probe there are a few
-    instructions, so the end is within EDGE_NS past the time its thread spent preempted
-    around it, which the interposer measured (preemption_after()), for all but SLOW_SHARE of
-    the steps: now and then an edge comes later with no preemption measured, which the test
+    instructions and the return probe's trap, so the end is within EDGE_NS, or the trap's
+    cost in this run where that is more (the starts' p99, up to END_EDGE_CAP_NS: the entry
+    probe's trap, measured
+    alike; CI, unloaded, once had 10 ends in 580 at 56-66 us with no preemption and the
+    starts' p99 at 76 us, where other runs' ends had a p99 of 13-25 us), past the time its
+    thread spent preempted around it, which the interposer measured (preemption_after()), for
+    all but SLOW_SHARE of the steps: now and then an edge comes later with no preemption
+    measured, which the test
     cannot tell from the tracer (an interrupt; the kernel's uprobe handling, which can wait
     for a lock or a slot to run the probed instruction out of line). Seen: 1 end in 600 at
     89.8 us and 4 in 5000 at 51-59 us; 1 start in 600 at 6.9 ms with 0.34 ms of run delay
@@ -583,6 +589,10 @@ def check_steps(check, truth, steps):
     truth = sorted(truth, key=lambda t: t["start_ns"])
     steps = sorted(steps, key=lambda s: s["start_ns"])
     around = preemption_after(truth)
+    # the trap's own cost in this run, as the starts measure it: an end's bound past its
+    # preemption is the larger of EDGE_NS and the starts' p99, up to END_EDGE_CAP_NS
+    end_edge = min(END_EDGE_CAP_NS, max(EDGE_NS, pct([t["start_ns"] - s["start_ns"]
+                                                      for t, s in zip(truth, steps)], 99)))
     same_batch = 0
     edges, out_of_bounds, slow, preempted = [], [], [], 0
     for t, s in zip(truth, steps):
@@ -594,7 +604,7 @@ def check_steps(check, truth, steps):
         after = around.get(t["start_ns"])
         preempted += bool(after)
         for edge, took, delay in (("start", lead, None), ("end", lag, after)):
-            bound = EDGE_MAX_NS if delay is None else EDGE_NS + delay
+            bound = EDGE_MAX_NS if delay is None else end_edge + delay
             if not -CLOCK_SLACK_NS <= took <= EDGE_HARD_NS:
                 out_of_bounds.append(f"{edge} of the step at {s['start_ns']}: {took / 1000:.1f} "
                                      f"us, bound {EDGE_HARD_NS / 1000:.1f} us")
@@ -615,12 +625,14 @@ def check_steps(check, truth, steps):
           f"{EDGE_HARD_NS // 1000000} ms ({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
     check(n and len(slow) <= n * SLOW_SHARE,
           f"llama: the steps' starts within {EDGE_MAX_NS // 1000} us and ends within "
-          f"{EDGE_NS // 1000} us past their thread's preemption, all but {SLOW_SHARE:.1%} "
+          f"{end_edge / 1000:.1f} us (the larger of {EDGE_NS // 1000} us and the starts' p99) "
+          f"past their thread's preemption, all but {SLOW_SHARE:.1%} "
           f"({len(slow)} not: {slow[:3]}; {said})")
     check(n and pct(starts, 50) <= EDGE_NS,
           f"llama: the steps' starts a median {pct(starts, 50) / 1000:.1f} us before the "
           f"interposer's, within {EDGE_NS // 1000} us ({said})")
-    print(f"llama: {n} steps against the interposer: {said}; {len(slow)} past their bounds "
+    print(f"llama: {n} steps against the interposer: {said}; ends bounded at "
+          f"{end_edge / 1000:.1f} us past preemption; {len(slow)} past their bounds "
           f"(allowed {int(n * SLOW_SHARE)}): {slow[:3]}", flush=True)
     kinds = {s["kind"] for s in steps}
     check({"prefill", "decode"} <= kinds or "mixed" in kinds,
