@@ -565,13 +565,12 @@ def check_steps(check, truth, steps):
     How far: between the interposer's end read and the return probe there are a few
     instructions and the return probe's trap, so the end is within EDGE_NS, or the trap's
     cost in this run where that is more (the starts' p99, up to END_EDGE_CAP_NS: the entry
-    probe's trap, measured
-    alike; CI, unloaded, once had 10 ends in 580 at 56-66 us with no preemption and the
-    starts' p99 at 76 us, where other runs' ends had a p99 of 13-25 us), past the time its
-    thread spent preempted around it, which the interposer measured (preemption_after()), for
-    all but SLOW_SHARE of the steps: now and then an edge comes later with no preemption
-    measured, which the test
-    cannot tell from the tracer (an interrupt; the kernel's uprobe handling, which can wait
+    probe's trap, measured alike; CI, unloaded, once had 10 ends in 525 at 56-66 us with no
+    preemption and the starts' p99 at 76 us, where other runs' ends had a p99 of 13-25 us),
+    past the time its thread spent preempted around it, which the interposer measured
+    (preemption_after()), for all but SLOW_SHARE of the steps: now and then an edge comes
+    later with no preemption measured, which the test cannot tell from the tracer (an
+    interrupt; the kernel's uprobe handling, which can wait
     for a lock or a slot to run the probed instruction out of line). Seen: 1 end in 600 at
     89.8 us and 4 in 5000 at 51-59 us; 1 start in 600 at 6.9 ms with 0.34 ms of run delay
     around it (not waiting for a CPU: running or asleep in the kernel). Between the
@@ -625,7 +624,8 @@ def check_steps(check, truth, steps):
           f"{EDGE_HARD_NS // 1000000} ms ({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
     check(n and len(slow) <= n * SLOW_SHARE,
           f"llama: the steps' starts within {EDGE_MAX_NS // 1000} us and ends within "
-          f"{end_edge / 1000:.1f} us (the larger of {EDGE_NS // 1000} us and the starts' p99) "
+          f"{end_edge / 1000:.1f} us (the larger of {EDGE_NS // 1000} us and the starts' p99, "
+          f"at most {END_EDGE_CAP_NS // 1000} us) "
           f"past their thread's preemption, all but {SLOW_SHARE:.1%} "
           f"({len(slow)} not: {slow[:3]}; {said})")
     check(n and pct(starts, 50) <= EDGE_NS,
