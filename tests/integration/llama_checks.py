@@ -29,12 +29,8 @@ SEQUENCES = 4
 THROUGH_NGINX = 12   # streams through nginx terminating TLS in front of the server
 BATCH = 64           # tokens per llama_decode call: longer prompts are computed in chunks
 CONCURRENT = 40      # streams at once, more than SEQUENCES: the rest queue
-EDGE_NS = 50_000     # a step's end after the interposer's, past its thread's preemption; the
-                     # median of its start before the interposer's
-EDGE_MAX_NS = 5_000_000  # every edge (and the end's bound where the preemption is not known)
-END_EDGE_CAP_NS = 200_000  # the most the starts' p99 widens an end's bound (check_steps)
+EDGE_NS = 50_000     # the median of a step's edges from the interposer's (check_steps)
 CLOCK_SLACK_NS = 1_000  # the probe's clock and the interposer's: one clock, read two ways
-SLOW_SHARE = 0.005  # edges past their bounds with no preemption to explain them (check_steps)
 EDGE_HARD_NS = 50_000_000  # every edge: a wrong clock, or a step taken at the wrong place
 
 
@@ -541,99 +537,82 @@ def pct(values, p):
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else 0
 
 
-def preemption_after(truth):
-    """For each of the interposer's calls (by its start), the run delay its thread gained
-    around the call's end edge: from its end read to the thread's next call's start read
-    (None where not known: a thread's last call, or no schedstat)."""
-    after = {}
+def neighbours(truth):
+    """For each of the interposer's calls (by its start), the end read of its thread's call
+    before and the start read of its thread's call after (None for a thread's first or last)."""
+    around = {}
     by_tid = {}
     for t in sorted(truth, key=lambda t: t["start_ns"]):
         by_tid.setdefault(t["tid"], []).append(t)
     for calls in by_tid.values():
-        for t, nxt in zip(calls, calls[1:] + [None]):
-            after[t["start_ns"]] = (nxt["run_delay_start_ns"] - t["run_delay_end_ns"]
-                                    if nxt and nxt["run_delay_start_ns"] >= 0 and
-                                    t["run_delay_end_ns"] >= 0 else None)
-    return after
+        for prev, t, nxt in zip([None] + calls[:-1], calls, calls[1:] + [None]):
+            around[t["start_ns"]] = (prev["end_ns"] if prev else None,
+                                     nxt["start_ns"] if nxt else None)
+    return around
 
 
 def check_steps(check, truth, steps):
-    """Every call the interposer saw is one engine_step with the same batch, and its start and
-    end where the probes must have seen them, in causal order for every step: the entry probe
-    fires before the interposer's start read, the return probe after its end read.
+    """Every call the interposer saw is one engine_step with the same batch, and its edges
+    where the probes must have seen them, for every step: the entry probe fires before the
+    interposer's start read and after the end read of the thread's call before, the return
+    probe after the interposer's end read and before the start read of the thread's call
+    after (one thread, one clock: exact bounds, however the machine is loaded). The medians
+    within EDGE_NS: between the probes' clock reads and the interposer's lie the trap and the
+    probe's program, about 20 us at the start and 1 us at the end. A wrong clock or a step
+    taken at the wrong place moves every step and fails the medians; an end paired with
+    another call's return crosses the thread's next call; a lost or extra step fails the count.
 
-    How far: between the interposer's end read and the return probe there are a few
-    instructions and the return probe's trap, so the end is within EDGE_NS, or the trap's
-    cost in this run where that is more (the starts' p99, up to END_EDGE_CAP_NS: the entry
-    probe's trap, measured alike; CI, unloaded, once had 10 ends in 525 at 56-66 us with no
-    preemption and the starts' p99 at 76 us, where other runs' ends had a p99 of 13-25 us),
-    past the time its thread spent preempted around it, which the interposer measured
-    (preemption_after()), for all but SLOW_SHARE of the steps: now and then an edge comes
-    later with no preemption measured, which the test cannot tell from the tracer (an
-    interrupt; the kernel's uprobe handling, which can wait
-    for a lock or a slot to run the probed instruction out of line). Seen: 1 end in 600 at
-    89.8 us and 4 in 5000 at 51-59 us; 1 start in 600 at 6.9 ms with 0.34 ms of run delay
-    around it (not waiting for a CPU: running or asleep in the kernel). Between the
-    entry probe's clock read and the interposer's lies the probe itself (the trap, its program, the
-    return to user space): about 20 us, and on a loaded 2-CPU machine now and then 100 us and
-    more with no preemption measured (interrupts, the trap's locks), which nothing in the test
-    can separate from the tracer. So the start's median is within EDGE_NS and every start but
-    SLOW_SHARE within EDGE_MAX_NS; every edge is causal and within EDGE_HARD_NS. An error of
-    the tracer's own, a wrong clock or a step taken at the wrong place, moves every step and
-    fails them."""
+    The tails are printed, not bounded: on this 2-CPU VM an edge now and then comes tens to
+    hundreds of microseconds late with no preemption the thread could measure (an interrupt,
+    the hypervisor taking the CPU, the kernel's uprobe handling waiting for a lock or a slot
+    to run the probed instruction out of line). Bounds on the tail, tried over many CI runs
+    (50 us past the thread's preemption, then the starts' p99 up to 200 us, for all but
+    0.5 % of the steps), failed now and then on runs with nothing wrong: 5 ends in 553 at
+    67-84 us with the bound at 67 us and no preemption. The probes' cost is measured in
+    `make bench`, against a bare probe in the same run."""
     check(len(truth) > 0, "llama: the interposer logged llama_decode calls")
     check(len(steps) == len(truth),
           f"llama: one engine_step per llama_decode call ({len(steps)} records, "
           f"{len(truth)} calls: a shim's call into the real one is the same step)")
     truth = sorted(truth, key=lambda t: t["start_ns"])
     steps = sorted(steps, key=lambda s: s["start_ns"])
-    around = preemption_after(truth)
-    # the trap's own cost in this run, as the starts measure it: an end's bound past its
-    # preemption is the larger of EDGE_NS and the starts' p99, up to END_EDGE_CAP_NS
-    end_edge = min(END_EDGE_CAP_NS, max(EDGE_NS, pct([t["start_ns"] - s["start_ns"]
-                                                      for t, s in zip(truth, steps)], 99)))
+    around = neighbours(truth)
     same_batch = 0
-    edges, out_of_bounds, slow, preempted = [], [], [], 0
+    edges, out_of_bounds = [], []
     for t, s in zip(truth, steps):
         same_batch += (t["n_tokens"] == s["tokens"] and t["outputs"] == s["outputs"] and
                        t["result"] == s["result"] and sorted(t["seqs"]) == seq_summary(s) and
                        int(t["ctx"], 16) == int(s["context"], 16))
         lead, lag = t["start_ns"] - s["start_ns"], s["end_ns"] - t["end_ns"]
         edges.append((lead, lag))
-        after = around.get(t["start_ns"])
-        preempted += bool(after)
-        for edge, took, delay in (("start", lead, None), ("end", lag, after)):
-            bound = EDGE_MAX_NS if delay is None else end_edge + delay
-            if not -CLOCK_SLACK_NS <= took <= EDGE_HARD_NS:
-                out_of_bounds.append(f"{edge} of the step at {s['start_ns']}: {took / 1000:.1f} "
-                                     f"us, bound {EDGE_HARD_NS / 1000:.1f} us")
-            elif took > bound:
-                slow.append(f"{edge} of the step at {s['start_ns']}: {took / 1000:.1f} us, bound "
-                            f"{bound / 1000:.1f} us ({'?' if delay is None else delay / 1000} us "
-                            f"preempted)")
+        prev_end, next_start = around[t["start_ns"]]
+        # (edge, the probe's time, earliest, latest): the interposer's own reads around it
+        for edge, at, lo, hi in (
+                ("start", s["start_ns"], prev_end, t["start_ns"]),
+                ("end", s["end_ns"], t["end_ns"], next_start)):
+            lo = lo if lo is not None else at - EDGE_HARD_NS
+            hi = hi if hi is not None else at + EDGE_HARD_NS
+            if not lo - CLOCK_SLACK_NS <= at <= hi + CLOCK_SLACK_NS or \
+                    abs(at - (t["start_ns"] if edge == "start" else t["end_ns"])) > EDGE_HARD_NS:
+                out_of_bounds.append(f"{edge} of the step at {s['start_ns']}: "
+                                     f"{(at - lo) / 1000:.1f} us after its earliest, "
+                                     f"{(hi - at) / 1000:.1f} us before its latest")
     n = len(edges)
     check(n and same_batch == n, f"llama: every step's batch summary is the interposer's "
                                  f"({same_batch}/{n})")
     starts, ends = [e[0] for e in edges], [e[1] for e in edges]
     said = (f"start p50 {pct(starts, 50) / 1000:.1f} p99 {pct(starts, 99) / 1000:.1f} max "
             f"{max(starts, default=0) / 1000:.1f} us; end p50 {pct(ends, 50) / 1000:.1f} p99 "
-            f"{pct(ends, 99) / 1000:.1f} max {max(ends, default=0) / 1000:.1f} us; "
-            f"{preempted} steps with their thread preempted around their end")
+            f"{pct(ends, 99) / 1000:.1f} max {max(ends, default=0) / 1000:.1f} us")
     check(n and not out_of_bounds,
-          f"llama: every step's start before the interposer's and its end after, both within "
-          f"{EDGE_HARD_NS // 1000000} ms ({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
-    check(n and len(slow) <= n * SLOW_SHARE,
-          f"llama: the steps' starts within {EDGE_MAX_NS // 1000} us and ends within "
-          f"{end_edge / 1000:.1f} us (the larger of {EDGE_NS // 1000} us and the starts' p99, "
-          f"at most {END_EDGE_CAP_NS // 1000} us) "
-          f"past their thread's preemption, all but {SLOW_SHARE:.1%} "
-          f"({len(slow)} not: {slow[:3]}; {said})")
-    check(n and pct(starts, 50) <= EDGE_NS,
-          f"llama: the steps' starts a median {pct(starts, 50) / 1000:.1f} us before the "
-          f"interposer's, within {EDGE_NS // 1000} us ({said})")
-    print(f"llama: {n} steps against the interposer: {said}; ends bounded at "
-          f"{end_edge / 1000:.1f} us past preemption; {len(slow)} past their bounds "
-          f"(allowed {int(n * SLOW_SHARE)}): {slow[:3]}", flush=True)
+          f"llama: every step's start between its thread's call before and the interposer's "
+          f"start, its end between the interposer's end and its thread's call after "
+          f"({len(out_of_bounds)} not: {out_of_bounds[:3]}; {said})")
+    for name, lags in (("starts", starts), ("ends", ends)):
+        check(n and abs(pct(lags, 50)) <= EDGE_NS,
+              f"llama: the steps' {name} a median {pct(lags, 50) / 1000:.1f} us from the "
+              f"interposer's, within {EDGE_NS // 1000} us ({said})")
+    print(f"llama: {n} steps against the interposer: {said}", flush=True)
     kinds = {s["kind"] for s in steps}
     check({"prefill", "decode"} <= kinds or "mixed" in kinds,
           f"llama: prefill and decode steps seen ({sorted(kinds)})")
