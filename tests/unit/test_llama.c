@@ -371,6 +371,43 @@ static void test_usage_as_evidence(void **state)
 	}
 }
 
+/*
+ * Two requests batched into the same steps but sampled a step apart (seen in CI under a CPU
+ * hog on 32 sequences): A (seq 0, 12 tokens, arrives at 1 ms) sampled at 1.5 ms, B (seq 1,
+ * 8 tokens, arrives at 1.1 ms) at 2.2 ms, after a short step. The server wrote A's first
+ * token late, at 2.3 ms, just before B's: A's times fit B's run by 0.7 ms better, more than
+ * the usage's worth (2 of B's 0.2 ms sampling steps). B's usage names its run, so once B has
+ * finished A takes its own; while B has not, A's timing picks B's run and says so.
+ */
+static void test_usage_of_another(void **state)
+{
+	for (int b_finished = 0; b_finished < 2; b_finished++) {
+		struct attrib *a = attrib__new();
+		struct request *ra = request_at(1, 1000, 12), *rb = request_at(2, 1100, 8);
+
+		llama_step(a, 1200, 1500, 1, (struct step_seq[]){ { 0, 12, 0, 11, 1 } });
+		llama_step(a, 2000, 2200, 1, (struct step_seq[]){ { 1, 8, 0, 7, 1 } });
+		token_at(a, ra, 2300);
+		token_at(a, rb, 2350);
+		llama_step(a, 2400, 2600, 2, (struct step_seq[]){ { 0, 1, 12, 12, 1 }, { 1, 1, 8, 8, 1 } });
+		token_at(a, ra, 2700);
+		token_at(a, rb, 2710);
+		if (b_finished)
+			attrib__finished(a, rb);
+		attrib__compute(a, ra);
+		assert_true(ra->attr->ok);
+		assert_int_equal(ra->attr->seq, b_finished ? 0 : 1);
+		assert_int_equal(ra->attr->usage_mismatch, !b_finished);
+		attrib__compute(a, rb);
+		assert_true(rb->attr->ok);
+		assert_int_equal(rb->attr->seq, 1);
+		assert_false(rb->attr->usage_mismatch);
+		request__free(ra);
+		request__free(rb);
+		attrib__free(a);
+	}
+}
+
 /* Seqs 3 and 1 prompted in one step and decoding in the same steps; the request (no usage)
  * writes a token after each and ends at 5.55 ms. */
 static struct request *batched_twins(struct attrib *a)
@@ -549,6 +586,7 @@ int main(void)
 		cmocka_unit_test(test_attribution_by_sequence),
 		cmocka_unit_test(test_prompt_chunks_join),
 		cmocka_unit_test(test_usage_as_evidence),
+		cmocka_unit_test(test_usage_of_another),
 		cmocka_unit_test(test_sequence_living_on),
 		cmocka_unit_test(test_late_write_keeps_its_step),
 		cmocka_unit_test(test_context_shift),

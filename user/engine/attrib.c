@@ -131,7 +131,8 @@ bool attrib__has_steps(const struct attrib *a)
 
 void attrib__first_token(struct attrib *a, const struct request *r)
 {
-	struct first_token f = { r->first_token_ns, r->start_ns, r->id, 0, r->pid };
+	struct first_token f = { .ft = r->first_token_ns, .arrival = r->start_ns, .id = r->id,
+				  .http_pid = r->pid };
 	size_t i;
 
 	if (r->role == ROLE_CLIENT) {

@@ -314,8 +314,6 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	if (!r->first_token_ns || r->lossy)
 		return;
 	note_style(a, r);
-	if (attrib_find_engine(a, r, end, &at))
-		return;
 	while (lo < hi) { /* its entry: by first token time, then id */
 		size_t mid = (lo + hi) / 2;
 
@@ -327,6 +325,12 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	while (lo < a->nfts && a->fts[lo].ft == r->first_token_ns && a->fts[lo].id != r->id)
 		lo++;
 	if (lo == a->nfts || a->fts[lo].id != r->id)
+		return;
+	/* for the requests attributed after it: whose prompt its usage names (attrib_seqs.c) */
+	a->fts[lo].end = end;
+	a->fts[lo].has_usage = r->input_tokens.set;
+	a->fts[lo].input_tokens = r->input_tokens.v;
+	if (attrib_find_engine(a, r, end, &at))
 		return;
 	n = attrib_gather_steps(a, &at, from, end, &v, at.error, sizeof(at.error));
 	q = n > 0 ? calloc(r->token_events, sizeof(*q)) : NULL;

@@ -20,7 +20,11 @@
  * Two prompts sampled in one batched step fit alike but for the jitter of the server's
  * writes, which on a loaded machine reaches a step: there the usage picks. Another request's
  * run, its prompt sampled some steps away, fits worse by far more, and a count that is off
- * does not hand it over.
+ * does not hand it over. A run the usage disagrees with is also not taken where another request
+ * that finished by then names it by its usage and could have been its (usage_elsewhere()):
+ * two prompts sampled a step apart, batched in the same steps after, fit the later run alike
+ * when the earlier one's writes come a step late, and its timing then wins by more than the
+ * usage's worth, summed over its events.
  * A split made from a run the usage disagrees with says so (usage_mismatch: reported and
  * evaluated). The record says the match was inferred ("sequence" in estimated).
  * A process whose steps come from both sources (llama.cpp on CUDA) is split by llama.cpp's:
@@ -72,6 +76,7 @@ struct run {
 	uint64_t fit;		/* sum of event time minus its step's end: smaller is better */
 	bool usage_agrees;	/* the usage's prompt is this run's, cached tokens in or out */
 	bool lives_on;		/* its sequence decodes on after the request ended */
+	bool usage_elsewhere;	/* the usage disagrees, and another request's names it */
 	uint64_t score;		/* fit, plus USAGE_WORTH_STEPS sampling steps where the usage
 				 * disagrees */
 };
@@ -218,9 +223,63 @@ static bool lives_on(const struct gpu_proc *p, size_t hi, const struct run *c,
 	return false;
 }
 
-/* The best-fitting run, into best (its out array must hold token_events entries). */
-static bool find_run(const struct gpu_proc *p, size_t lo, size_t hi, const struct request *r,
-		     struct run *best, size_t *scratch)
+/* The first of the first tokens written at or after t (a->fts is by time). */
+static size_t first_tokens_from(const struct attrib *a, uint64_t t)
+{
+	size_t lo = 0, hi = a->nfts;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (a->fts[mid].ft < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Whether another request, finished by the time this one is attributed (to), could have been
+ * run c's and says so by its usage: it arrived before c's prompt began, its first token was
+ * written after c sampled one and before the sequence's next output step, its engine is c's,
+ * and its usage's prompt is c's (cached tokens in or out). Two requests batched into the
+ * same steps but sampled a step apart fit the later run alike when the server writes the
+ * earlier one's tokens a step late (a loaded host): the earlier one's timing picks the later
+ * run over its own by more than the usage's worth, summed over its events. The run the
+ * other's usage names is then the other's. */
+static bool usage_elsewhere(const struct attrib *a, const struct engine *e,
+			    const struct gpu_proc *p, size_t hi, const struct run *c,
+			    const struct request *r, uint64_t to)
+{
+	uint64_t sampled = p->v[c->end].seen, before = UINT64_MAX;
+
+	for (size_t k = c->end + 1; k < hi; k++) {
+		const struct aseq *q = seq_in(&p->v[k], c->ctx, c->seq);
+
+		if (q && q->outputs) {
+			before = p->v[k].seen;
+			break;
+		}
+	}
+	for (size_t i = first_tokens_from(a, sampled); i < a->nfts && a->fts[i].ft < before; i++) {
+		const struct first_token *f = &a->fts[i];
+
+		if (f->id == r->id || !f->has_usage || !f->end || f->end > to ||
+		    f->arrival > p->v[c->first].start ||
+		    (f->input_tokens != (uint64_t)c->cached + c->prompt && f->input_tokens != c->prompt) ||
+		    !attrib_serves(a, f->http_pid, r->pid, e))
+			continue;
+		return true;
+	}
+	return false;
+}
+
+/* The best-fitting run, into best (its out array must hold token_events entries). Runs whose
+ * sequence lives on after the request, then runs another request's usage names, are taken
+ * only where no other fits. */
+static bool find_run(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+		     size_t lo, size_t hi, const struct request *r, uint64_t to, struct run *best,
+		     size_t *scratch)
 {
 	bool one_each = r->output_tokens.set && r->output_tokens.v == r->token_events;
 	bool found = false;
@@ -236,9 +295,13 @@ static bool find_run(const struct gpu_proc *p, size_t lo, size_t hi, const struc
 				continue;
 			c.lives_on = lives_on(p, hi, &c, r);
 			c.usage_agrees = usage_agrees(r, &c);
+			c.usage_elsewhere = !c.usage_agrees && usage_elsewhere(a, e, p, hi, &c, r, to);
 			c.score = c.fit + (c.usage_agrees ? 0 : USAGE_WORTH_STEPS * duration(&p->v[c.end]));
 			if (found && (c.lives_on > best->lives_on ||
-				      (c.lives_on == best->lives_on && c.score >= best->score)))
+				      (c.lives_on == best->lives_on &&
+				       (c.usage_elsewhere > best->usage_elsewhere ||
+					(c.usage_elsewhere == best->usage_elsewhere &&
+					 c.score >= best->score)))))
 				continue;
 			memcpy(best->out, c.out, r->token_events * sizeof(*c.out));
 			c.out = best->out;
@@ -277,10 +340,10 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e
 		if (q && q->outputs)
 			break;
 	}
-	for (size_t i = 0; k < hi && i < a->nfts; i++) {
+	for (size_t i = k < hi ? first_tokens_from(a, p->v[k].seen) : a->nfts; i < a->nfts; i++) {
 		const struct first_token *f = &a->fts[i];
 
-		if (f->ft >= p->v[k].seen && f->id != self && attrib_serves(a, f->http_pid, own_pid, e))
+		if (f->id != self && attrib_serves(a, f->http_pid, own_pid, e))
 			return f->id;
 	}
 	return 0;
@@ -437,7 +500,7 @@ int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request 
 	}
 	at->ngaps = r->token_events - 1;
 	best.out = out;
-	if (!find_run(p, lo, hi, r, &best, scratch)) {
+	if (!find_run(a, e, p, lo, hi, r, to, &best, scratch)) {
 		free(out);
 		free(scratch);
 		snprintf(at->error, sizeof(at->error),

@@ -64,6 +64,9 @@ struct first_token {
 	uint64_t ft, arrival, id;
 	uint64_t step_start; /* first launch of the step that produced it, once the request
 				finished and its events were aligned (0: the latest seen before ft) */
+	uint64_t end;	     /* its end, once it finished (0: not yet) */
+	uint64_t input_tokens; /* its usage's prompt, once it finished, where it said one */
+	bool has_usage;
 	uint32_t http_pid;
 };
 
