@@ -10,6 +10,11 @@
  *     number of microseconds, read when the kernel starts (as a GPU reads device memory);
  *   - cuEventRecord/Query/Synchronize and cuStreamWaitEvent follow CUDA: a wait or sync is on
  *     the event's most recent record at the time of the call;
+ *   - a collective (a kernel named cross_device_reduce*, vLLM's custom all-reduce) is a
+ *     rendezvous of tensor-parallel ranks, each its own process and GPU: kernelParams[0]
+ *     points to a struct vgpu_collective in memory the ranks share, and the kernel runs its
+ *     microseconds only once every rank's has started, so that the ranks' steps overlap on
+ *     the GPUs whatever their hosts do, as NCCL's do;
  *   - stream capture (cuStreamBeginCapture/EndCapture) records launches into a graph;
  *     cuGraphLaunch runs its nodes in order;
  *   - cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize and cuMemcpyDtoH_v2 block the
@@ -121,10 +126,32 @@ static void run_for(uint32_t us)
 		;
 }
 
+/* A collective's shared state (tests/fixtures/vllm/engine.py lays it out alike). */
+struct vgpu_collective {
+	uint32_t us;	   /* the reduction's own time, once every rank is in */
+	uint32_t nranks;
+	uint64_t arrived;  /* kernels started so far, over every rank and every step */
+};
+
+#define COLLECTIVE_TIMEOUT_NS 10000000000ull /* a rank that died: the others go on */
+
+static void run_collective(struct vgpu_collective *c)
+{
+	uint64_t n = __atomic_add_fetch(&c->arrived, 1, __ATOMIC_SEQ_CST);
+	uint64_t nranks = c->nranks ? c->nranks : 1, all = (n + nranks - 1) / nranks * nranks;
+	uint64_t give_up = now_ns() + COLLECTIVE_TIMEOUT_NS;
+
+	while (__atomic_load_n(&c->arrived, __ATOMIC_SEQ_CST) < all && now_ns() < give_up)
+		run_for(5); /* a GPU spins on its peers' flags; a device thread sleeps between */
+	run_for(c->us);
+}
+
 static void run_kernel(struct vfunc *f, void *param0)
 {
-	(void)f;
-	run_for(param0 ? *(volatile uint32_t *)param0 : 1);
+	if (param0 && !strncmp(f->name, "cross_device_reduce", 19))
+		run_collective(param0);
+	else
+		run_for(param0 ? *(volatile uint32_t *)param0 : 1);
 }
 
 /* A GPU runs beside the host's CPUs, not on them: the device threads run at a real-time
