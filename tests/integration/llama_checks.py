@@ -218,26 +218,31 @@ LONG_TOKENS = 1100   # a stream that outgrows it: node-llama-cpp shifts it (twic
 def shifts_of(entry, calls):
     """The interposer's account of a request's context shifts: for each gap (by the index of
     the event that ends it) whose steps took its sequence to a lower position, the time of
-    its steps that evaluated kept tokens again (more than one token, or none sampled)."""
+    its steps that evaluated kept tokens again (more than one token, or none sampled): those
+    calls (their starts)."""
     seq, at = entry["seq"], int(entry["seq_at"])
     mine = [(c, q) for c in sorted(calls, key=lambda c: c["start_ns"])
             for q in c["seqs"] if q[0] == seq and c["start_ns"] >= at]
     outs = [i for i, (c, q) in enumerate(mine) if q[4] > 0][:len(entry["tokens"])]
     shifts = {}
     for g in range(len(outs) - 1):
-        nxt, shifted, ns = mine[outs[g]][1][2] + mine[outs[g]][1][1], False, 0
+        nxt, shifted, again = mine[outs[g]][1][2] + mine[outs[g]][1][1], False, []
         for c, q in mine[outs[g] + 1:outs[g + 1] + 1]:
             shifted |= q[2] < nxt
             if shifted and (q[1] > 1 or q[4] == 0):
-                ns += c["end_ns"] - c["start_ns"]
+                again.append(c["start_ns"])
             nxt = q[2] + q[1]
         if shifted:
-            shifts[g] = ns
+            shifts[g] = again
     return shifts
 
 
 def check_shifts(check, dying, records):
-    """The long stream's context shifts, gap by gap, against the interposer's positions."""
+    """The long stream's context shifts, gap by gap, against the interposer's positions; each
+    shift's re-evaluation time the sum of those very steps' (check_steps() holds each step's
+    time to the interposer's reads; compared here with the interposer's own sums within
+    max(1 ms, 5 %), a loaded machine's probe-to-read delays, summed over a shift's chunks,
+    once took one past)."""
     calls = dying["calls"]
     entry = next((e for e in dying["served"] if e["id"] == "long"), None)
     rec = next((r for r in records if r.get("type") == "request" and r["role"] == "server" and
@@ -246,18 +251,27 @@ def check_shifts(check, dying, records):
     if not check(entry and a, f"llama: the long stream was served and attributed "
                               f"({(rec or {}).get('attribution_error')})"):
         return
-    want = shifts_of(entry, calls)
+    again = shifts_of(entry, calls)
+    by_start = {c["start_ns"]: c for c in calls}
+    steps = sorted((r for r in records if r.get("type") == "engine_step" and
+                    r["pid"] == dying["pid"]), key=lambda r: r["start_ns"])
+    step_of = dict(zip(sorted(by_start), steps))  # one for one from the start (check_died)
+    want = {g: sum(by_start[c]["end_ns"] - by_start[c]["start_ns"] for c in cs)
+            for g, cs in again.items()}
+    of_steps = {g: sum(step_of[c]["end_ns"] - step_of[c]["start_ns"] for c in cs if c in step_of)
+                for g, cs in again.items()}
     got = {g: round(x["shift_ms"] * 1e6) for g, x in enumerate(a.get("gaps", []))
            if x.get("context_shift")}
     print(f"llama: the long stream's context shifts: {len(got)} at gaps {sorted(got)}, "
-          f"{sum(got.values()) / 1e6:.3f} ms re-evaluating; the interposer's: {len(want)} at "
+          f"{sum(got.values()) / 1e6:.3f} ms re-evaluating; its steps': "
+          f"{sum(of_steps.values()) / 1e6:.3f} ms; the interposer's: {len(want)} at "
           f"{sorted(want)}, {sum(want.values()) / 1e6:.3f} ms", flush=True)
     check(want and sorted(got) == sorted(want) and a.get("context_shifts") == len(want),
           f"llama: the stream's context shifts are the interposer's ({sorted(got)} against "
           f"{sorted(want)}; context_shifts {a.get('context_shifts')})")
-    check(all(within(got[g] / 1e6, want[g] / 1e6) for g in want if g in got),
-          "llama: each shift's re-evaluation time is the interposer's steps' (within max(1 ms, "
-          "5 %), as the split's)")
+    check(all(abs(got[g] - of_steps[g]) <= 2000 * len(again[g]) for g in want if g in got),
+          "llama: each shift's re-evaluation time is that of the steps the interposer saw "
+          "evaluate kept tokens again (within 2 us a step: the record's rounding)")
 
 
 def stream_until(port, text, max_tokens, user, first, die_after=None):
@@ -413,11 +427,23 @@ def check_died(check, dying, records):
           f"their gaps' steps too ({gaps_right}/{gaps})")
 
 
-def truth_of(entry, calls):
+def windows(calls):
+    """For each of the interposer's calls (by its start): the earliest its step may have
+    begun and the latest it may have ended as the probes saw them, the end read of its
+    thread's call before and the start read of its thread's call after (check_steps() holds
+    every step to these); the call's own reads where there is none."""
+    return {start: (prev_end if prev_end is not None else start,
+                    next_start if next_start is not None else
+                    next(c["end_ns"] for c in calls if c["start_ns"] == start))
+            for start, (prev_end, next_start) in neighbours(calls).items()}
+
+
+def truth_of(entry, calls, window=None):
     """What the interposer's calls say of one request the server logged: its sequence's
     prompt steps (from the first call carrying it after the server gave it the sequence, up to
     the one that sampled its first token), the cache its first prompt token's position shows,
-    and the call that produced each later token."""
+    and the call that produced each later token. With window (windows()), also the earliest
+    the prompt may have begun (start_lo) and the latest it may have ended (end_hi)."""
     seq, at = entry["seq"], int(entry["seq_at"])
     mine = []
     for c in calls:
@@ -430,7 +456,10 @@ def truth_of(entry, calls):
         if q[4] > 0:
             break
     outs = [c for c, q in mine if q[4] > 0][:len(entry["tokens"])]
-    return {"start": prompt[0][0]["start_ns"], "end": prompt[-1][0]["end_ns"],
+    start, end = prompt[0][0]["start_ns"], prompt[-1][0]["end_ns"]
+    return {"start": start, "end": end,
+            "start_lo": window[start][0] if window else start,
+            "end_hi": window[prompt[-1][0]["start_ns"]][1] if window else end,
             "steps": len(prompt), "cached": prompt[0][1][2],
             "producers": [c["start_ns"] for c in outs[1:]]}
 
@@ -446,8 +475,10 @@ def usage_mismatch_of(entry):
     return {"reported": reported, "evaluated": entry["prompt_tokens"]}
 
 
-def within(got, want):
-    return abs(got - want) <= max(1.0, 0.05 * abs(want))
+def within(got, want, lo=None, hi=None):
+    """got within max(1 ms, 5 %) of want, or of the window [lo, hi] the truth allows."""
+    lo, hi = (want, want) if lo is None else (min(lo, want), max(hi, want))
+    return max(lo - got, got - hi, 0) <= max(1.0, 0.05 * abs(want))
 
 
 def split_against_truth(calls, served, same, records):
@@ -459,6 +490,7 @@ def split_against_truth(calls, served, same, records):
     event-loop lag: shown, not compared. Returns the counts of what was right, the gaps
     compared and right, what was wrong (lines), and the lags."""
     calls = sorted(calls, key=lambda c: c["start_ns"])
+    window = windows(calls)
     unmatched = list(served)
     good = {"split": 0, "prefill_start": 0, "prefill_steps": 0, "queue": 0, "prefill": 0,
             "emit": 0, "cached": 0, "sequence": 0, "usage": 0}
@@ -481,15 +513,21 @@ def split_against_truth(calls, served, same, records):
         if not a:
             bad.append(f"record {r['id']}: not attributed ({r.get('attribution_error')})")
             continue
-        t = truth_of(entry, calls)
+        t = truth_of(entry, calls, window)
         lag.append((int(entry["arrival"]) - r["start_ns"]) / 1e6)
-        queue = (t["start"] - r["start_ns"]) / 1e6
-        prefill = (t["end"] - t["start"]) / 1e6
-        emit = (r["first_token_ns"] - t["end"]) / 1e6
+        # each phase as the interposer's reads have it, and the window its probes may have
+        # seen it in (the entry probe before the start read, on a loaded machine now and then
+        # milliseconds before: its thread preempted between the two)
+        arrival, ft = r["start_ns"], r["first_token_ns"]
+        queue = [(t["start"] - arrival) / 1e6, (t["start_lo"] - arrival) / 1e6,
+                 (t["start"] - arrival) / 1e6]
+        prefill = [(t["end"] - t["start"]) / 1e6, (t["end"] - t["start"]) / 1e6,
+                   (t["end_hi"] - t["start_lo"]) / 1e6]
+        emit = [(ft - t["end"]) / 1e6, (ft - t["end_hi"]) / 1e6, (ft - t["end"]) / 1e6]
         ok = {"prefill_start": a["prefill_start_ns"] == same.get(t["start"]),
               "prefill_steps": a["prefill_steps"] == t["steps"],
-              "queue": within(a["queue_ms"], queue), "prefill": within(a["prefill_ms"], prefill),
-              "emit": within(a["emit_ms"], emit), "cached": a.get("cached_tokens") == t["cached"]
+              "queue": within(a["queue_ms"], *queue), "prefill": within(a["prefill_ms"], *prefill),
+              "emit": within(a["emit_ms"], *emit), "cached": a.get("cached_tokens") == t["cached"]
               == entry["cached"], "sequence": a.get("sequence") == entry["seq"],
               "usage": a.get("usage_mismatch") == usage_mismatch_of(entry)}
         ok["split"] = all(ok.values())
@@ -497,8 +535,8 @@ def split_against_truth(calls, served, same, records):
             good[k] += v
         if not ok["split"]:
             bad.append(f"record {r['id']} (seq {entry['seq']}): queue {a['queue_ms']:.3f}/"
-                       f"{queue:.3f} prefill {a['prefill_ms']:.3f}/{prefill:.3f} emit "
-                       f"{a['emit_ms']:.3f}/{emit:.3f} cached {a.get('cached_tokens')}/"
+                       f"{queue[0]:.3f} prefill {a['prefill_ms']:.3f}/{prefill[0]:.3f} emit "
+                       f"{a['emit_ms']:.3f}/{emit[0]:.3f} cached {a.get('cached_tokens')}/"
                        f"{t['cached']} seq {a.get('sequence')}/{entry['seq']} usage "
                        f"{a.get('usage_mismatch')}/{usage_mismatch_of(entry)} "
                        f"({entry.get('usage_style')})")
