@@ -95,8 +95,12 @@ def run_h2_checks(ctx):
             "grpc_llm": grpc_llm, "clients": clients})
     finally:
         for p in procs:
-            p.kill()
-            p.wait()
+            p.terminate()  # nginx's master takes its workers with it; SIGKILL left them behind
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 def body_phases(ctx, work, s):

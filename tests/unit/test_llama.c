@@ -389,7 +389,8 @@ static void test_usage_of_another(void **state)
 		llama_step(a, 2000, 2200, 1, (struct step_seq[]){ { 1, 8, 0, 7, 1 } });
 		token_at(a, ra, 2300);
 		token_at(a, rb, 2350);
-		llama_step(a, 2400, 2600, 2, (struct step_seq[]){ { 0, 1, 12, 12, 1 }, { 1, 1, 8, 8, 1 } });
+		llama_step(a, 2400, 2600, 2,
+			   (struct step_seq[]){ { 0, 1, 12, 12, 1 }, { 1, 1, 8, 8, 1 } });
 		token_at(a, ra, 2700);
 		token_at(a, rb, 2710);
 		if (b_finished)

@@ -20,11 +20,11 @@
  * Two prompts sampled in one batched step fit alike but for the jitter of the server's
  * writes, which on a loaded machine reaches a step: there the usage picks. Another request's
  * run, its prompt sampled some steps away, fits worse by far more, and a count that is off
- * does not hand it over. A run the usage disagrees with is also not taken where another request
- * that finished by then names it by its usage and could have been its (usage_elsewhere()):
- * two prompts sampled a step apart, batched in the same steps after, fit the later run alike
- * when the earlier one's writes come a step late, and its timing then wins by more than the
- * usage's worth, summed over its events.
+ * does not hand it over. A run the usage disagrees with is also not taken where another
+ * request that finished by then names it by its usage and could have been its
+ * (usage_elsewhere()): two prompts sampled a step apart, batched in the same steps after, fit
+ * the later run alike when the earlier one's writes come a step late, and its timing then
+ * wins by more than the usage's worth, summed over its events.
  * A split made from a run the usage disagrees with says so (usage_mismatch: reported and
  * evaluated). The record says the match was inferred ("sequence" in estimated).
  * A process whose steps come from both sources (llama.cpp on CUDA) is split by llama.cpp's:
@@ -266,7 +266,8 @@ static bool usage_elsewhere(const struct attrib *a, const struct engine *e,
 
 		if (f->id == r->id || !f->has_usage || !f->end || f->end > to ||
 		    f->arrival > p->v[c->first].start ||
-		    (f->input_tokens != (uint64_t)c->cached + c->prompt && f->input_tokens != c->prompt) ||
+		    (f->input_tokens != (uint64_t)c->cached + c->prompt &&
+		     f->input_tokens != c->prompt) ||
 		    !attrib_serves(a, f->http_pid, r->pid, e))
 			continue;
 		return true;
@@ -295,7 +296,8 @@ static bool find_run(const struct attrib *a, const struct engine *e, const struc
 				continue;
 			c.lives_on = lives_on(p, hi, &c, r);
 			c.usage_agrees = usage_agrees(r, &c);
-			c.usage_elsewhere = !c.usage_agrees && usage_elsewhere(a, e, p, hi, &c, r, to);
+			c.usage_elsewhere = !c.usage_agrees &&
+					    usage_elsewhere(a, e, p, hi, &c, r, to);
 			c.score = c.fit + (c.usage_agrees ? 0 : USAGE_WORTH_STEPS * duration(&p->v[c.end]));
 			if (found && (c.lives_on > best->lives_on ||
 				      (c.lives_on == best->lives_on &&

@@ -96,9 +96,9 @@ static struct seen *server_of(struct match *m, const char *local, const char *pe
 }
 
 /* How well upstream call c fits proxy server record s: a proxy passes the request on, and the
- * first token back, at once, and the same model and token events. UINT64_MAX: it cannot be s's (begun outside
- * s, or its first token after s wrote its own). The ends are no help: a slow client holds the
- * proxy's last write back. */
+ * first token back, at once, and the same model and token events. UINT64_MAX: it cannot be
+ * s's (begun outside s, or its first token after s wrote its own). The ends are no help: a
+ * slow client holds the proxy's last write back. */
 static uint64_t fit(const struct seen *s, const struct seen *c)
 {
 	if (c->pid != s->pid || c->start < s->start || c->start > s->end || !c->first ||
