@@ -517,7 +517,7 @@ def split_against_truth(calls, served, same, records):
         lag.append((int(entry["arrival"]) - r["start_ns"]) / 1e6)
         # each phase as the interposer's reads have it, and the window its probes may have
         # seen it in (the entry probe before the start read, on a loaded machine now and then
-        # milliseconds before: its thread preempted between the two)
+        # milliseconds before: in the kernel's probe handling, or waiting for a CPU)
         arrival, ft = r["start_ns"], r["first_token_ns"]
         queue = [(t["start"] - arrival) / 1e6, (t["start_lo"] - arrival) / 1e6,
                  (t["start"] - arrival) / 1e6]
