@@ -39,13 +39,13 @@ BPF_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS)) $(OUTPUT)/sock
 SKELS := $(patsubst %.bpf.o,%.skel.h,$(BPF_OBJS))
 
 # user/ in layers, lowest first (docs/architecture.md; tests/check_layers.py checks the order):
-# base proto llm engine stream out capture cli. Everything below capture is the pipeline:
+# base proto llm engine stream sinks capture cli. Everything below capture is the pipeline:
 # testable without root or BPF, linked into the unit tests and the fuzz targets.
-LAYERS := base proto llm engine stream out capture cli
+LAYERS := base proto llm engine stream sinks capture cli
 # exporter.c (--metrics) links libmicrohttpd: the live binary only.
-CORE_SRCS := $(filter-out user/out/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream out)))
+CORE_SRCS := $(filter-out user/sinks/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream sinks)))
 # Live capture (probe families, ring buffer, attach, CUDA kernel names), the exporter, the CLI.
-LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/out/exporter.c
+LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/sinks/exporter.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 

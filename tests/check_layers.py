@@ -24,9 +24,9 @@ LAYERS = {
     "llm": ["base", "proto"],                               # what LLM APIs mean
     "engine": ["base", "proto", "llm"],                     # steps and attribution
     "stream": ["base", "proto", "llm", "engine"],           # records -> streams -> connections
-    "out": ["base", "proto", "llm", "engine", "stream"],    # what the user reads
+    "sinks": ["base", "proto", "llm", "engine", "stream"],  # what the user reads
     "capture": ["base", "proto", "llm", "engine", "stream"],  # probes, live processes
-    "cli": ["base", "proto", "llm", "engine", "stream", "out", "capture"],
+    "cli": ["base", "proto", "llm", "engine", "stream", "sinks", "capture"],
 }
 SHARED = {"tokenscope.h"}  # bpf/: the records' layout
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -90,7 +90,7 @@ def self_test(root):
         victim = os.path.join(tmp, "user", "base", "buf.c")
         with open(victim, encoding="utf-8") as f:
             lines = f.readlines()
-        lines.append('#include "out/report.h"\n')
+        lines.append('#include "sinks/report.h"\n')
         with open(victim, "w", encoding="utf-8") as f:
             f.writelines(lines)
         run = subprocess.run([sys.executable, os.path.abspath(__file__), tmp],
@@ -100,7 +100,7 @@ def self_test(root):
             print(f"self-test: an upward include was not caught (exit {run.returncode}):")
             print(run.stdout + run.stderr)
             return 1
-    print("layers: self-test: an upward include (base/ -> out/) fails the check, at its line")
+    print("layers: self-test: an upward include (base/ -> sinks/) fails the check, at its line")
     return 0
 
 

@@ -11,7 +11,7 @@
 #include "fuzz.h"
 #include "proto/h2.h"
 #include "stream/pipeline.h"
-#include "out/report.h"
+#include "sinks/report.h"
 
 struct state {
 	struct pipeline *pl;

@@ -10,7 +10,7 @@
 
 #include "fuzz.h"
 #include "stream/pipeline.h"
-#include "out/report.h"
+#include "sinks/report.h"
 
 struct state {
 	struct pipeline *pl;

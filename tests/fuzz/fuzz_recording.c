@@ -5,7 +5,7 @@
 
 #include "stream/pipeline.h"
 #include "stream/recording.h"
-#include "out/report.h"
+#include "sinks/report.h"
 
 static void on_request(void *ctx, const struct request *r, const struct request_metrics *m)
 {

@@ -106,7 +106,7 @@ def abuse(port, check):
 
 
 SLOW_CLIENTS, IDLE_CLIENTS, SLOW_FOR_S = 64, 800, 8
-REQUEST_TIME_MAX_S = 5  # user/out/exporter.c
+REQUEST_TIME_MAX_S = 5  # user/sinks/exporter.c
 
 
 def slow_clients(port, check):

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "out/report.h"
+#include "sinks/report.h"
 #include "stream/recording.h"
 #include "helpers.h"
 

@@ -22,7 +22,7 @@
 #include "proto/hpack.h"
 #include "stream/h2conn.h"
 #include "stream/pipeline.h"
-#include "out/report.h"
+#include "sinks/report.h"
 
 #define T0 (1000 * MS)
 

@@ -17,8 +17,8 @@
 #include "engine/attrib.h"
 #include "engine/llama_steps.h"
 #include "stream/pipeline.h"
-#include "out/metrics.h"
-#include "out/report.h"
+#include "sinks/metrics.h"
+#include "sinks/report.h"
 
 #define MS 1000000ull
 

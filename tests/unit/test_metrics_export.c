@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "out/metrics.h"
+#include "sinks/metrics.h"
 
 #define MS 1000000ull
 

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "base/outfile.h"
-#include "out/perfetto.h"
+#include "sinks/perfetto.h"
 
 #define MS 1000000ull
 

@@ -18,7 +18,7 @@
 
 #include "base/outfile.h"
 #include "stream/recording.h"
-#include "out/report.h"
+#include "sinks/report.h"
 #include "helpers.h"
 
 #define T0 (1000 * MS)

@@ -14,7 +14,7 @@
 #include "base/stats.h"
 #include "llm/attribution.h"
 #include "llm/request.h"
-#include "out/top.h"
+#include "sinks/top.h"
 
 #define MS 1000000ull
 #define S 1000000000ull

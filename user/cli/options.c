@@ -10,8 +10,8 @@
 
 #include <linux/types.h>
 
-#include "out/exporter.h"
-#include "out/perfetto.h"
+#include "sinks/exporter.h"
+#include "sinks/perfetto.h"
 #include "capture/live.h"
 #include "cli/options.h"
 #include "tokenscope.h"

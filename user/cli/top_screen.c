@@ -12,7 +12,7 @@
 
 #include "base/text.h"
 #include "llm/dialect.h"
-#include "out/top.h"
+#include "sinks/top.h"
 #include "stream/pipeline.h"
 #include "cli/top_screen.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * `tokenscope top`'s terminal: ncurses, keys, the layout of out/top.h's figures, the pace of
+ * `tokenscope top`'s terminal: ncurses, keys, the layout of sinks/top.h's figures, the pace of
  * a replay. Live, the capture loop calls top_screen__poll at each wake-up; replayed, the
  * replay calls top_screen__pace before each record, which waits for the record's time.
  *

@@ -12,12 +12,12 @@
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "stream/h2conn.h"
-#include "out/html.h"
-#include "out/metrics.h"
-#include "out/perfetto.h"
-#include "out/report.h"
-#include "out/steps.h"
-#include "out/top.h"
+#include "sinks/html.h"
+#include "sinks/metrics.h"
+#include "sinks/perfetto.h"
+#include "sinks/report.h"
+#include "sinks/steps.h"
+#include "sinks/top.h"
 
 /* One summary line: requests of one command, role, API and model, from however many processes
  * (a fork-per-request client, cron jobs, CLI calls): a line per process would grow without

@@ -4,8 +4,8 @@
  * CUDA, "engine_step" for llama.cpp; docs/output.md) and the summary's lines per step
  * stream: a process's CUDA steps; a llama.cpp context's.
  */
-#ifndef TS_OUT_STEPS_H
-#define TS_OUT_STEPS_H
+#ifndef TS_SINKS_STEPS_H
+#define TS_SINKS_STEPS_H
 
 #include <stdio.h>
 

@@ -10,8 +10,8 @@
 #include "llm/dialect.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
-#include "out/perfetto.h"
-#include "out/perfetto_proto.h"
+#include "sinks/perfetto.h"
+#include "sinks/perfetto_proto.h"
 
 #define MAX_DEPTH 8
 #define SEQUENCE_ID 1

@@ -11,7 +11,7 @@
 #include "base/text.h"
 #include "llm/dialect.h"
 #include "llm/attribution.h"
-#include "out/top.h"
+#include "sinks/top.h"
 
 /* Requests (and steps) kept per group (and engine), at most: a window reaching past the
  * oldest kept one says it is cut. The summary's tail keeps as many. */

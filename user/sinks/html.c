@@ -11,7 +11,7 @@
 #include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "engine/cuda_steps.h"
-#include "out/html.h"
+#include "sinks/html.h"
 
 #define ROWS_MAX 100000 /* requests kept for the charts and tables; more are counted */
 #define SLOWEST 20

@@ -9,7 +9,7 @@
 #include "llm/dialect.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
-#include "out/metrics.h"
+#include "sinks/metrics.h"
 
 #define MAX_LABELS 10
 #define EXPO_MAX (64u << 20) /* an exposition larger than this is cut (and fails the render) */

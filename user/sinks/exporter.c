@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "out/exporter.h"
+#include "sinks/exporter.h"
 
 /*
  * Slow clients must not starve scrapers. Each connection gets REQUEST_TIME_MAX_S from its

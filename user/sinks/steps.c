@@ -7,7 +7,7 @@
 #include "base/text.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
-#include "out/steps.h"
+#include "sinks/steps.h"
 
 /* The steps of one stream: a process's CUDA steps, or one llama.cpp context's. */
 struct step_group {
