@@ -344,6 +344,38 @@ static void test_paths_name_their_api(void **state)
 		assert_true(named[a]);
 }
 
+/* Every LLM API carries its OpenTelemetry names, which metrics label its requests with: a
+ * dialect added without them would export empty gen_ai_* labels. Only an unknown API and a
+ * gRPC method that is no LLM API have none. */
+static void test_otel_names(void **state)
+{
+	static const struct {
+		enum api api;
+		const char *operation, *provider;
+	} want[] = {
+		{ API_OPENAI_CHAT, "chat", "openai" },
+		{ API_OPENAI_COMPLETIONS, "text_completion", "openai" },
+		{ API_OPENAI_RESPONSES, "chat", "openai" },
+		{ API_ANTHROPIC_MESSAGES, "chat", "anthropic" },
+		{ API_GEMINI, "generate_content", "gcp.gemini" },
+		{ API_OLLAMA, "chat", "ollama" },
+		{ API_LLAMACPP, "text_completion", "llama.cpp" },
+		{ API_TGI, "text_completion", "tgi" },
+		{ API_TRITON, "text_completion", "triton" },
+	};
+
+	for (int a = 0; a < API__COUNT; a++) {
+		bool none = a == API_UNKNOWN || a == API_GRPC;
+
+		assert_int_equal(api__otel_operation(a)[0] == 0, none);
+		assert_int_equal(api__otel_provider(a)[0] == 0, none);
+	}
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_string_equal(api__otel_operation(want[i].api), want[i].operation);
+		assert_string_equal(api__otel_provider(want[i].api), want[i].provider);
+	}
+}
+
 static void test_non_streamed(void **state)
 {
 	struct script sc = { 0 };
@@ -454,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_paths_name_their_api),
 		cmocka_unit_test(test_non_streamed),
 		cmocka_unit_test(test_http_error_status),
+		cmocka_unit_test(test_otel_names),
 		cmocka_unit_test(test_gzip_sse),
 		cmocka_unit_test(test_unsupported_encoding),
 	};

@@ -496,6 +496,9 @@ static void tgi_event(struct request *r, const char *event, const struct jval *o
 
 struct dialect {
 	const char *name;			/* in outputs: "openai.chat" */
+	/* OpenTelemetry GenAI's gen_ai.operation.name and gen_ai.provider.name (metrics):
+	 * "" only for what has none (an unknown API, a gRPC method that is no LLM API) */
+	const char *otel_operation, *otel_provider;
 	bool (*path)(const char *path);		/* the request path names this API */
 	bool (*sniff)(const struct jval *o);		/* a reply object of this shape is this API */
 	void (*event)(struct request *r, const char *event, const struct jval *o, uint64_t ts);
@@ -509,26 +512,32 @@ static bool no_path(const char *path)
 }
 
 /*
- * A new API: an enum api value (request.h), a section above, a line here and in sniff_order.
+ * A new API: an enum api value (request.h), a section above, a line here (its OpenTelemetry
+ * names with it: test_dialects checks every LLM API has them) and in sniff_order.
  * Paths are tried in table order; when none matched, the first reply object's shape decides,
  * in sniff_order.
  */
 static const struct dialect dialects[API__COUNT] = {
-	[API_UNKNOWN] = { "unknown" },
-	[API_OPENAI_CHAT] = { "openai.chat", chat_path, chat_sniff, openai_event, openai_body },
-	[API_OPENAI_COMPLETIONS] = { "openai.completions", completions_path, completions_sniff,
-				     openai_event, openai_body },
-	[API_OPENAI_RESPONSES] = { "openai.responses", responses_path, responses_sniff,
-				   responses_event, responses_body },
-	[API_ANTHROPIC_MESSAGES] = { "anthropic.messages", anthropic_path, anthropic_sniff,
-				     anthropic_event, anthropic_body },
-	[API_GEMINI] = { "gemini", gemini_path, gemini_sniff, gemini_event, NULL, true },
-	[API_OLLAMA] = { "ollama", ollama_path, ollama_sniff, ollama_event },
-	[API_LLAMACPP] = { "llamacpp", llamacpp_path, llamacpp_sniff, llamacpp_event },
-	[API_TGI] = { "tgi", tgi_path, tgi_sniff, tgi_event },
+	[API_UNKNOWN] = { "unknown", "", "" },
+	[API_OPENAI_CHAT] = { "openai.chat", "chat", "openai", chat_path, chat_sniff, openai_event,
+			      openai_body },
+	[API_OPENAI_COMPLETIONS] = { "openai.completions", "text_completion", "openai",
+				     completions_path, completions_sniff, openai_event,
+				     openai_body },
+	[API_OPENAI_RESPONSES] = { "openai.responses", "chat", "openai", responses_path,
+				   responses_sniff, responses_event, responses_body },
+	[API_ANTHROPIC_MESSAGES] = { "anthropic.messages", "chat", "anthropic", anthropic_path,
+				     anthropic_sniff, anthropic_event, anthropic_body },
+	[API_GEMINI] = { "gemini", "generate_content", "gcp.gemini", gemini_path, gemini_sniff,
+			 gemini_event, NULL, true },
+	/* outside the conventions' provider list: the engines' own names */
+	[API_OLLAMA] = { "ollama", "chat", "ollama", ollama_path, ollama_sniff, ollama_event },
+	[API_LLAMACPP] = { "llamacpp", "text_completion", "llama.cpp", llamacpp_path,
+			   llamacpp_sniff, llamacpp_event },
+	[API_TGI] = { "tgi", "text_completion", "tgi", tgi_path, tgi_sniff, tgi_event },
 	/* gRPC calls are read by llm/grpc_dialect.c; HTTP/1.1 never carries them */
-	[API_TRITON] = { "triton", no_path },
-	[API_GRPC] = { "grpc", no_path },
+	[API_TRITON] = { "triton", "text_completion", "triton", no_path },
+	[API_GRPC] = { "grpc", "", "", no_path },
 };
 
 /* TGI's token object is the more specific shape: it is asked before llama.cpp's. */
@@ -540,6 +549,16 @@ static const enum api sniff_order[] = {
 const char *api__name(enum api a)
 {
 	return a < API__COUNT ? dialects[a].name : "unknown";
+}
+
+const char *api__otel_operation(enum api a)
+{
+	return a < API__COUNT ? dialects[a].otel_operation : "";
+}
+
+const char *api__otel_provider(enum api a)
+{
+	return a < API__COUNT ? dialects[a].otel_provider : "";
 }
 
 enum api dialect__from_path(const char *path)

@@ -15,6 +15,11 @@
 
 /* "openai.chat", ...; "unknown" for API_UNKNOWN. */
 const char *api__name(enum api a);
+/* OpenTelemetry GenAI's gen_ai.operation.name ("chat", "text_completion",
+ * "generate_content") and gen_ai.provider.name ("openai", "gcp.gemini", "llama.cpp", ...);
+ * "" for an unknown API and a gRPC method that is no LLM API. */
+const char *api__otel_operation(enum api a);
+const char *api__otel_provider(enum api a);
 enum api dialect__from_path(const char *path);
 /* From the request head (method, path set): the API, and the model where the path names it
  * (Gemini's /models/NAME:streamGenerateContent). */

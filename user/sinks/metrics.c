@@ -313,50 +313,6 @@ static void count(struct metrics *m, enum fam_id id, const char **v, uint64_t n)
 
 /* ---- label values of a request ---- */
 
-static const char *operation_of(enum api a)
-{
-	switch (a) {
-	case API_OPENAI_CHAT:
-	case API_OPENAI_RESPONSES:
-	case API_ANTHROPIC_MESSAGES:
-	case API_OLLAMA:
-		return "chat";
-	case API_OPENAI_COMPLETIONS:
-	case API_LLAMACPP:
-	case API_TGI:
-	case API_TRITON:
-		return "text_completion";
-	case API_GEMINI:
-		return "generate_content";
-	default:
-		return "";
-	}
-}
-
-static const char *provider_of(enum api a)
-{
-	switch (a) {
-	case API_OPENAI_CHAT:
-	case API_OPENAI_COMPLETIONS:
-	case API_OPENAI_RESPONSES:
-		return "openai";
-	case API_ANTHROPIC_MESSAGES:
-		return "anthropic";
-	case API_GEMINI:
-		return "gcp.gemini";
-	case API_OLLAMA:
-		return "ollama";
-	case API_LLAMACPP:
-		return "llama.cpp";
-	case API_TGI:
-		return "tgi";
-	case API_TRITON:
-		return "triton";
-	default:
-		return "";
-	}
-}
-
 /* "1.2.3.4:80" or "[::1]:80" -> address and port */
 static void split_addr(const char *a, char *host, size_t hn, char *port, size_t pn)
 {
@@ -401,8 +357,8 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 		snprintf(l->error, sizeof(l->error), "incomplete");
 	else
 		l->error[0] = 0;
-	l->v[0] = operation_of(r->api);
-	l->v[1] = provider_of(r->api);
+	l->v[0] = api__otel_operation(r->api);
+	l->v[1] = api__otel_provider(r->api);
 	l->v[2] = model;
 	l->v[3] = r->response_model;
 	l->v[4] = l->host;
