@@ -11,6 +11,7 @@
 
 #include "base/buf.h"
 #include "base/pidset.h"
+#include "llm/group.h"
 #include "llm/request.h"
 #include "capture/procmaps.h"
 
@@ -105,6 +106,60 @@ static void test_request_strings(void **state)
 
 /* Against a plain array as the truth: adds, deletes out of order (backward shift across
  * collisions and the wrap), re-adds; then the memory goes when it empties. */
+struct counted {
+	struct request_group key;
+	int n;
+};
+
+/* The one grouping every output uses: command, role, API and model (the request's, else the
+ * response's), groups in the order they first appeared, processes counted once while they
+ * live and again when a pid comes back after its exit. */
+static void test_request_groups(void **state)
+{
+	struct request_groups t;
+	struct request *a = request__new(), *b = request__new();
+	struct counted *g1, *g2;
+	char who[32];
+
+	assert_non_null(a);
+	assert_non_null(b);
+	request_groups__init(&t, sizeof(struct counted));
+	memcpy(a->comm, "python3", 8);
+	a->pid = 100;
+	a->api = API_OPENAI_CHAT;
+	assert_true(request__set_str(&a->response_model, "served", 6));
+	assert_string_equal(request__model(a), "served"); /* no request model: the response's */
+	g1 = request_groups__of(&t, a);
+	assert_non_null(g1);
+	assert_string_equal(g1->key.model, "served");
+	assert_int_equal(g1->key.pid, 100);
+	assert_int_equal(g1->n, 0); /* zeroed past the key */
+	request_group__add_process(&g1->key, a->pid);
+	b->pid = 101;
+	b->api = API_OPENAI_CHAT;
+	memcpy(b->comm, "python3", 8);
+	assert_true(request__set_str(&b->model, "served", 6));
+	assert_ptr_equal(request_groups__of(&t, b), g1); /* the request's model, the same key */
+	request_group__add_process(&g1->key, b->pid);
+	request_group__add_process(&g1->key, b->pid);
+	request_group__who(&g1->key, who, sizeof(who));
+	assert_string_equal(who, "2 pids");
+	request_groups__process_exit(&t, 101);
+	request_group__add_process(&g1->key, 101); /* pid reused: a new process */
+	assert_int_equal(g1->key.npids, 3);
+	b->role = ROLE_SERVER; /* a server of the same API and model: a group of its own */
+	g2 = request_groups__of(&t, b);
+	assert_non_null(g2);
+	assert_ptr_not_equal(g2, g1);
+	assert_int_equal(t.n, 2);
+	assert_ptr_equal(t.v[0], g1); /* first seen, first listed */
+	request_group__who(&g2->key, who, sizeof(who));
+	assert_string_equal(who, "101");
+	request_groups__free(&t, NULL);
+	request__free(a);
+	request__free(b);
+}
+
 static void test_pidset(void **state)
 {
 	static bool in[5000];
@@ -150,6 +205,7 @@ int main(void)
 		cmocka_unit_test(test_array_reserve_doubles),
 		cmocka_unit_test(test_maps_lines),
 		cmocka_unit_test(test_request_strings),
+		cmocka_unit_test(test_request_groups),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

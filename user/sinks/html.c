@@ -10,6 +10,7 @@
 #include "base/text.h"
 #include "llm/attribution.h"
 #include "llm/dialect.h"
+#include "llm/group.h"
 #include "engine/cuda_steps.h"
 #include "sinks/html.h"
 
@@ -33,15 +34,11 @@ struct row {
 };
 
 struct hgroup {
-	char comm[TS_COMM_LEN];
-	enum role role;
-	enum api api;
-	char model[REQ_MODEL_MAX];
+	struct request_group key; /* first: llm/group.h keeps the table */
 	struct row *rows;
 	size_t nrows, caprows;
 	uint64_t gaps[NBUCKETS], ngaps;
 	struct sample gap_ms;
-	struct hgroup *next;
 };
 
 /* One step stream: a process's CUDA stream, a llama.cpp context. */
@@ -56,7 +53,7 @@ struct hsteps {
 };
 
 struct html {
-	struct hgroup *groups;
+	struct request_groups groups; /* struct hgroup */
 	struct hsteps *steps;
 	uint64_t requests, not_kept;
 	struct buf *out;
@@ -65,21 +62,26 @@ struct html {
 
 struct html *html__new(void)
 {
-	return calloc(1, sizeof(struct html));
+	struct html *h = calloc(1, sizeof(struct html));
+
+	if (h)
+		request_groups__init(&h->groups, sizeof(struct hgroup));
+	return h;
+}
+
+static void group_free(void *group)
+{
+	struct hgroup *g = group;
+
+	free(g->rows);
+	sample__free(&g->gap_ms);
 }
 
 void html__free(struct html *h)
 {
 	if (!h)
 		return;
-	while (h->groups) {
-		struct hgroup *g = h->groups;
-
-		h->groups = g->next;
-		free(g->rows);
-		sample__free(&g->gap_ms);
-		free(g);
-	}
+	request_groups__free(&h->groups, group_free);
 	while (h->steps) {
 		struct hsteps *s = h->steps;
 
@@ -105,28 +107,6 @@ static double bucket_low(int b)
 
 /* ---- what is kept ---- */
 
-static struct hgroup *group_of(struct html *h, const struct request *r)
-{
-	const char *model = *r->model ? r->model : r->response_model;
-	struct hgroup **link = &h->groups, *g;
-
-	for (; *link; link = &(*link)->next) {
-		g = *link;
-		if (g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
-		    !strcmp(g->model, model))
-			return g;
-	}
-	g = calloc(1, sizeof(*g));
-	if (!g)
-		return NULL;
-	memcpy(g->comm, r->comm, sizeof(g->comm));
-	g->role = r->role;
-	g->api = r->api;
-	snprintf(g->model, sizeof(g->model), "%s", model);
-	*link = g;
-	return g;
-}
-
 static void attribution_of(struct row *w, const struct attribution *a)
 {
 	w->attributed = true;
@@ -143,7 +123,7 @@ static void attribution_of(struct row *w, const struct attribution *a)
 
 void html__request(struct html *h, const struct request *r, const struct request_metrics *m)
 {
-	struct hgroup *g = group_of(h, r);
+	struct hgroup *g = request_groups__of(&h->groups, r);
 	struct row *w;
 
 	h->requests++;
@@ -585,9 +565,9 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	}
 	put(h, "<section class=\"group\" id=\"group-%d\" data-comm=\"%s\" data-role=\"%s\" "
 	       "data-api=\"%s\" data-model=\"%s\" data-requests=\"%zu\"><h2>%s %s %s %s</h2>",
-	    index, esc(g->comm, comm, sizeof(comm)), role__name(g->role), api__name(g->api),
-	    esc(g->model, model, sizeof(model)), g->nrows, comm, role__name(g->role),
-	    api__name(g->api), *g->model ? model : "-");
+	    index, esc(g->key.comm, comm, sizeof(comm)), role__name(g->key.role),
+	    api__name(g->key.api), esc(g->key.model, model, sizeof(model)), g->nrows, comm,
+	    role__name(g->key.role), api__name(g->key.api), *g->key.model ? model : "-");
 	put(h, "<table class=\"stats\"><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th>"
 	       "<th>max</th></tr><tr data-stat=\"ttft\"><th>TTFT</th>");
 	stat_cells(h, &s_ttft);
@@ -620,7 +600,9 @@ static void slowest(struct html *h, const char *id, const char *title,
 	const struct row *top[SLOWEST] = { 0 };
 	size_t n = 0;
 
-	for (const struct hgroup *g = h->groups; g; g = g->next) {
+	for (size_t gi = 0; gi < h->groups.n; gi++) {
+		const struct hgroup *g = h->groups.v[gi];
+
 		for (size_t i = 0; i < g->nrows; i++) {
 			const struct row *w = &g->rows[i];
 			size_t k;
@@ -649,7 +631,7 @@ static void slowest(struct html *h, const char *id, const char *title,
 		put(h, "<tr data-id=\"%llu\"><td>%llu</td><td>%s %s</td><td data-value=\"%.6f\">%s"
 		       "</td><td data-value=\"%.6f\">%s</td><td><svg width=\"200\" height=\"12\">",
 		    (unsigned long long)w->id, (unsigned long long)w->id,
-		    esc(w->g->comm, comm, sizeof(comm)), role__name(w->g->role),
+		    esc(w->g->key.comm, comm, sizeof(comm)), role__name(w->g->key.role),
 		    isnan(w->ttft) ? 0.0 : w->ttft, when(w->ttft, a, sizeof(a)),
 		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, when(w->worst_gap, b, sizeof(b)));
 		for (int c = 0; w->attributed && total > 0 && c < 4; c++) {
@@ -731,8 +713,8 @@ static void health(struct html *h, const struct health *hl)
 		{ "incomplete requests", 0 },
 	};
 
-	for (const struct hgroup *g = h->groups; g; g = g->next)
-		requests += g->nrows;
+	for (size_t i = 0; i < h->groups.n; i++)
+		requests += ((const struct hgroup *)h->groups.v[i])->nrows;
 	bad[sizeof(bad) / sizeof(bad[0]) - 1].n = hl->requests_incomplete;
 	put(h, "<section id=\"health\" data-requests=\"%llu\">", (unsigned long long)requests);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -760,8 +742,8 @@ int html__render(struct html *h, const struct health *hl, struct buf *out)
 	       "bold}circle{fill:#1f77b4;fill-opacity:.6}</style></head><body><h1>tokenscope "
 	       "report</h1>\n");
 	health(h, hl);
-	for (struct hgroup *g = h->groups; g; g = g->next)
-		group_section(h, g, index++);
+	for (size_t i = 0; i < h->groups.n; i++)
+		group_section(h, h->groups.v[i], index++);
 	slowest(h, "slowest-ttft", "The 20 slowest requests by TTFT", key_ttft);
 	slowest(h, "slowest-gap", "The 20 slowest requests by worst token gap", key_worst_gap);
 	engines(h);

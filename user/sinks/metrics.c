@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "llm/dialect.h"
+#include "llm/group.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "sinks/metrics.h"
@@ -344,7 +345,7 @@ static size_t error_type_len(const char *error)
 static void genai_labels(struct req_labels *l, const struct request *r,
 			 const struct request_metrics *rm)
 {
-	const char *model = r->model[0] ? r->model : r->response_model;
+	const char *model = request__model(r);
 
 	split_addr(r->role == ROLE_CLIENT ? r->peer : r->local, l->host, sizeof(l->host), l->port,
 		   sizeof(l->port));
@@ -376,7 +377,7 @@ static const char *role_name(const struct request *r)
 void metrics__request(struct metrics *m, const struct request *r, const struct request_metrics *rm)
 {
 	struct req_labels l;
-	const char *model = r->model[0] ? r->model : r->response_model;
+	const char *model = request__model(r);
 	const char *v[MAX_LABELS];
 	bool server = r->role == ROLE_SERVER;
 

@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/pidset.h"
 #include "base/stats.h"
 #include "base/text.h"
 #include "llm/dialect.h"
+#include "llm/group.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "stream/h2conn.h"
@@ -19,17 +19,9 @@
 #include "sinks/steps.h"
 #include "sinks/top.h"
 
-/* One summary line: requests of one command, role, API and model, from however many processes
- * (a fork-per-request client, cron jobs, CLI calls): a line per process would grow without
- * bound, and so would finding a request's line. */
+/* One summary line: requests of one group (llm/group.h). */
 struct group {
-	uint32_t pid;	     /* the first process */
-	uint64_t npids;	     /* processes seen */
-	struct pidset live;  /* those not known to have exited */
-	char comm[TS_COMM_LEN];
-	enum role role;
-	enum api api;
-	char model[REQ_MODEL_MAX];
+	struct request_group key; /* first: llm/group.h keeps the table */
 	uint64_t n, incomplete;
 	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
 	/* server role, attributed requests */
@@ -42,7 +34,6 @@ struct group {
 	size_t nsplits, capsplits;
 	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
 	size_t ngsplits, capgsplits;
-	struct group *next;
 };
 
 #define TAIL_MAX 262144
@@ -64,7 +55,7 @@ struct report {
 	struct perfetto *perfetto;
 	struct html *html;
 	struct top *top;
-	struct group *groups;
+	struct request_groups groups; /* struct group */
 	struct step_summary *steps;
 };
 
@@ -76,6 +67,7 @@ struct report *report__new(FILE *lines, struct outfile *jsonl)
 		return NULL;
 	rp->lines = lines;
 	rp->jsonl = jsonl;
+	request_groups__init(&rp->groups, sizeof(struct group));
 	rp->steps = step_summary__new();
 	if (!rp->steps) {
 		free(rp);
@@ -114,9 +106,10 @@ void report__set_attrib(struct report *rp, const struct attrib *a)
 	rp->attr = a;
 }
 
-static void group_free(struct group *g)
+static void group_free(void *group)
 {
-	pidset__free(&g->live);
+	struct group *g = group;
+
 	sample__free(&g->queue);
 	sample__free(&g->queue_busy);
 	sample__free(&g->queue_idle);
@@ -133,7 +126,6 @@ static void group_free(struct group *g)
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
 		sample__free(all[i]);
-	free(g);
 }
 
 void report__free(struct report *rp)
@@ -141,18 +133,8 @@ void report__free(struct report *rp)
 	if (!rp)
 		return;
 	step_summary__free(rp->steps);
-	while (rp->groups) {
-		struct group *g = rp->groups;
-
-		rp->groups = g->next;
-		group_free(g);
-	}
+	request_groups__free(&rp->groups, group_free);
 	free(rp);
-}
-
-static const char *model_of(const struct request *r)
-{
-	return r->model[0] ? r->model : r->response_model;
 }
 
 static json_t *num_or_null(double v)
@@ -268,7 +250,7 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "local", str_or_null(r->local));
 	json_object_set_new(o, "peer", str_or_null(r->peer));
 	json_object_set_new(o, "api", json_string(api__name(r->api)));
-	json_object_set_new(o, "model", str_or_null(model_of(r)));
+	json_object_set_new(o, "model", str_or_null(request__model(r)));
 	json_object_set_new(o, "response_model", str_or_null(r->response_model));
 	json_object_set_new(o, "method", str_or_null(r->method));
 	json_object_set_new(o, "path", str_or_null(r->path));
@@ -329,30 +311,10 @@ static char *request_json(const struct request *r, const struct request_metrics 
 
 static struct group *group_of(struct report *rp, const struct request *r)
 {
-	const char *model = model_of(r);
-	struct group *g, **link;
+	struct group *g = request_groups__of(&rp->groups, r);
 
-	for (g = rp->groups; g; g = g->next) {
-		if (!strcmp(g->comm, r->comm) && g->role == r->role && g->api == r->api &&
-		    !strcmp(g->model, model))
-			goto found;
-	}
-	g = calloc(1, sizeof(*g));
-	if (!g)
-		return NULL;
-	g->pid = r->pid;
-	memcpy(g->comm, r->comm, sizeof(g->comm));
-	g->role = r->role;
-	g->api = r->api;
-	snprintf(g->model, sizeof(g->model), "%s", model);
-	/* appended: the summary lists groups in the order they first appeared */
-	for (link = &rp->groups; *link; link = &(*link)->next)
-		;
-	*link = g;
-found:
-	/* a pid seen again after its exit was reported is a new process (pids are reused) */
-	if (pidset__add(&g->live, r->pid))
-		g->npids++;
+	if (g)
+		request_group__add_process(&g->key, r->pid);
 	return g;
 }
 
@@ -360,8 +322,7 @@ void report__process_exit(void *ctx, uint32_t pid)
 {
 	struct report *rp = ctx;
 
-	for (struct group *g = rp->groups; g; g = g->next)
-		pidset__del(&g->live, pid);
+	request_groups__process_exit(&rp->groups, pid);
 	if (rp->top)
 		top__process_exit(rp->top, pid);
 }
@@ -388,7 +349,7 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s",
 		role__name(r->role), text__safe(comm, sizeof(comm), r->comm), r->pid,
 		api__name(r->api),
-		*model_of(r) ? text__safe(model, sizeof(model), model_of(r)) : "-",
+		*request__model(r) ? text__safe(model, sizeof(model), request__model(r)) : "-",
 		text__safe(path, sizeof(path), r->path), r->status, ttft, tpot, p99, e2e);
 	if (r->peer[0])
 		fprintf(f, " peer=%s", r->peer);
@@ -605,11 +566,11 @@ static void print_untracked(FILE *out, const struct group *g, const struct healt
 	for (size_t i = 0; i < h->h2.nuntracked_by; i++) {
 		const struct h2_untracked *u = &h->h2.untracked_by[i];
 
-		if (u->role == (int)g->role && !strcmp(u->comm, g->comm))
+		if (u->role == (int)g->key.role && !strcmp(u->comm, g->key.comm))
 			fprintf(out, "    untracked      %llu HTTP/2 streams of this command's %s "
 				     "connections, not in these figures (past %d open on one "
 				     "connection)\n",
-				(unsigned long long)u->n, role__name(g->role), H2_STREAMS_MAX);
+				(unsigned long long)u->n, role__name(g->key.role), H2_STREAMS_MAX);
 	}
 }
 
@@ -699,20 +660,17 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 void report__summary(struct report *rp, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
-	if (!rp->groups && !step_summary__any(rp->steps))
+	if (!rp->groups.n && !step_summary__any(rp->steps))
 		fprintf(out, "no LLM API requests or engine steps seen\n");
-	for (struct group *g = rp->groups; g; g = g->next) {
-		char comm[TS_COMM_LEN * 8], model[SAFE_MAX];
+	for (size_t i = 0; i < rp->groups.n; i++) {
+		struct group *g = rp->groups.v[i];
+		const struct request_group *k = &g->key;
+		char comm[TS_COMM_LEN * 8], model[SAFE_MAX], who[32];
 
-		char who[32];
-
-		if (g->npids > 1)
-			snprintf(who, sizeof(who), "%llu pids", (unsigned long long)g->npids);
-		else
-			snprintf(who, sizeof(who), "%u", g->pid);
+		request_group__who(k, who, sizeof(who));
 		fprintf(out, "%s[%s] %s %s model=%s requests=%llu incomplete=%llu\n",
-			text__safe(comm, sizeof(comm), g->comm), who, role__name(g->role),
-			api__name(g->api), g->model[0] ? text__safe(model, sizeof(model), g->model) : "-",
+			text__safe(comm, sizeof(comm), k->comm), who, role__name(k->role),
+			api__name(k->api), k->model[0] ? text__safe(model, sizeof(model), k->model) : "-",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
 		sample__print(out, "ttft_ms", &g->ttft);
 		sample__print(out, "ttft_ms hit", &g->ttft_hit);
@@ -723,7 +681,7 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		sample__print(out, "e2e_ms", &g->e2e);
 		sample__print(out, "output_tokens", &g->out_tokens);
 		print_untracked(out, g, h);
-		if (g->role == ROLE_SERVER)
+		if (k->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}
 	if (rp->attr)

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/pidset.h"
 #include "base/stats.h"
 #include "base/text.h"
 #include "llm/dialect.h"
+#include "llm/group.h"
 #include "llm/attribution.h"
 #include "sinks/top.h"
 
@@ -94,15 +94,9 @@ static void ring_expire(struct ring *r, uint64_t newest_ns)
 		ring_pop(r);
 }
 
-/* The summary's grouping: command, role, API, model. */
+/* The summary's grouping (llm/group.h). */
 struct group {
-	char comm[TS_COMM_LEN];
-	enum role role;
-	enum api api;
-	char model[REQ_MODEL_MAX];
-	uint32_t pid; /* the first */
-	uint64_t npids;
-	struct pidset live;
+	struct request_group key; /* first: llm/group.h keeps the table */
 	/* the whole run, as the summary counts it */
 	uint64_t n, incomplete, hits, known_cache;
 	double gap_max;
@@ -133,8 +127,7 @@ struct engine {
 
 struct top {
 	uint64_t start_ns;
-	struct group **groups;
-	size_t ngroups, capgroups;
+	struct request_groups groups; /* struct group */
 	struct engine **engines;
 	size_t nengines, capengines;
 	uint64_t prev_records, prev_ns; /* at the previous view */
@@ -172,8 +165,10 @@ struct top *top__new(uint64_t start_ns)
 {
 	struct top *t = calloc(1, sizeof(*t));
 
-	if (t)
+	if (t) {
 		t->start_ns = t->prev_ns = start_ns;
+		request_groups__init(&t->groups, sizeof(struct group));
+	}
 	return t;
 }
 
@@ -182,57 +177,42 @@ void top__set_start(struct top *t, uint64_t start_ns)
 	t->start_ns = t->prev_ns = start_ns;
 }
 
+static void group_free(void *group)
+{
+	struct group *g = group;
+
+	sample__free(&g->ttft);
+	sample__free(&g->tpot);
+	free(g->reqs.v);
+}
+
 void top__free(struct top *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->ngroups; i++) {
-		pidset__free(&t->groups[i]->live);
-		sample__free(&t->groups[i]->ttft);
-		sample__free(&t->groups[i]->tpot);
-		free(t->groups[i]->reqs.v);
-		free(t->groups[i]);
-	}
+	request_groups__free(&t->groups, group_free);
 	for (size_t i = 0; i < t->nengines; i++) {
 		free(t->engines[i]->steps.v);
 		free(t->engines[i]);
 	}
 	for (size_t i = 0; i < 3; i++)
 		sample__free(&t->scratch[i]);
-	free(t->groups);
 	free(t->engines);
 	free(t->intervals);
 	free(t);
 }
 
-static const char *model_of(const struct request *r)
+static struct group *group_at(const struct top *t, size_t i)
 {
-	return r->model[0] ? r->model : r->response_model;
+	return t->groups.v[i];
 }
 
 static struct group *group_of(struct top *t, const struct request *r)
 {
-	const char *model = model_of(r);
-	struct group *g;
+	struct group *g = request_groups__of(&t->groups, r);
 
-	for (size_t i = 0; i < t->ngroups; i++) {
-		g = t->groups[i];
-		if (g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
-		    !strcmp(g->model, model))
-			return g;
-	}
-	if (!array__reserve((void **)&t->groups, &t->capgroups, t->ngroups + 1, sizeof(*t->groups)))
-		return NULL;
-	g = calloc(1, sizeof(*g));
-	if (!g)
-		return NULL;
-	memcpy(g->comm, r->comm, sizeof(g->comm));
-	g->role = r->role;
-	g->api = r->api;
-	snprintf(g->model, sizeof(g->model), "%s", model);
-	g->pid = r->pid;
-	g->reqs.size = sizeof(struct kept_req);
-	t->groups[t->ngroups++] = g;
+	if (g && !g->reqs.size) /* new */
+		g->reqs.size = sizeof(struct kept_req);
 	return g;
 }
 
@@ -326,9 +306,7 @@ void top__request(struct top *t, const struct request *r, const struct request_m
 
 	if (!g)
 		return;
-	/* a pid seen again after its exit was reported is a new process, as in the summary */
-	if (pidset__add(&g->live, r->pid))
-		g->npids++;
+	request_group__add_process(&g->key, r->pid);
 	g->n++;
 	if (!m->complete)
 		g->incomplete++;
@@ -349,8 +327,7 @@ void top__request(struct top *t, const struct request *r, const struct request_m
 
 void top__process_exit(struct top *t, uint32_t pid)
 {
-	for (size_t i = 0; i < t->ngroups; i++)
-		pidset__del(&t->groups[i]->live, pid);
+	request_groups__process_exit(&t->groups, pid);
 }
 
 void top__step(struct top *t, const struct engine_step *s)
@@ -535,15 +512,12 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1];
 
 	memset(row, 0, sizeof(*row));
-	if (g->npids > 1)
-		snprintf(who, sizeof(who), "%llu pids", (unsigned long long)g->npids);
-	else
-		snprintf(who, sizeof(who), "%u", g->pid);
+	request_group__who(&g->key, who, sizeof(who));
 	snprintf(row->name, sizeof(row->name), "%s[%s]",
-		 text__ascii(comm, sizeof(comm), g->comm), who);
-	row->role = g->role;
-	row->api = g->api;
-	text__ascii(row->model, sizeof(row->model), g->model);
+		 text__ascii(comm, sizeof(comm), g->key.comm), who);
+	row->role = g->key.role;
+	row->api = g->key.api;
+	text__ascii(row->model, sizeof(row->model), g->key.model);
 	row->group = gi;
 	row->gap_max = NAN;
 	row->in_flight = g->in_flight;
@@ -672,7 +646,7 @@ static void count_open(void *ctx, const struct request *r)
 	struct top *t = ctx;
 	struct group *g;
 
-	if (!*model_of(r)) { /* its body not read yet: the header counts it, no row */
+	if (!*request__model(r)) { /* its body not read yet: the header counts it, no row */
 		t->unnamed_flight++;
 		t->unnamed_waiting += !r->first_token_ns;
 		return;
@@ -680,8 +654,8 @@ static void count_open(void *ctx, const struct request *r)
 	g = group_of(t, r);
 	if (!g)
 		return;
-	if (!g->npids && pidset__add(&g->live, r->pid))
-		g->npids++; /* a group seen in flight first is named by its process already */
+	if (!g->key.npids) /* a group seen in flight first is named by its process already */
+		request_group__add_process(&g->key, r->pid);
 	g->in_flight++;
 	g->waiting += !r->first_token_ns;
 }
@@ -709,8 +683,8 @@ int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window 
 	uint64_t done = 0;
 
 	top_view__free(v);
-	for (size_t i = 0; i < t->ngroups; i++)
-		t->groups[i]->in_flight = t->groups[i]->waiting = 0;
+	for (size_t i = 0; i < t->groups.n; i++)
+		group_at(t, i)->in_flight = group_at(t, i)->waiting = 0;
 	t->unnamed_flight = t->unnamed_waiting = 0;
 	if (pl) {
 		pipeline__each_open(pl, count_open, t);
@@ -726,12 +700,12 @@ int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window 
 	w.secs = (double)(w.hi > t->start_ns ? w.hi - t->start_ns : 0) / 1e9;
 	if (!w.all && w.secs > (double)v->window_ns / 1e9)
 		w.secs = (double)v->window_ns / 1e9;
-	v->rows = calloc(t->ngroups ? t->ngroups : 1, sizeof(*v->rows));
+	v->rows = calloc(t->groups.n ? t->groups.n : 1, sizeof(*v->rows));
 	v->engines = calloc(t->nengines ? t->nengines : 1, sizeof(*v->engines));
 	if (!v->rows || !v->engines)
 		return -1;
-	for (size_t i = 0; i < t->ngroups; i++) {
-		group_row(t, v, t->groups[i], i, &w, only_group == TOP_ALL_GROUPS || only_group == i);
+	for (size_t i = 0; i < t->groups.n; i++) {
+		group_row(t, v, group_at(t, i), i, &w, only_group == TOP_ALL_GROUPS || only_group == i);
 		done += v->rows[i].done;
 		v->in_flight += v->rows[i].in_flight;
 		v->waiting += v->rows[i].waiting;

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every output groups requests by: the command, the role, the API and the model, from
+ * however many processes (a fork-per-request client, cron jobs, CLI calls: a group per
+ * process would grow without bound). The summary, the HTML report, `top` and the metrics'
+ * labels all take the key and the model rule from here.
+ */
+#ifndef TS_GROUP_H
+#define TS_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/pidset.h"
+#include "llm/request.h"
+
+/* The model a request is grouped and labelled by: as the request named it, else as its
+ * response did ("" for neither). */
+const char *request__model(const struct request *r);
+
+struct request_group {
+	char comm[TS_COMM_LEN];
+	enum role role;
+	enum api api;
+	char model[REQ_MODEL_MAX];
+	uint32_t pid;	    /* the first process */
+	uint64_t npids;	    /* processes seen */
+	struct pidset live; /* those not known to have exited */
+};
+
+/* "PID", or "N pids" when the group has seen several processes. */
+void request_group__who(const struct request_group *g, char *buf, size_t n);
+/* Count the request's process in its group. A pid seen again after its exit was reported is
+ * a new process (pids are reused). */
+void request_group__add_process(struct request_group *g, uint32_t pid);
+
+/* An output's groups, in the order they first appeared. Each is an output's own struct of
+ * `size` bytes whose first member is a struct request_group. */
+struct request_groups {
+	void **v;
+	size_t n, cap, size;
+};
+
+void request_groups__init(struct request_groups *t, size_t size);
+/* The request's group, made when new (zeroed past its key, pid its first process): NULL
+ * without memory. Its process is not counted (request_group__add_process). */
+void *request_groups__of(struct request_groups *t, const struct request *r);
+/* A process exited: no group keeps it as living. */
+void request_groups__process_exit(struct request_groups *t, uint32_t pid);
+/* Frees every group, after free_own(group) where given (the output's own parts). */
+void request_groups__free(struct request_groups *t, void (*free_own)(void *group));
+
+#endif
