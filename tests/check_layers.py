@@ -90,7 +90,7 @@ def self_test(root):
         victim = os.path.join(tmp, "user", "base", "buf.c")
         with open(victim, encoding="utf-8") as f:
             lines = f.readlines()
-        lines.append('#include "sinks/report.h"\n')
+        lines.append('#include "sinks/jsonl.h"\n')
         with open(victim, "w", encoding="utf-8") as f:
             f.writelines(lines)
         run = subprocess.run([sys.executable, os.path.abspath(__file__), tmp],

@@ -11,7 +11,7 @@
 #include "fuzz.h"
 #include "proto/h2.h"
 #include "stream/pipeline.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
 
 struct state {
 	struct pipeline *pl;
@@ -20,7 +20,7 @@ struct state {
 
 static void on_request(void *ctx, const struct request *r, const struct request_metrics *m)
 {
-	free(report__request_json(r, m));
+	free(jsonl__request_json(r, m));
 }
 
 static void feed(struct state *s, bool write, const uint8_t *p, size_t n, uint64_t ts,

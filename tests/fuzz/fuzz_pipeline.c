@@ -10,7 +10,7 @@
 
 #include "fuzz.h"
 #include "stream/pipeline.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
 
 struct state {
 	struct pipeline *pl;
@@ -19,7 +19,7 @@ struct state {
 
 static void on_request(void *ctx, const struct request *r, const struct request_metrics *m)
 {
-	free(report__request_json(r, m));
+	free(jsonl__request_json(r, m));
 }
 
 static void piece(void *ctx, size_t i, uint8_t *p, size_t n)

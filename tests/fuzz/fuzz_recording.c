@@ -5,11 +5,11 @@
 
 #include "stream/pipeline.h"
 #include "stream/recording.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
 
 static void on_request(void *ctx, const struct request *r, const struct request_metrics *m)
 {
-	free(report__request_json(r, m));
+	free(jsonl__request_json(r, m));
 }
 
 static int on_record(void *ctx, void *rec, size_t size)

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
 #include "stream/recording.h"
 #include "helpers.h"
 
@@ -20,7 +20,7 @@ static void collect(void *ctx, const struct request *req, const struct request_m
 
 	if (r->n >= 64)
 		return;
-	r->json[r->n] = report__request_json(req, m);
+	r->json[r->n] = jsonl__request_json(req, m);
 	r->reqs[r->n] = *req;
 	r->reqs[r->n].gaps_ns = NULL;
 	r->n++;

@@ -28,7 +28,7 @@ enum split { SPLIT_WHOLE, SPLIT_AT, SPLIT_BYTES, SPLIT_RANDOM };
 /* Collected results of one run. */
 struct run {
 	struct pipeline *pl;
-	char *json[64];	   /* report__request_json of each finished request */
+	char *json[64];	   /* jsonl__request_json of each finished request */
 	struct request reqs[64]; /* shallow copies (gaps not kept) */
 	size_t n;
 	uint32_t pid;	   /* stream key of the records run__data makes (default 100, 0xabc) */

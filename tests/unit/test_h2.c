@@ -22,7 +22,8 @@
 #include "proto/hpack.h"
 #include "stream/h2conn.h"
 #include "stream/pipeline.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
+#include "sinks/summary.h"
 
 #define T0 (1000 * MS)
 
@@ -538,13 +539,13 @@ static void test_h2_untracked_said(void **state)
 	nghttp2_hd_deflater *cdef, *sdef;
 	struct script sc = { 0 };
 	struct h2b b = { 0 };
-	struct report *rp = report__new(NULL, NULL);
 	FILE *lines = tmpfile();
+	struct summary *sm = summary__new(lines, NULL);
 	char text[16384];
 	struct run r;
 	size_t n;
 
-	assert_non_null(rp);
+	assert_non_null(sm);
 	assert_non_null(lines);
 	encoders_new(&cdef, &sdef);
 	open_connection(&sc, &b);
@@ -561,11 +562,11 @@ static void test_h2_untracked_said(void **state)
 	flush(&sc, &b, false, T0 + 20 * MS);
 	run__init(&r);
 	pipeline__free(r.pl);
-	r.pl = pipeline__new(report__request, report__step, rp);
+	r.pl = pipeline__new(summary_sink.on_request, summary_sink.on_step, sm);
 	run__script(&r, sc.s, sc.n, SPLIT_WHOLE, 0, 0);
 	pipeline__finish(r.pl, T0 + 999 * MS);
 	assert_int_equal(pipeline__health(r.pl)->h2.streams_untracked, 300 - H2_STREAMS_MAX);
-	report__summary(rp, lines, pipeline__health(r.pl));
+	summary__print(sm, lines, pipeline__health(r.pl));
 	rewind(lines);
 	n = fread(text, 1, sizeof(text) - 1, lines);
 	text[n] = 0;
@@ -574,7 +575,7 @@ static void test_h2_untracked_said(void **state)
 				     "connections, not in these figures (past 256 open on one "
 				     "connection)\n"));
 	run__free(&r);
-	report__free(rp);
+	summary__free(sm);
 	fclose(lines);
 	conversation_free(&sc, &b, cdef, sdef);
 }

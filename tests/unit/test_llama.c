@@ -18,7 +18,9 @@
 #include "engine/llama_steps.h"
 #include "stream/pipeline.h"
 #include "sinks/metrics.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
+#include "sinks/sink.h"
+#include "sinks/summary.h"
 
 #define MS 1000000ull
 
@@ -123,9 +125,11 @@ static void test_steps_through_the_pipeline(void **state)
 	int fd = mkstemp(path);
 	struct outfile jsonl = { .fd = -1 };
 	FILE *lines = tmpfile(), *f;
-	struct report *rp;
+	struct jsonl *j;
+	struct summary *sm;
+	struct sinks sinks = { 0 };
 	struct pipeline *pl;
-	struct metrics *m = metrics__new(100);
+	struct metrics *m = metrics__new(100, NULL);
 	struct buf expo = { 0 };
 	struct ts_llama_step r;
 	const uint32_t prompt[] = { 9, 5 }, one[] = { 1, 1 }, outs[] = { 1, 1 }, none[] = { 0, 0 };
@@ -136,10 +140,14 @@ static void test_steps_through_the_pipeline(void **state)
 	close(fd);
 	assert_int_equal(outfile__open(&jsonl, path), 0);
 	assert_int_equal(outfile__start(&jsonl), 0);
-	rp = report__new(NULL, &jsonl);
-	pl = pipeline__new(report__request, report__step, rp);
+	j = jsonl__new(&jsonl, false);
+	sm = summary__new(lines, NULL);
+	assert_true(j && sm);
+	assert_int_equal(sinks__add(&sinks, &jsonl_sink, j), 0);
+	assert_int_equal(sinks__add(&sinks, &summary_sink, sm), 0);
+	assert_int_equal(sinks__add(&sinks, &metrics_sink, m), 0);
+	pl = pipeline__new(sinks__request, sinks__step, &sinks);
 	assert_non_null(pl);
-	report__set_metrics(rp, m);
 	size = make_step(&r, 0xa0, 10 * MS, 14 * MS, 0, 2, prompt, zero, outs);
 	assert_int_equal(pipeline__feed(pl, &r, size), 0);
 	size = make_step(&r, 0xa0, 15 * MS, 16 * MS, 0, 2, one, after, outs);
@@ -154,7 +162,7 @@ static void test_steps_through_the_pipeline(void **state)
 	assert_int_equal(pipeline__health(pl)->failed_steps, 1);
 	assert_int_equal(pipeline__health(pl)->bad_events, 1);
 	assert_true(attrib__has_steps(pipeline__attrib(pl))); /* the failed call is not one */
-	report__summary(rp, lines, pipeline__health(pl));
+	assert_int_equal(sinks__finish(&sinks, pipeline__health(pl)), 0); /* the summary */
 	assert_int_equal(outfile__close(&jsonl), 0);
 
 	f = fopen(path, "r");
@@ -185,7 +193,8 @@ static void test_steps_through_the_pipeline(void **state)
 
 	buf__free(&expo);
 	pipeline__free(pl);
-	report__free(rp);
+	jsonl__free(j);
+	summary__free(sm);
 	metrics__free(m);
 	fclose(lines);
 	unlink(path);

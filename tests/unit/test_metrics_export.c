@@ -43,7 +43,7 @@ static const char *render(struct metrics *m, struct buf *b)
 
 static void test_server_histogram_lines(void **state)
 {
-	struct metrics *m = metrics__new(10);
+	struct metrics *m = metrics__new(10, NULL);
 	struct request *r = server_request("llama", 30); /* TTFT 30 ms, TPOT 20 ms */
 	struct request_metrics rm;
 	struct buf b = { 0 };
@@ -80,7 +80,7 @@ static void test_server_histogram_lines(void **state)
  * +Inf equals _count. */
 static void test_well_formed(void **state)
 {
-	struct metrics *m = metrics__new(10);
+	struct metrics *m = metrics__new(10, NULL);
 	struct buf b = { 0 };
 	const char *t;
 	char prev_series[1024] = "";
@@ -137,7 +137,7 @@ static void test_well_formed(void **state)
  * models are folded into "other" and counted. */
 static void test_escaping_and_limit(void **state)
 {
-	struct metrics *m = metrics__new(2);
+	struct metrics *m = metrics__new(2, NULL);
 	const char *models[] = { "a\"b", "c\\d", "e\nf", "g" };
 	struct buf b = { 0 };
 	const char *t;
@@ -184,7 +184,7 @@ static double sum_lines(const char *t, const char *prefix)
 static void test_many_models(void **state)
 {
 	static const char *const comms[] = { "vllm", "sglang", "gateway", "agent" };
-	struct metrics *m = metrics__new(METRICS_MAX_SERIES_DEFAULT);
+	struct metrics *m = metrics__new(METRICS_MAX_SERIES_DEFAULT, NULL);
 	struct buf b = { 0 };
 	char said[4096] = "";
 	const char *t;

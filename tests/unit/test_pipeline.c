@@ -18,7 +18,10 @@
 
 #include "base/outfile.h"
 #include "stream/recording.h"
-#include "sinks/report.h"
+#include "sinks/jsonl.h"
+#include "sinks/line.h"
+#include "sinks/sink.h"
+#include "sinks/summary.h"
 #include "helpers.h"
 
 #define T0 (1000 * MS)
@@ -731,18 +734,21 @@ static void test_terminal_escapes(void **state)
 	static const char evil[] = "m\x1b]0;pwned\x07\x1b[31mred\xc2\x9b" "2J";
 	char text[8192];
 	FILE *lines = tmpfile();
-	struct report *rp = report__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL);
+	struct sinks sinks = { 0 };
 	struct run r;
 	size_t n;
 
 	assert_non_null(lines);
-	assert_non_null(rp);
+	assert_non_null(sm);
+	assert_int_equal(sinks__add(&sinks, &line_sink, lines), 0);
+	assert_int_equal(sinks__add(&sinks, &summary_sink, sm), 0);
 	run__init(&r);
 	pipeline__free(r.pl);
-	r.pl = pipeline__new(report__request, report__step, rp); /* the real text output */
+	r.pl = pipeline__new(sinks__request, sinks__step, &sinks); /* the real text output */
 	evil_exchange(&r, evil_json);
 	pipeline__finish(r.pl, T0 + 99 * MS);
-	report__summary(rp, lines, pipeline__health(r.pl));
+	assert_int_equal(sinks__finish(&sinks, pipeline__health(r.pl)), 0); /* the summary */
 	rewind(lines);
 	n = fread(text, 1, sizeof(text) - 1, lines);
 	text[n] = 0;
@@ -752,7 +758,7 @@ static void test_terminal_escapes(void **state)
 	assert_non_null(strstr(text, " m\\x1b]0;pwned\\x07\\x1b[31mred\\xc2\\x9b2J /v1/chat"));
 	assert_non_null(strstr(text, "model=m\\x1b]0;pwned\\x07"));
 	run__free(&r);
-	report__free(rp);
+	summary__free(sm);
 	fclose(lines);
 
 	run__init(&r);
@@ -772,17 +778,17 @@ static void test_summary_by_command(void **state)
 {
 	char text[65536];
 	FILE *lines = tmpfile();
-	struct report *rp = report__new(NULL, NULL);
+	struct summary *sm = summary__new(lines, NULL);
 	struct run r;
 	size_t n;
 	int groups = 0;
 
 	assert_non_null(lines);
-	assert_non_null(rp);
+	assert_non_null(sm);
 	run__init(&r);
 	pipeline__free(r.pl);
-	r.pl = pipeline__new(report__request, report__step, rp);
-	pipeline__set_exit_fn(r.pl, report__process_exit);
+	r.pl = pipeline__new(summary_sink.on_request, summary_sink.on_step, sm);
+	pipeline__set_exit_fn(r.pl, summary_sink.on_exit);
 	for (uint32_t i = 0; i < 300; i++) {
 		r.pid = 1000 + i;
 		memset(r.seqs, 0, sizeof(r.seqs));
@@ -791,7 +797,7 @@ static void test_summary_by_command(void **state)
 			feed_proc(&r, TS_EV_EXIT, T0 + i * 100 * MS + 50 * MS);
 	}
 	pipeline__finish(r.pl, T0 + 400 * 100 * MS);
-	report__summary(rp, lines, pipeline__health(r.pl));
+	summary__print(sm, lines, pipeline__health(r.pl));
 	rewind(lines);
 	n = fread(text, 1, sizeof(text) - 1, lines);
 	text[n] = 0;
@@ -800,7 +806,7 @@ static void test_summary_by_command(void **state)
 	assert_int_equal(groups, 1);
 	assert_non_null(strstr(text, "[300 pids] client openai.chat model=m requests=300 "));
 	run__free(&r);
-	report__free(rp);
+	summary__free(sm);
 	fclose(lines);
 }
 

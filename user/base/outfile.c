@@ -217,3 +217,16 @@ int outfile__close(struct outfile *o)
 	}
 	return err;
 }
+
+int outfile__write_whole(const char *path, const void *p, size_t len)
+{
+	struct outfile f = { .fd = -1 };
+
+	if (!p || outfile__open(&f, path) || outfile__start(&f)) {
+		fprintf(stderr, "tokenscope: cannot write %s\n", path);
+		outfile__close(&f);
+		return -1;
+	}
+	outfile__record(&f, p, len, true);
+	return outfile__close(&f);
+}

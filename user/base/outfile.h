@@ -52,6 +52,11 @@ int outfile__record(struct outfile *o, const void *rec, size_t len, bool flush);
 int outfile__no_memory(struct outfile *o);
 /* Write what is buffered. -1: the file failed, now or before. */
 int outfile__flush(struct outfile *o);
+/* A file written at the end as one record, whole or not at all (a reader, such as
+ * node_exporter's textfile collector, finds all of it or an empty file): --metrics-file,
+ * --html. p NULL: the content could not be made (out of memory). Returns 0, or -1 having
+ * said why. */
+int outfile__write_whole(const char *path, const void *p, size_t len);
 /* Flush and close (the file is kept). -1, with one line saying how many records were not
  * written, when any write failed. */
 int outfile__close(struct outfile *o);

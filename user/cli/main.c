@@ -19,9 +19,12 @@
 #include "stream/recording.h"
 #include "sinks/exporter.h"
 #include "sinks/html.h"
+#include "sinks/jsonl.h"
+#include "sinks/line.h"
 #include "sinks/metrics.h"
 #include "sinks/perfetto.h"
-#include "sinks/report.h"
+#include "sinks/sink.h"
+#include "sinks/summary.h"
 #include "sinks/top.h"
 #include "capture/live.h"
 #include "cli/options.h"
@@ -35,10 +38,12 @@ struct outputs {
 	struct pipeline *pl;
 	struct recording *rec;
 	bool started;
+	struct sinks sinks; /* what the pipeline hands requests, steps and exits to */
+	struct jsonl *jsonl;
+	struct summary *summary;
 	struct metrics *metrics;
 	struct exporter *exporter;
 	struct buf expo; /* the last exposition */
-	struct report *rp;
 	struct perfetto *perfetto;
 	struct html *html;
 	struct top *top;	   /* `top`: its figures */
@@ -53,42 +58,6 @@ static void publish_metrics(void *ctx)
 
 	if (out->exporter && !metrics__render(out->metrics, pipeline__health(out->pl), &out->expo))
 		exporter__publish(out->exporter, out->expo.p ? out->expo.p : "", out->expo.len);
-}
-
-/* --metrics-file: one exposition at the end. */
-static int write_metrics_file(struct outputs *out)
-{
-	const char *path = out->o->metrics_file;
-	struct outfile f = { .fd = -1 };
-
-	if (metrics__render(out->metrics, pipeline__health(out->pl), &out->expo) ||
-	    outfile__open(&f, path) || outfile__start(&f)) {
-		fprintf(stderr, "tokenscope: cannot write %s\n", path);
-		outfile__close(&f);
-		return -1;
-	}
-	/* one record: a scraper reading the file (node_exporter's textfile collector) finds a
-	 * whole exposition or an empty file, never half of one */
-	outfile__record(&f, out->expo.p ? out->expo.p : "", out->expo.len, true);
-	return outfile__close(&f);
-}
-
-/* --html: the page, at the end, one record (whole or not at all). */
-static int write_html_file(struct outputs *out)
-{
-	struct outfile f = { .fd = -1 };
-	struct buf page = { 0 };
-	int err = 0;
-
-	if (html__render(out->html, pipeline__health(out->pl), &page) ||
-	    outfile__open(&f, out->o->html_path) || outfile__start(&f)) {
-		fprintf(stderr, "tokenscope: cannot write %s\n", out->o->html_path);
-		err = -1;
-	} else {
-		outfile__record(&f, page.p, page.len, true);
-	}
-	buf__free(&page);
-	return outfile__close(&f) || err ? -1 : 0;
 }
 
 /* The run has started (probes attached, or the recording's header read): only now are the
@@ -107,11 +76,10 @@ static int start_outputs(void *ctx)
 			goto fail;
 		out->perfetto = perfetto__new(&out->perfetto_file,
 					      (uint64_t)out->o->perfetto_max_mb << 20);
-		if (!out->perfetto) {
+		if (!out->perfetto || sinks__add(&out->sinks, &perfetto_sink, out->perfetto)) {
 			fprintf(stderr, "tokenscope: out of memory\n");
 			return -1;
 		}
-		report__set_perfetto(out->rp, out->perfetto);
 	}
 	if (out->top) {
 		out->screen = top_screen__start(out->top, out->pl,
@@ -156,39 +124,39 @@ static int poll_screen(void *ctx, uint64_t consumed_ns)
 	return out->screen ? top_screen__poll(out->screen, consumed_ns) : 0;
 }
 
-/* What the report hands requests and steps on to, besides its own outputs; the engines
- * named on the command line. Returns 0, or -1 having said why. */
-static int wire_outputs(struct outputs *out, struct report *rp)
+/* The outputs the options ask for, as the pipeline's sinks (sinks/sink.h; the Perfetto
+ * timeline joins when the run starts); the engines named on the command line. Returns 0, or
+ * -1 having said why. */
+static int wire_outputs(struct outputs *out)
 {
 	const struct options *o = out->o;
+	struct sinks *s = &out->sinks;
 
-	pipeline__set_exit_fn(out->pl, report__process_exit);
-	report__set_gaps(rp, o->gaps);
-	if (o->metrics_addr || o->metrics_file) {
-		out->metrics = metrics__new((size_t)o->metrics_max_series);
-		if (!out->metrics)
-			goto oom;
-		report__set_metrics(rp, out->metrics);
-	}
-	if (o->top) {
-		out->top = top__new(0);
-		if (!out->top)
-			goto oom;
-		report__set_top(rp, out->top);
-	}
-	if (o->html_path) {
-		out->html = html__new();
-		if (!out->html)
-			goto oom;
-		report__set_html(rp, out->html);
-	}
+	if (!o->quiet && !o->top && sinks__add(s, &line_sink, stdout))
+		goto oom;
+	if (out->jsonl_file.fd >= 0 &&
+	    (!(out->jsonl = jsonl__new(&out->jsonl_file, o->gaps)) ||
+	     sinks__add(s, &jsonl_sink, out->jsonl)))
+		goto oom;
+	/* the summary first of those that write at the end: it goes to the terminal */
+	if (!(out->summary = summary__new(stdout, pipeline__attrib(out->pl))) ||
+	    sinks__add(s, &summary_sink, out->summary))
+		goto oom;
+	if ((o->metrics_addr || o->metrics_file) &&
+	    (!(out->metrics = metrics__new((size_t)o->metrics_max_series, o->metrics_file)) ||
+	     sinks__add(s, &metrics_sink, out->metrics)))
+		goto oom;
+	if (o->top && (!(out->top = top__new(0)) || sinks__add(s, &top_sink, out->top)))
+		goto oom;
+	if (o->html_path &&
+	    (!(out->html = html__new(o->html_path)) || sinks__add(s, &html_sink, out->html)))
+		goto oom;
 	if (o->metrics_addr) {
 		out->exporter = exporter__start(o->metrics_addr);
 		if (!out->exporter)
 			return -1; /* said by the exporter */
 		publish_metrics(out);
 	}
-	report__set_attrib(rp, pipeline__attrib(out->pl));
 	for (int i = 0; i < o->nengines; i++) {
 		if (attrib__override(pipeline__attrib(out->pl), o->engines[i])) {
 			fprintf(stderr, "tokenscope: invalid --engine '%s' (HTTP_PID=ENGINE_PID[,ENGINE_PID...], "
@@ -209,7 +177,6 @@ int main(int argc, char **argv)
 	struct outputs out = { .o = &o, .jsonl_file.fd = -1, .rec_file.fd = -1,
 			       .perfetto_file.fd = -1 };
 	struct live_opts lo;
-	struct report *rp = NULL;
 	int err = 1;
 
 	switch (options__parse(argc, argv, &o)) {
@@ -235,14 +202,13 @@ int main(int argc, char **argv)
 	if ((o.record_path && outfile__open(&out.rec_file, o.record_path)) ||
 	    (o.perfetto_path && outfile__open(&out.perfetto_file, o.perfetto_path)))
 		goto cleanup;
-	rp = out.rp = report__new(o.quiet || o.top ? NULL : stdout,
-				  out.jsonl_file.fd >= 0 ? &out.jsonl_file : NULL);
-	out.pl = rp ? pipeline__new(report__request, report__step, rp) : NULL;
+	out.pl = pipeline__new(sinks__request, sinks__step, &out.sinks);
 	if (!out.pl) {
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
 	}
-	if (wire_outputs(&out, rp))
+	pipeline__set_exit_fn(out.pl, sinks__exit);
+	if (wire_outputs(&out))
 		goto cleanup;
 	if (o.replay_path) {
 		if (recording__replay(o.replay_path, start_outputs, replay_record, &out))
@@ -256,10 +222,8 @@ int main(int argc, char **argv)
 	/* the view gone first: the summary goes to the terminal as a non-top run's does */
 	top_screen__stop(out.screen);
 	out.screen = NULL;
-	report__summary(rp, stdout, pipeline__health(out.pl));
-	err = o.metrics_file && write_metrics_file(&out) ? 1 : 0;
-	if (o.html_path && write_html_file(&out))
-		err = 1;
+	/* the summary, --metrics-file, --html */
+	err = sinks__finish(&out.sinks, pipeline__health(out.pl)) ? 1 : 0;
 
 cleanup:
 	top_screen__stop(out.screen); /* a run that failed: the terminal back, then why */
@@ -267,12 +231,14 @@ cleanup:
 	if (out.started && (out.rec ? recording__close(out.rec) : outfile__close(&out.rec_file)))
 		err = 1;
 	exporter__stop(out.exporter);
-	metrics__free(out.metrics);
-	html__free(out.html);
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
-	report__free(rp);
-	top__free(out.top); /* after what could still hand it a request */
+	/* the outputs after what could still hand them a request */
+	jsonl__free(out.jsonl);
+	summary__free(out.summary);
+	metrics__free(out.metrics);
+	html__free(out.html);
+	top__free(out.top);
 	if (out.started && outfile__close(&out.jsonl_file))
 		err = 1;
 	if (perfetto__close(out.perfetto) ||

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/outfile.h"
 #include "base/stats.h"
 #include "base/text.h"
 #include "llm/attribution.h"
@@ -58,14 +59,17 @@ struct html {
 	uint64_t requests, not_kept;
 	struct buf *out;
 	bool oom;
+	const char *path; /* written there at the end (NULL: none) */
 };
 
-struct html *html__new(void)
+struct html *html__new(const char *path)
 {
 	struct html *h = calloc(1, sizeof(struct html));
 
-	if (h)
+	if (h) {
 		request_groups__init(&h->groups, sizeof(struct hgroup));
+		h->path = path;
+	}
 	return h;
 }
 
@@ -750,3 +754,31 @@ int html__render(struct html *h, const struct health *hl, struct buf *out)
 	put(h, "</body></html>\n");
 	return h->oom ? -1 : 0;
 }
+
+static void on_request(void *self, const struct request *r, const struct request_metrics *m)
+{
+	html__request(self, r, m);
+}
+
+static void on_step(void *self, const struct engine_step *s)
+{
+	html__step(self, s);
+}
+
+/* The page, at the end, one record (whole or not at all). */
+static int finish(void *self, const struct health *hl)
+{
+	struct html *h = self;
+	struct buf page = { 0 };
+	int err;
+
+	if (!h->path)
+		return 0;
+	err = html__render(h, hl, &page);
+	err = outfile__write_whole(h->path, err ? NULL : page.p ? page.p : "", page.len);
+	buf__free(&page);
+	return err;
+}
+
+const struct sink_ops html_sink = { .name = "html", .on_request = on_request, .on_step = on_step,
+				    .finish = finish };

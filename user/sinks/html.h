@@ -16,14 +16,18 @@
 #include "engine/step.h"
 #include "llm/request.h"
 #include "stream/pipeline.h"
+#include "sinks/sink.h"
 
 struct html;
 
-struct html *html__new(void);
+/* path: where finish writes the page (NULL: nowhere; html__render still makes it). */
+struct html *html__new(const char *path);
 void html__free(struct html *h);
 void html__request(struct html *h, const struct request *r, const struct request_metrics *m);
 void html__step(struct html *h, const struct engine_step *s);
 /* The whole page into out (emptied first). Returns 0, or -1 without memory. */
 int html__render(struct html *h, const struct health *health, struct buf *out);
+/* self: a struct html. */
+extern const struct sink_ops html_sink;
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/outfile.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "engine/attrib.h"
@@ -157,15 +158,17 @@ struct metrics {
 	size_t bytes;	 /* what the series made so far cost at most (series_cost) */
 	uint64_t folded; /* samples put in gen_ai_request_model="other", or dropped */
 	bool said;	 /* the first fold was said on stderr */
+	const char *file; /* --metrics-file: written at the end (NULL: none) */
 	struct family f[F__COUNT];
 };
 
-struct metrics *metrics__new(size_t max_series)
+struct metrics *metrics__new(size_t max_series, const char *file)
 {
 	struct metrics *m = calloc(1, sizeof(*m));
 
 	if (!m)
 		return NULL;
+	m->file = file;
 	m->max_series = max_series ? max_series : METRICS_MAX_SERIES_DEFAULT;
 	for (size_t i = 0; i < F__COUNT; i++)
 		m->f[i].tail = &m->f[i].head;
@@ -628,3 +631,31 @@ int metrics__render(struct metrics *m, const struct health *h, struct buf *out)
 			   m->folded);
 	return err || out->overflow ? -1 : 0;
 }
+
+static void on_request(void *self, const struct request *r, const struct request_metrics *rm)
+{
+	metrics__request(self, r, rm);
+}
+
+static void on_step(void *self, const struct engine_step *s)
+{
+	metrics__step(self, s);
+}
+
+/* --metrics-file: one exposition at the end, whole. */
+static int finish(void *self, const struct health *h)
+{
+	struct metrics *m = self;
+	struct buf expo = { 0 };
+	int err;
+
+	if (!m->file)
+		return 0;
+	err = metrics__render(m, h, &expo);
+	err = outfile__write_whole(m->file, err ? NULL : expo.p ? expo.p : "", expo.len);
+	buf__free(&expo);
+	return err;
+}
+
+const struct sink_ops metrics_sink = { .name = "metrics", .on_request = on_request,
+				       .on_step = on_step, .finish = finish };

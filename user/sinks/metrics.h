@@ -17,19 +17,23 @@
 #include "llm/request.h"
 #include "engine/step.h"
 #include "stream/pipeline.h"
+#include "sinks/sink.h"
 
 #define METRICS_MAX_SERIES_DEFAULT 1000
 
 struct metrics;
 
 /* max_series: label sets per family; past it, new ones are folded into
- * gen_ai_request_model="other" (and counted). */
-struct metrics *metrics__new(size_t max_series);
+ * gen_ai_request_model="other" (and counted). file (--metrics-file): the exposition written
+ * there at the end, whole (NULL: none). */
+struct metrics *metrics__new(size_t max_series, const char *file);
 void metrics__free(struct metrics *m);
 void metrics__request(struct metrics *m, const struct request *r, const struct request_metrics *rm);
 void metrics__step(struct metrics *m, const struct engine_step *s);
 /* The whole exposition, with the capture health counters of h (NULL: none). Returns 0, or -1
  * when out of memory (out is then incomplete). */
 int metrics__render(struct metrics *m, const struct health *h, struct buf *out);
+/* self: a struct metrics; its finish writes the file given to metrics__new. */
+extern const struct sink_ops metrics_sink;
 
 #endif

@@ -775,3 +775,17 @@ int perfetto__close(struct perfetto *pf)
 	free(pf);
 	return err;
 }
+
+static void on_request(void *self, const struct request *r, const struct request_metrics *m)
+{
+	perfetto__request(self, r, m);
+}
+
+static void on_step(void *self, const struct engine_step *s)
+{
+	perfetto__step(self, s);
+}
+
+/* Closed by its owner (perfetto__close), also when the run failed: what was written is kept. */
+const struct sink_ops perfetto_sink = { .name = "perfetto", .on_request = on_request,
+					.on_step = on_step };

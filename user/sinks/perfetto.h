@@ -24,6 +24,7 @@
 #include "base/outfile.h"
 #include "engine/step.h"
 #include "llm/request.h"
+#include "sinks/sink.h"
 
 #define PERFETTO_DEFAULT_MAX_MB 512
 
@@ -39,5 +40,7 @@ void perfetto__request(struct perfetto *pf, const struct request *r,
 void perfetto__step(struct perfetto *pf, const struct engine_step *s);
 /* Packets cut by the size cap so far. */
 uint64_t perfetto__cut(const struct perfetto *pf);
+/* self: a struct perfetto. */
+extern const struct sink_ops perfetto_sink;
 
 #endif

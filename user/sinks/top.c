@@ -800,3 +800,21 @@ void top_view__filter(struct top_view *v, const char *text)
 	}
 	v->nrows = kept;
 }
+
+static void on_request(void *self, const struct request *r, const struct request_metrics *m)
+{
+	top__request(self, r, m);
+}
+
+static void on_step(void *self, const struct engine_step *s)
+{
+	top__step(self, s);
+}
+
+static void on_exit_(void *self, uint32_t pid)
+{
+	top__process_exit(self, pid);
+}
+
+const struct sink_ops top_sink = { .name = "top", .on_request = on_request, .on_step = on_step,
+				   .on_exit = on_exit_ };

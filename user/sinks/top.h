@@ -4,9 +4,9 @@
  * the same finished-request records (and the same percentile code, base/stats.h) as the
  * summary. The terminal side (user/cli/top_screen.c) only lays the rows out.
  *
- *   report__request -> top__request (kept per group, by end time) -+
- *   report__step    -> top__step    (kept per engine, by end time) -+-> top__view (once a
- *   pipeline: requests in flight, capture health -------------------+   refresh) -> rows
+ *   top_sink: requests -> top__request (kept per group, by end time) --+
+ *             steps    -> top__step    (kept per engine, by end time) --+-> top__view (once
+ *   pipeline: requests in flight, capture health ----------------------+   a refresh) -> rows
  *
  * A window ends where every request that finished before it has been reported: requests are
  * held ATTRIB_SETTLE_NS for their attribution (stream/pipeline.h), so under GPU load the
@@ -22,6 +22,7 @@
 #include "engine/step.h"
 #include "llm/request.h"
 #include "stream/pipeline.h"
+#include "sinks/sink.h"
 
 /* The windows `w` cycles through. */
 enum top_window { TOP_W10S, TOP_W60S, TOP_W5MIN, TOP_WALL, TOP_W__COUNT };
@@ -108,11 +109,13 @@ struct top;
 struct top *top__new(uint64_t start_ns);
 void top__set_start(struct top *t, uint64_t start_ns);
 void top__free(struct top *t);
-/* A finished request and its metrics (report.c hands every one over). */
+/* A finished request and its metrics (the list of sinks hands every one over). */
 void top__request(struct top *t, const struct request *r, const struct request_metrics *m);
 void top__step(struct top *t, const struct engine_step *s);
-/* A process exited (report.c passes the pipeline's word on): names count it as the summary. */
+/* A process exited (the pipeline's word, through the sinks): names count it as the summary. */
 void top__process_exit(struct top *t, uint32_t pid);
+/* self: a struct top. */
+extern const struct sink_ops top_sink;
 /* The figures at now (record time), over window w, into v (rows: its own, freed by the next
  * call or top_view__free); the slow requests of every group, or of group only_group.
  * Returns 0, or -1 without memory. */

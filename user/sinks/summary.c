@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,17 +6,15 @@
 #include "base/buf.h"
 #include "base/stats.h"
 #include "base/text.h"
+#include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "engine/attrib.h"
-#include "engine/cuda_steps.h"
 #include "stream/h2conn.h"
-#include "sinks/html.h"
-#include "sinks/metrics.h"
-#include "sinks/perfetto.h"
-#include "sinks/report.h"
 #include "sinks/steps.h"
-#include "sinks/top.h"
+#include "sinks/summary.h"
+
+#define SAFE_MAX TEXT_SAFE_MAX(256)
 
 /* One summary line: requests of one group (llm/group.h). */
 struct group {
@@ -46,64 +43,28 @@ struct gap_split {
 	uint64_t gap, interference, shift, decode, host;
 };
 
-struct report {
-	FILE *lines;
-	struct outfile *jsonl;
-	bool gaps; /* --gaps: each gap's steps in the request record */
+struct summary {
+	FILE *out;
 	const struct attrib *attr;
-	struct metrics *metrics;
-	struct perfetto *perfetto;
-	struct html *html;
-	struct top *top;
 	struct request_groups groups; /* struct group */
 	struct step_summary *steps;
 };
 
-struct report *report__new(FILE *lines, struct outfile *jsonl)
+struct summary *summary__new(FILE *out, const struct attrib *a)
 {
-	struct report *rp = calloc(1, sizeof(*rp));
+	struct summary *sm = calloc(1, sizeof(*sm));
 
-	if (!rp)
+	if (!sm)
 		return NULL;
-	rp->lines = lines;
-	rp->jsonl = jsonl;
-	request_groups__init(&rp->groups, sizeof(struct group));
-	rp->steps = step_summary__new();
-	if (!rp->steps) {
-		free(rp);
+	sm->out = out;
+	sm->attr = a;
+	request_groups__init(&sm->groups, sizeof(struct group));
+	sm->steps = step_summary__new();
+	if (!sm->steps) {
+		free(sm);
 		return NULL;
 	}
-	return rp;
-}
-
-void report__set_gaps(struct report *rp, bool gaps)
-{
-	rp->gaps = gaps;
-}
-
-void report__set_metrics(struct report *rp, struct metrics *m)
-{
-	rp->metrics = m;
-}
-
-void report__set_perfetto(struct report *rp, struct perfetto *pf)
-{
-	rp->perfetto = pf;
-}
-
-void report__set_html(struct report *rp, struct html *h)
-{
-	rp->html = h;
-}
-
-void report__set_top(struct report *rp, struct top *t)
-{
-	rp->top = t;
-}
-
-void report__set_attrib(struct report *rp, const struct attrib *a)
-{
-	rp->attr = a;
+	return sm;
 }
 
 static void group_free(void *group)
@@ -128,250 +89,13 @@ static void group_free(void *group)
 		sample__free(all[i]);
 }
 
-void report__free(struct report *rp)
+void summary__free(struct summary *sm)
 {
-	if (!rp)
+	if (!sm)
 		return;
-	step_summary__free(rp->steps);
-	request_groups__free(&rp->groups, group_free);
-	free(rp);
-}
-
-static json_t *num_or_null(double v)
-{
-	return isnan(v) ? json_null() : json_real(round(v * 1000.0) / 1000.0);
-}
-
-static json_t *count_or_null(struct opt_u64 v)
-{
-	return v.set ? json_integer((json_int_t)v.v) : json_null();
-}
-
-static json_t *str_or_null(const char *s)
-{
-	return s && *s ? json_string(s) : json_null();
-}
-
-static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps);
-
-static json_t *ms(uint64_t ns)
-{
-	return json_real((double)ns / 1e6);
-}
-
-static json_t *attribution_json(const struct attribution *a, bool gaps)
-{
-	json_t *o = json_object(), *v;
-
-	v = json_array();
-	for (uint32_t i = 0; i < a->nengine_pids; i++)
-		json_array_append_new(v, json_integer(a->engine_pids[i]));
-	json_object_set_new(o, "engine_pids", v);
-	json_object_set_new(o, "queue_ms", ms(a->queue_ns));
-	json_object_set_new(o, "queue_busy_ms", ms(a->queue_busy_ns));
-	json_object_set_new(o, "queue_idle_ms", ms(a->queue_idle_ns));
-	json_object_set_new(o, "prefill_ms", ms(a->prefill_ns));
-	json_object_set_new(o, "prefill_steps", json_integer(a->prefill_steps));
-	json_object_set_new(o, "emit_ms", ms(a->emit_ns));
-	json_object_set_new(o, "prefill_start_ns", json_integer((json_int_t)a->prefill_start_ns));
-	json_object_set_new(o, "decode_ms", ms(a->decode_ns));
-	json_object_set_new(o, "host_ms", ms(a->host_ns));
-	json_object_set_new(o, "interference_ms", ms(a->interference_ns));
-	v = json_array();
-	for (size_t i = 0; i < a->ninterfered_by; i++)
-		json_array_append_new(v, json_integer((json_int_t)a->interfered_by[i]));
-	json_object_set_new(o, "interfered_by", v);
-	json_object_set_new(o, "steps", json_integer(a->steps));
-	v = json_array();
-	for (uint32_t bit = 1; bit <= EST_SEQUENCE; bit <<= 1) {
-		if (a->estimated & bit)
-			json_array_append_new(v, json_string(attribution__estimate_name(bit)));
-	}
-	json_object_set_new(o, "estimated", v);
-	if (a->by_sequence) {
-		char hex[32];
-
-		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)a->context);
-		json_object_set_new(o, "context", json_string(hex));
-		json_object_set_new(o, "sequence", json_integer(a->seq));
-		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
-		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
-		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
-		json_object_set_new(o, "context_shifts", json_integer(a->context_shifts));
-		json_object_set_new(o, "shift_ms", ms(a->shift_ns));
-		if (a->usage_mismatch)
-			json_object_set_new(o, "usage_mismatch",
-					    json_pack("{s:I, s:I}", "reported", (json_int_t)a->usage_reported,
-						      "evaluated", (json_int_t)a->usage_evaluated));
-	}
-	if (gaps) {
-		v = json_array();
-		for (size_t i = 0; i < a->ngaps; i++) {
-			const struct attrib_gap *g = &a->gaps[i];
-			json_t *go = json_object();
-
-			json_object_set_new(go, "gap_ms", ms(g->gap_ns));
-			json_object_set_new(go, "steps", json_integer(g->steps));
-			json_object_set_new(go, "decode_ms", ms(g->decode_ns));
-			json_object_set_new(go, "host_ms", ms(g->host_ns));
-			json_object_set_new(go, "interference_ms", ms(g->interference_ns));
-			json_object_set_new(go, "interfered", json_boolean(g->interfered));
-			if (a->by_sequence) {
-				json_object_set_new(go, "context_shift",
-						    json_boolean(g->context_shift));
-				json_object_set_new(go, "shift_ms", ms(g->shift_ns));
-			}
-			json_object_set_new(go, "step_start_ns",
-					    json_integer((json_int_t)g->producer_start_ns));
-			json_array_append_new(v, go);
-		}
-		json_object_set_new(o, "gaps", v);
-	}
-	return o;
-}
-
-char *report__request_json(const struct request *r, const struct request_metrics *mp)
-{
-	return request_json(r, mp, false);
-}
-
-static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps)
-{
-	const struct request_metrics m = *mp;
-	json_t *o = json_object(), *itl = json_object();
-	char *s;
-
-	json_object_set_new(o, "type", json_string("request"));
-	json_object_set_new(o, "id", json_integer((json_int_t)r->id));
-	json_object_set_new(o, "pid", json_integer(r->pid));
-	json_object_set_new(o, "comm", json_string(r->comm));
-	json_object_set_new(o, "role", json_string(role__name(r->role)));
-	json_object_set_new(o, "transport", str_or_null(r->transport));
-	json_object_set_new(o, "local", str_or_null(r->local));
-	json_object_set_new(o, "peer", str_or_null(r->peer));
-	json_object_set_new(o, "api", json_string(api__name(r->api)));
-	json_object_set_new(o, "model", str_or_null(request__model(r)));
-	json_object_set_new(o, "response_model", str_or_null(r->response_model));
-	json_object_set_new(o, "method", str_or_null(r->method));
-	json_object_set_new(o, "path", str_or_null(r->path));
-	json_object_set_new(o, "http_version", json_string(r->http_version == 2 ? "2" : "1.1"));
-	json_object_set_new(o, "stream_id",
-			    r->http_version == 2 ? json_integer(r->stream_id) : json_null());
-	json_object_set_new(o, "headers_partial", json_boolean(r->headers_partial));
-	json_object_set_new(o, "grpc_status",
-			    r->grpc_status >= 0 ? json_integer(r->grpc_status) : json_null());
-	json_object_set_new(o, "status", r->status ? json_integer(r->status) : json_null());
-	json_object_set_new(o, "stream", r->stream < 0 ? json_null() : json_boolean(r->stream));
-	json_object_set_new(o, "start_ns", json_integer((json_int_t)r->start_ns));
-	json_object_set_new(o, "response_ns",
-			    r->response_ns ? json_integer((json_int_t)r->response_ns) : json_null());
-	json_object_set_new(o, "first_token_ns",
-			    r->first_token_ns ? json_integer((json_int_t)r->first_token_ns) : json_null());
-	json_object_set_new(o, "end_ns", r->end_ns ? json_integer((json_int_t)r->end_ns) : json_null());
-	json_object_set_new(o, "ttft_ms", num_or_null(m.ttft_ms));
-	json_object_set_new(o, "tpot_ms", num_or_null(m.tpot_ms));
-	json_object_set_new(o, "e2e_ms", num_or_null(m.e2e_ms));
-	json_object_set_new(o, "duration_ms",
-			    r->end_ns && r->start_ns && !r->lossy
-				    ? num_or_null((double)(r->end_ns - r->start_ns) / 1e6)
-				    : json_null());
-	json_object_set_new(itl, "p50", num_or_null(m.itl_p50_ms));
-	json_object_set_new(itl, "p90", num_or_null(m.itl_p90_ms));
-	json_object_set_new(itl, "p99", num_or_null(m.itl_p99_ms));
-	json_object_set_new(itl, "max", num_or_null(m.itl_max_ms));
-	json_object_set_new(o, "itl_ms", itl);
-	json_object_set_new(o, "token_events", json_integer((json_int_t)r->token_events));
-	json_object_set_new(o, "output_tokens", count_or_null(m.output_tokens));
-	json_object_set_new(o, "output_tokens_estimated",
-			    m.output_tokens.set ? json_boolean(m.output_tokens_estimated) : json_null());
-	json_object_set_new(o, "input_tokens", count_or_null(r->input_tokens));
-	json_object_set_new(o, "cached_tokens", count_or_null(r->cached_tokens));
-	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
-	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
-	json_object_set_new(o, "complete", json_boolean(m.complete));
-	json_object_set_new(o, "error", str_or_null(r->error));
-	if (r->role == ROLE_CLIENT) {
-		json_object_set_new(o, "server_id",
-				    r->server_id ? json_integer((json_int_t)r->server_id) : json_null());
-		json_object_set_new(o, "upstream_ms",
-				    r->upstream_set ? json_real((double)r->upstream_ns / 1e6) : json_null());
-	}
-	if (r->role == ROLE_SERVER) {
-		bool ok = r->attr && r->attr->ok;
-
-		json_object_set_new(o, "attribution", ok ? attribution_json(r->attr, gaps) : json_null());
-		json_object_set_new(o, "attribution_error",
-				    ok ? json_null()
-				       : json_string(r->attr ? r->attr->error : "no engine steps were seen"));
-	}
-	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-	json_decref(o);
-	return s;
-}
-
-static struct group *group_of(struct report *rp, const struct request *r)
-{
-	struct group *g = request_groups__of(&rp->groups, r);
-
-	if (g)
-		request_group__add_process(&g->key, r->pid);
-	return g;
-}
-
-void report__process_exit(void *ctx, uint32_t pid)
-{
-	struct report *rp = ctx;
-
-	request_groups__process_exit(&rp->groups, pid);
-	if (rp->top)
-		top__process_exit(rp->top, pid);
-}
-
-static void fmt_ms(char *buf, size_t n, double v)
-{
-	if (isnan(v))
-		snprintf(buf, n, "-");
-	else
-		snprintf(buf, n, "%.1fms", v);
-}
-
-#define SAFE_MAX TEXT_SAFE_MAX(256)
-
-static void print_line(FILE *f, const struct request *r, const struct request_metrics *m)
-{
-	char ttft[32], tpot[32], e2e[32], p99[32];
-	char comm[TS_COMM_LEN * 8], model[SAFE_MAX], path[SAFE_MAX], error[SAFE_MAX];
-
-	fmt_ms(ttft, sizeof(ttft), m->ttft_ms);
-	fmt_ms(tpot, sizeof(tpot), m->tpot_ms);
-	fmt_ms(e2e, sizeof(e2e), m->e2e_ms);
-	fmt_ms(p99, sizeof(p99), m->itl_p99_ms);
-	fprintf(f, "%-6s %s[%u] %s %s %s status=%d ttft=%s tpot=%s itl_p99=%s e2e=%s",
-		role__name(r->role), text__safe(comm, sizeof(comm), r->comm), r->pid,
-		api__name(r->api),
-		*request__model(r) ? text__safe(model, sizeof(model), request__model(r)) : "-",
-		text__safe(path, sizeof(path), r->path), r->status, ttft, tpot, p99, e2e);
-	if (r->peer[0])
-		fprintf(f, " peer=%s", r->peer);
-	if (m->output_tokens.set)
-		fprintf(f, " out=%llu%s", (unsigned long long)m->output_tokens.v,
-			m->output_tokens_estimated ? "~" : "");
-	if (r->input_tokens.set)
-		fprintf(f, " in=%llu", (unsigned long long)r->input_tokens.v);
-	if (r->cached_tokens.set)
-		fprintf(f, " cached=%llu", (unsigned long long)r->cached_tokens.v);
-	if (!m->complete)
-		fprintf(f, " INCOMPLETE");
-	if (r->error[0])
-		fprintf(f, " error=%s", text__safe(error, sizeof(error), r->error));
-	if (r->attr && r->attr->ok)
-		fprintf(f, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f | gaps: decode=%.1f "
-			   "host=%.1f interference=%.1f]",
-			r->attr->queue_ns / 1e6, r->attr->queue_busy_ns / 1e6, r->attr->prefill_ns / 1e6,
-			r->attr->prefill_steps, r->attr->emit_ns / 1e6, r->attr->decode_ns / 1e6,
-			r->attr->host_ns / 1e6, r->attr->interference_ns / 1e6);
-	fputc('\n', f);
-	fflush(f);
+	step_summary__free(sm->steps);
+	request_groups__free(&sm->groups, group_free);
+	free(sm);
 }
 
 static void add_attribution(struct group *g, const struct request *r)
@@ -417,43 +141,15 @@ static void add_attribution(struct group *g, const struct request *r)
 	}
 }
 
-/* One JSON Lines record, whole (outfile.h: a failed write is said once and counted); takes s.
- * A record that could not be built (out of memory) is counted as not written too. */
-static void write_line(struct outfile *o, char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (!s) {
-		outfile__no_memory(o);
-		return;
-	}
-	s[n] = '\n'; /* the NUL's place: the record is its bytes, newline included */
-	outfile__record(o, s, n + 1, true);
-	free(s);
-}
-
-void report__request(void *ctx, const struct request *r, const struct request_metrics *mp)
+static void on_request(void *self, const struct request *r, const struct request_metrics *mp)
 {
 	const struct request_metrics m = *mp;
-	struct report *rp = ctx;
-	struct group *g;
+	struct summary *sm = self;
+	struct group *g = request_groups__of(&sm->groups, r);
 
-	if (rp->lines)
-		print_line(rp->lines, r, &m);
-	if (rp->metrics)
-		metrics__request(rp->metrics, r, &m);
-	if (rp->perfetto)
-		perfetto__request(rp->perfetto, r, &m);
-	if (rp->html)
-		html__request(rp->html, r, &m);
-	if (rp->top)
-		top__request(rp->top, r, &m);
-	if (rp->jsonl) {
-		write_line(rp->jsonl, request_json(r, &m, rp->gaps));
-	}
-	g = group_of(rp, r);
 	if (!g)
 		return;
+	request_group__add_process(&g->key, r->pid);
 	g->n++;
 	if (!m.complete)
 		g->incomplete++;
@@ -476,21 +172,18 @@ void report__request(void *ctx, const struct request *r, const struct request_me
 		add_attribution(g, r);
 }
 
-void report__step(void *ctx, const struct engine_step *s)
+static void on_step(void *self, const struct engine_step *s)
 {
-	struct report *rp = ctx;
+	struct summary *sm = self;
 
-	if (rp->metrics)
-		metrics__step(rp->metrics, s);
-	if (rp->jsonl && (s->cuda || s->llama))
-		write_line(rp->jsonl, steps__json(s));
-	if (rp->perfetto)
-		perfetto__step(rp->perfetto, s);
-	if (rp->html)
-		html__step(rp->html, s);
-	if (rp->top)
-		top__step(rp->top, s);
-	step_summary__add(rp->steps, s);
+	step_summary__add(sm->steps, s);
+}
+
+static void on_exit_(void *self, uint32_t pid)
+{
+	struct summary *sm = self;
+
+	request_groups__process_exit(&sm->groups, pid);
 }
 
 static int by_ttft(const void *x, const void *y)
@@ -657,13 +350,15 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 			     "(raise -b to enlarge the ring buffer)\n");
 }
 
-void report__summary(struct report *rp, FILE *out, const struct health *h)
+static void print_capture(FILE *out, const struct health *h);
+
+void summary__print(struct summary *sm, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
-	if (!rp->groups.n && !step_summary__any(rp->steps))
+	if (!sm->groups.n && !step_summary__any(sm->steps))
 		fprintf(out, "no LLM API requests or engine steps seen\n");
-	for (size_t i = 0; i < rp->groups.n; i++) {
-		struct group *g = rp->groups.v[i];
+	for (size_t i = 0; i < sm->groups.n; i++) {
+		struct group *g = sm->groups.v[i];
 		const struct request_group *k = &g->key;
 		char comm[TS_COMM_LEN * 8], model[SAFE_MAX], who[32];
 
@@ -684,9 +379,17 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 		if (k->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}
-	if (rp->attr)
-		attrib__engines(rp->attr, print_engine, out);
-	step_summary__print(rp->steps, out);
+	if (sm->attr)
+		attrib__engines(sm->attr, print_engine, out);
+	step_summary__print(sm->steps, out);
+	print_capture(out, h);
+	fflush(out);
+}
+
+/* The capture's counters: GPU marks, llama.cpp steps, events, streams, HTTP/2, TCP, and what
+ * was lost, said as warnings. */
+static void print_capture(FILE *out, const struct health *h)
+{
 	if (h->gpu_marks)
 		fprintf(out, "gpu: marks=%llu launches=%llu nested_deduped=%llu captured=%llu "
 			     "steps=%llu unobserved=%llu drops=%llu streams_over_limit=%llu\n",
@@ -738,5 +441,15 @@ void report__summary(struct report *rp, FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
 			(unsigned long long)h->sock_not_captured);
 	print_capture_warnings(out, h);
-	fflush(out);
 }
+
+static int finish(void *self, const struct health *h)
+{
+	struct summary *sm = self;
+
+	summary__print(sm, sm->out, h);
+	return 0;
+}
+
+const struct sink_ops summary_sink = { .name = "summary", .on_request = on_request,
+				       .on_step = on_step, .on_exit = on_exit_, .finish = finish };

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm/attribution.h"
+#include "llm/dialect.h"
+#include "llm/group.h"
+#include "engine/attrib.h"
+#include "sinks/jsonl.h"
+#include "sinks/steps.h"
+
+struct jsonl {
+	struct outfile *out;
+	bool gaps; /* --gaps: each gap's steps in the request record */
+};
+
+struct jsonl *jsonl__new(struct outfile *out, bool gaps)
+{
+	struct jsonl *j = calloc(1, sizeof(*j));
+
+	if (j)
+		*j = (struct jsonl){ out, gaps };
+	return j;
+}
+
+void jsonl__free(struct jsonl *j)
+{
+	free(j);
+}
+
+static json_t *num_or_null(double v)
+{
+	return isnan(v) ? json_null() : json_real(round(v * 1000.0) / 1000.0);
+}
+
+static json_t *count_or_null(struct opt_u64 v)
+{
+	return v.set ? json_integer((json_int_t)v.v) : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s && *s ? json_string(s) : json_null();
+}
+
+static json_t *ms(uint64_t ns)
+{
+	return json_real((double)ns / 1e6);
+}
+
+static json_t *attribution_json(const struct attribution *a, bool gaps)
+{
+	json_t *o = json_object(), *v;
+
+	v = json_array();
+	for (uint32_t i = 0; i < a->nengine_pids; i++)
+		json_array_append_new(v, json_integer(a->engine_pids[i]));
+	json_object_set_new(o, "engine_pids", v);
+	json_object_set_new(o, "queue_ms", ms(a->queue_ns));
+	json_object_set_new(o, "queue_busy_ms", ms(a->queue_busy_ns));
+	json_object_set_new(o, "queue_idle_ms", ms(a->queue_idle_ns));
+	json_object_set_new(o, "prefill_ms", ms(a->prefill_ns));
+	json_object_set_new(o, "prefill_steps", json_integer(a->prefill_steps));
+	json_object_set_new(o, "emit_ms", ms(a->emit_ns));
+	json_object_set_new(o, "prefill_start_ns", json_integer((json_int_t)a->prefill_start_ns));
+	json_object_set_new(o, "decode_ms", ms(a->decode_ns));
+	json_object_set_new(o, "host_ms", ms(a->host_ns));
+	json_object_set_new(o, "interference_ms", ms(a->interference_ns));
+	v = json_array();
+	for (size_t i = 0; i < a->ninterfered_by; i++)
+		json_array_append_new(v, json_integer((json_int_t)a->interfered_by[i]));
+	json_object_set_new(o, "interfered_by", v);
+	json_object_set_new(o, "steps", json_integer(a->steps));
+	v = json_array();
+	for (uint32_t bit = 1; bit <= EST_SEQUENCE; bit <<= 1) {
+		if (a->estimated & bit)
+			json_array_append_new(v, json_string(attribution__estimate_name(bit)));
+	}
+	json_object_set_new(o, "estimated", v);
+	if (a->by_sequence) {
+		char hex[32];
+
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)a->context);
+		json_object_set_new(o, "context", json_string(hex));
+		json_object_set_new(o, "sequence", json_integer(a->seq));
+		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
+		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
+		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
+		json_object_set_new(o, "context_shifts", json_integer(a->context_shifts));
+		json_object_set_new(o, "shift_ms", ms(a->shift_ns));
+		if (a->usage_mismatch)
+			json_object_set_new(o, "usage_mismatch",
+					    json_pack("{s:I, s:I}", "reported", (json_int_t)a->usage_reported,
+						      "evaluated", (json_int_t)a->usage_evaluated));
+	}
+	if (gaps) {
+		v = json_array();
+		for (size_t i = 0; i < a->ngaps; i++) {
+			const struct attrib_gap *g = &a->gaps[i];
+			json_t *go = json_object();
+
+			json_object_set_new(go, "gap_ms", ms(g->gap_ns));
+			json_object_set_new(go, "steps", json_integer(g->steps));
+			json_object_set_new(go, "decode_ms", ms(g->decode_ns));
+			json_object_set_new(go, "host_ms", ms(g->host_ns));
+			json_object_set_new(go, "interference_ms", ms(g->interference_ns));
+			json_object_set_new(go, "interfered", json_boolean(g->interfered));
+			if (a->by_sequence) {
+				json_object_set_new(go, "context_shift",
+						    json_boolean(g->context_shift));
+				json_object_set_new(go, "shift_ms", ms(g->shift_ns));
+			}
+			json_object_set_new(go, "step_start_ns",
+					    json_integer((json_int_t)g->producer_start_ns));
+			json_array_append_new(v, go);
+		}
+		json_object_set_new(o, "gaps", v);
+	}
+	return o;
+}
+
+static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps)
+{
+	const struct request_metrics m = *mp;
+	json_t *o = json_object(), *itl = json_object();
+	char *s;
+
+	json_object_set_new(o, "type", json_string("request"));
+	json_object_set_new(o, "id", json_integer((json_int_t)r->id));
+	json_object_set_new(o, "pid", json_integer(r->pid));
+	json_object_set_new(o, "comm", json_string(r->comm));
+	json_object_set_new(o, "role", json_string(role__name(r->role)));
+	json_object_set_new(o, "transport", str_or_null(r->transport));
+	json_object_set_new(o, "local", str_or_null(r->local));
+	json_object_set_new(o, "peer", str_or_null(r->peer));
+	json_object_set_new(o, "api", json_string(api__name(r->api)));
+	json_object_set_new(o, "model", str_or_null(request__model(r)));
+	json_object_set_new(o, "response_model", str_or_null(r->response_model));
+	json_object_set_new(o, "method", str_or_null(r->method));
+	json_object_set_new(o, "path", str_or_null(r->path));
+	json_object_set_new(o, "http_version", json_string(r->http_version == 2 ? "2" : "1.1"));
+	json_object_set_new(o, "stream_id",
+			    r->http_version == 2 ? json_integer(r->stream_id) : json_null());
+	json_object_set_new(o, "headers_partial", json_boolean(r->headers_partial));
+	json_object_set_new(o, "grpc_status",
+			    r->grpc_status >= 0 ? json_integer(r->grpc_status) : json_null());
+	json_object_set_new(o, "status", r->status ? json_integer(r->status) : json_null());
+	json_object_set_new(o, "stream", r->stream < 0 ? json_null() : json_boolean(r->stream));
+	json_object_set_new(o, "start_ns", json_integer((json_int_t)r->start_ns));
+	json_object_set_new(o, "response_ns",
+			    r->response_ns ? json_integer((json_int_t)r->response_ns) : json_null());
+	json_object_set_new(o, "first_token_ns",
+			    r->first_token_ns ? json_integer((json_int_t)r->first_token_ns) : json_null());
+	json_object_set_new(o, "end_ns", r->end_ns ? json_integer((json_int_t)r->end_ns) : json_null());
+	json_object_set_new(o, "ttft_ms", num_or_null(m.ttft_ms));
+	json_object_set_new(o, "tpot_ms", num_or_null(m.tpot_ms));
+	json_object_set_new(o, "e2e_ms", num_or_null(m.e2e_ms));
+	json_object_set_new(o, "duration_ms",
+			    r->end_ns && r->start_ns && !r->lossy
+				    ? num_or_null((double)(r->end_ns - r->start_ns) / 1e6)
+				    : json_null());
+	json_object_set_new(itl, "p50", num_or_null(m.itl_p50_ms));
+	json_object_set_new(itl, "p90", num_or_null(m.itl_p90_ms));
+	json_object_set_new(itl, "p99", num_or_null(m.itl_p99_ms));
+	json_object_set_new(itl, "max", num_or_null(m.itl_max_ms));
+	json_object_set_new(o, "itl_ms", itl);
+	json_object_set_new(o, "token_events", json_integer((json_int_t)r->token_events));
+	json_object_set_new(o, "output_tokens", count_or_null(m.output_tokens));
+	json_object_set_new(o, "output_tokens_estimated",
+			    m.output_tokens.set ? json_boolean(m.output_tokens_estimated) : json_null());
+	json_object_set_new(o, "input_tokens", count_or_null(r->input_tokens));
+	json_object_set_new(o, "cached_tokens", count_or_null(r->cached_tokens));
+	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
+	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
+	json_object_set_new(o, "complete", json_boolean(m.complete));
+	json_object_set_new(o, "error", str_or_null(r->error));
+	if (r->role == ROLE_CLIENT) {
+		json_object_set_new(o, "server_id",
+				    r->server_id ? json_integer((json_int_t)r->server_id) : json_null());
+		json_object_set_new(o, "upstream_ms",
+				    r->upstream_set ? json_real((double)r->upstream_ns / 1e6) : json_null());
+	}
+	if (r->role == ROLE_SERVER) {
+		bool ok = r->attr && r->attr->ok;
+
+		json_object_set_new(o, "attribution", ok ? attribution_json(r->attr, gaps) : json_null());
+		json_object_set_new(o, "attribution_error",
+				    ok ? json_null()
+				       : json_string(r->attr ? r->attr->error : "no engine steps were seen"));
+	}
+	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+	json_decref(o);
+	return s;
+}
+
+char *jsonl__request_json(const struct request *r, const struct request_metrics *m)
+{
+	return request_json(r, m, false);
+}
+
+/* One JSON Lines record, whole (outfile.h: a failed write is said once and counted); takes s.
+ * A record that could not be built (out of memory) is counted as not written too. */
+static void write_line(struct outfile *o, char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!s) {
+		outfile__no_memory(o);
+		return;
+	}
+	s[n] = '\n'; /* the NUL's place: the record is its bytes, newline included */
+	outfile__record(o, s, n + 1, true);
+	free(s);
+}
+
+static void on_request(void *self, const struct request *r, const struct request_metrics *m)
+{
+	struct jsonl *j = self;
+
+	write_line(j->out, request_json(r, m, j->gaps));
+}
+
+static void on_step(void *self, const struct engine_step *s)
+{
+	struct jsonl *j = self;
+
+	if (s->cuda || s->llama)
+		write_line(j->out, steps__json(s));
+}
+
+const struct sink_ops jsonl_sink = { .name = "jsonl", .on_request = on_request, .on_step = on_step };

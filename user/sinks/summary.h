@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The end-of-run summary: percentiles per group (llm/group.h), the server TTFT split and its
+ * tail, the engines and their steps, and capture health. */
+#ifndef TS_SUMMARY_H
+#define TS_SUMMARY_H
+
+#include <stdio.h>
+
+#include "engine/attrib.h"
+#include "sinks/sink.h"
+
+struct summary;
+
+/* out: where finish prints it. a: the correlation state whose engines it describes (NULL:
+ * none). */
+struct summary *summary__new(FILE *out, const struct attrib *a);
+void summary__free(struct summary *sm);
+/* self: a struct summary. */
+extern const struct sink_ops summary_sink;
+/* The summary as it stands, to out. */
+void summary__print(struct summary *sm, FILE *out, const struct health *h);
+
+#endif
