@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "llm/request.h"
-#include "engine/match.h"
+#include "stream/match.h"
 
 #define MS 1000000ull
 

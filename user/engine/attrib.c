@@ -33,16 +33,16 @@ void attrib__free(struct attrib *a)
 		free(a->procs[i].v);
 	}
 	free(a->procs);
-	for (size_t b = 0; b < TREE_BUCKETS; b++) {
-		while (a->trees[b]) {
-			struct tree *t = a->trees[b];
+	for (size_t b = 0; b < ANCESTRY_BUCKETS; b++) {
+		while (a->ancestries[b]) {
+			struct ancestry *t = a->ancestries[b];
 
-			a->trees[b] = t->next;
+			a->ancestries[b] = t->next;
 			free(t);
 		}
 	}
 	while (a->engines) {
-		struct engine *e = a->engines;
+		struct engine_procs *e = a->engines;
 
 		a->engines = e->next;
 		free(e);
@@ -60,7 +60,7 @@ void attrib__free(struct attrib *a)
 
 void attrib__proc_tree(struct attrib *a, uint32_t pid, const uint32_t *anc, size_t n)
 {
-	struct tree **link = &a->trees[pid % TREE_BUCKETS], *t;
+	struct ancestry **link = &a->ancestries[pid % ANCESTRY_BUCKETS], *t;
 
 	while (*link && (*link)->pid != pid)
 		link = &(*link)->next;
@@ -76,23 +76,10 @@ void attrib__proc_tree(struct attrib *a, uint32_t pid, const uint32_t *anc, size
 	memcpy(t->anc, anc, t->n * sizeof(*anc));
 }
 
-struct gpu_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create)
-{
-	for (size_t i = 0; i < a->nprocs; i++) {
-		if (a->procs[i].pid == pid)
-			return &a->procs[i];
-	}
-	if (!create || !array__reserve((void **)&a->procs, &a->capprocs, a->nprocs + 1,
-				       sizeof(*a->procs)))
-		return NULL;
-	a->procs[a->nprocs] = (struct gpu_proc){ .pid = pid };
-	return &a->procs[a->nprocs++];
-}
-
 void attrib__step(struct attrib *a, const struct engine_step *s)
 {
-	struct gpu_proc *p = attrib_proc_of(a, s->pid, true);
-	struct astep st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound, 0, s->context,
+	struct step_proc *p = attrib_proc_of(a, s->pid, true);
+	struct seen_step st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound, 0, s->context,
 			    NULL };
 	size_t i;
 
@@ -104,7 +91,7 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 			return; /* the same */
 		st.nseqs = s->nseqs;
 		for (uint32_t q = 0; q < s->nseqs; q++)
-			st.seqs[q] = (struct aseq){ s->seqs[q].seq, s->seqs[q].tokens,
+			st.seqs[q] = (struct seen_seq){ s->seqs[q].seq, s->seqs[q].tokens,
 						    s->seqs[q].first_pos, s->seqs[q].outputs };
 	}
 	/* Steps come in the order the host saw them, nearly: keep the array sorted by seen. */
@@ -113,15 +100,6 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(st));
 	p->v[i] = st;
 	p->n++;
-}
-
-bool attrib_is_client(const struct attrib *a, uint32_t pid)
-{
-	for (size_t i = 0; i < a->nclients; i++) {
-		if (a->clients[i] == pid)
-			return true;
-	}
-	return false;
 }
 
 bool attrib__has_steps(const struct attrib *a)
@@ -173,7 +151,7 @@ void attrib__prune(struct attrib *a, uint64_t ts)
 		return;
 	a->pruned_before = before;
 	for (size_t i = 0; i < a->nprocs; i++) {
-		struct gpu_proc *p = &a->procs[i];
+		struct step_proc *p = &a->procs[i];
 
 		for (k = 0; k < p->n && p->v[k].seen < before; k++)
 			free(p->v[k].seqs);
@@ -192,38 +170,9 @@ void attrib__prune(struct attrib *a, uint64_t ts)
 
 /* ---- the split ---- */
 
-void attrib_close_gap(struct attribution *at, struct attrib_gap *gp, uint64_t busy_ns)
-{
-	gp->decode_ns = busy_ns < gp->gap_ns ? busy_ns : gp->gap_ns;
-	if (gp->interference_ns > gp->decode_ns)
-		gp->interference_ns = gp->decode_ns;
-	gp->host_ns = gp->gap_ns - gp->decode_ns;
-	at->decode_ns += gp->decode_ns;
-	at->host_ns += gp->host_ns;
-	at->interference_ns += gp->interference_ns;
-	at->steps += gp->steps;
-}
-
-int attrib_add_interferer(struct attribution *at, uint64_t id)
-{
-	size_t i;
-
-	for (i = 0; i < at->ninterfered_by; i++) {
-		if (at->interfered_by[i] == id)
-			return 0;
-	}
-	uint64_t *np = realloc(at->interfered_by, (at->ninterfered_by + 1) * sizeof(*np));
-
-	if (!np)
-		return -1;
-	at->interfered_by = np;
-	np[at->ninterfered_by++] = id;
-	return 0;
-}
-
 /* The requests whose prefill step k carried: those whose first token it produced, or for an
  * earlier chunk, the ones of the next step that produced first tokens. */
-static void note_interference(const struct attrib *a, const struct estep *v, size_t n, size_t k,
+static void note_interference(const struct attrib *a, const struct window_step *v, size_t n, size_t k,
 			      struct attribution *at, uint64_t self)
 {
 	size_t j = k;
@@ -235,7 +184,7 @@ static void note_interference(const struct attrib *a, const struct estep *v, siz
 			return;
 	}
 	for (size_t i = v[j].mk_lo; i < v[j].mk_hi; i++) {
-		const struct first_token *f = &a->fts[a->marks[i].f];
+		const struct first_token *f = &a->fts[a->marks[i].ft];
 
 		if (f->id != self && (!v[k].orphan || f->arrival <= v[k].start))
 			attrib_add_interferer(at, f->id);
@@ -243,7 +192,7 @@ static void note_interference(const struct attrib *a, const struct estep *v, siz
 }
 
 /* Time in [from, to) the GPU was running steps. */
-static uint64_t busy_within(const struct estep *v, size_t n, uint64_t from, uint64_t to)
+static uint64_t busy_within(const struct window_step *v, size_t n, uint64_t from, uint64_t to)
 {
 	uint64_t sum = 0;
 
@@ -257,7 +206,7 @@ static uint64_t busy_within(const struct estep *v, size_t n, uint64_t from, uint
 	return sum;
 }
 
-static void account_steps(struct engine *e, const struct estep *v, size_t n, uint64_t upto)
+static void account_steps(struct engine_procs *e, const struct window_step *v, size_t n, uint64_t upto)
 {
 	for (size_t k = 0; k < n; k++) {
 		if (v[k].seen <= e->counted_to || v[k].seen > upto)
@@ -267,7 +216,7 @@ static void account_steps(struct engine *e, const struct estep *v, size_t n, uin
 			e->st.prefill_steps++;
 		else
 			e->st.decode_steps++;
-		e->st.busy_ns += estep_busy(&v[k]);
+		e->st.busy_ns += window_step_busy(&v[k]);
 		if (!e->st.first_ns || v[k].busy_start < e->st.first_ns)
 			e->st.first_ns = v[k].busy_start;
 		if (v[k].done > e->st.last_ns)
@@ -277,7 +226,7 @@ static void account_steps(struct engine *e, const struct estep *v, size_t n, uin
 		e->counted_to = upto;
 }
 
-static int split(struct attrib *a, struct engine *e, struct request *r, const struct estep *v,
+static int split(struct attrib *a, struct engine_procs *e, struct request *r, const struct window_step *v,
 		 size_t n, struct attribution *at)
 {
 	size_t ne = r->token_events, sft, ps;
@@ -339,12 +288,12 @@ static int split(struct attrib *a, struct engine *e, struct request *r, const st
 		gp->gap_ns = r->gaps_ns[g];
 		for (size_t k = q[g] + 1; k <= q[g + 1] && k < n; k++) {
 			gp->steps++;
-			dec += estep_busy(&v[k]);
+			dec += window_step_busy(&v[k]);
 			if (v[k].orphan || attrib_prefill_of_other(a, &v[k], r->id)) {
 				gp->interfered = true;
 				note_interference(a, v, n, k, at, r->id);
-				if (v[k].baseline && estep_busy(&v[k]) > v[k].baseline)
-					gp->interference_ns += estep_busy(&v[k]) - v[k].baseline;
+				if (v[k].baseline && window_step_busy(&v[k]) > v[k].baseline)
+					gp->interference_ns += window_step_busy(&v[k]) - v[k].baseline;
 			}
 		}
 		gp->producer_start_ns = q[g + 1] < n ? v[q[g + 1]].start : 0;
@@ -362,8 +311,8 @@ void attrib__compute(struct attrib *a, struct request *r)
 	uint64_t end = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
 	uint64_t to = end + ATTRIB_SETTLE_NS;
 	uint64_t from = r->start_ns > LOOKBACK_NS ? r->start_ns - LOOKBACK_NS : 0;
-	struct estep *v = NULL;
-	struct engine *e;
+	struct window_step *v = NULL;
+	struct engine_procs *e;
 	long n;
 
 	if (!at)
@@ -422,6 +371,6 @@ void attrib__compute(struct attrib *a, struct request *r)
 void attrib__engines(const struct attrib *a,
 		     void (*fn)(void *ctx, const struct attrib_engine_stats *), void *ctx)
 {
-	for (const struct engine *e = a->engines; e; e = e->next)
+	for (const struct engine_procs *e = a->engines; e; e = e->next)
 		fn(ctx, &e->st);
 }

@@ -13,7 +13,7 @@
 #include "engine/attrib_state.h"
 
 /* Index of the latest step seen complete at or before t; n when none. */
-size_t attrib_latest_seen(const struct estep *v, size_t n, uint64_t t)
+size_t attrib_latest_seen(const struct window_step *v, size_t n, uint64_t t)
 {
 	size_t lo = 0, hi = n;
 
@@ -37,14 +37,14 @@ static int by_size(const void *x, const void *y)
 
 static int by_mark(const void *x, const void *y)
 {
-	const struct mark *a = x, *b = y;
+	const struct token_mark *a = x, *b = y;
 
-	return a->k < b->k ? -1 : a->k > b->k;
+	return a->step < b->step ? -1 : a->step > b->step;
 }
 
 /* The step of the window that produced first token f: the one its own alignment found, else
  * the latest seen complete before it. n when none. */
-static size_t step_of(const struct first_token *f, const struct estep *v, size_t n)
+static size_t step_of(const struct first_token *f, const struct window_step *v, size_t n)
 {
 	size_t k = attrib_latest_seen(v, n, f->ft);
 
@@ -60,8 +60,8 @@ static size_t step_of(const struct first_token *f, const struct estep *v, size_t
 /* The first tokens of this engine's requests written in [v[0].seen, to], on their steps. A
  * request still streaming is not aligned yet: its first token is put as far behind the latest
  * step seen before it as the aligned ones around it were (the HTTP server's delay). */
-void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_t own_pid,
-			       struct estep *v, size_t n, uint64_t to)
+void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, uint32_t own_pid,
+			       struct window_step *v, size_t n, uint64_t to)
 {
 	size_t f = 0, hi = a->nfts, m = 0, nlags = 0, lag = 0, lags[64];
 
@@ -90,7 +90,7 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_
 			if (!array__reserve((void **)&a->marks, &a->capmarks, a->nmarks + 1,
 					    sizeof(*a->marks)))
 				continue;
-			a->marks[a->nmarks++] = (struct mark){ k, i, ls, !!ft->step_start };
+			a->marks[a->nmarks++] = (struct token_mark){ k, i, ls, !!ft->step_start };
 		}
 		if (pass == 0 && nlags) {
 			qsort(lags, nlags, sizeof(*lags), by_size);
@@ -101,14 +101,14 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_
 		qsort(a->marks, a->nmarks, sizeof(*a->marks), by_mark);
 	for (size_t k = 0; k < n; k++) {
 		v[k].mk_lo = m;
-		while (m < a->nmarks && a->marks[m].k == k)
+		while (m < a->nmarks && a->marks[m].step == k)
 			m++;
 		v[k].mk_hi = m;
 	}
 	/* where an unaligned first token came from is a guess: any step between the latest seen
 	 * before it and as far back as the HTTP server was seen to lag may be it */
 	for (size_t i = 0; i < a->nmarks; i++) {
-		size_t ls = a->marks[i].ls, back = nlags ? lags[nlags - 1] + 1 : 2;
+		size_t ls = a->marks[i].latest_seen, back = nlags ? lags[nlags - 1] + 1 : 2;
 
 		for (size_t k = ls > back ? ls - back : 0; !a->marks[i].aligned && k <= ls; k++)
 			v[k].maybe_first = true;
@@ -191,7 +191,7 @@ static bool lag_grew(const size_t *q, size_t ne)
  * Returns false when that is not consistent with a first step that began after arrival
  * (then the latest-seen rule is used throughout).
  */
-bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r,
+bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,
 			 bool server_every_token, size_t *q, bool *moved)
 {
 	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
@@ -307,7 +307,7 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	uint64_t end = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
 	uint64_t from = r->start_ns > LOOKBACK_NS ? r->start_ns - LOOKBACK_NS : 0;
 	size_t lo = 0, hi = a->nfts, *q;
-	struct estep *v = NULL;
+	struct window_step *v = NULL;
 	bool moved;
 	long n;
 

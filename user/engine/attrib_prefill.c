@@ -9,12 +9,12 @@
 #include "engine/attrib_state.h"
 
 /*
- * First tokens per step, GPU estep_busy starts, the decode baseline, earlier prefill chunks.
+ * First tokens per step, GPU window_step_busy starts, the decode baseline, earlier prefill chunks.
  * The baseline is a low percentile of the GPU time of the window's steps that produced no
- * first token: an engine estep_busy with long prompts has few steps of decodes alone, and a median
+ * first token: an engine window_step_busy with long prompts has few steps of decodes alone, and a median
  * of recent ones would be a prefill chunk's.
  */
-void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid, struct estep *v,
+void attrib_classify_steps(struct attrib *a, struct engine_procs *e, uint32_t own_pid, struct window_step *v,
 			   size_t n, uint64_t to)
 {
 	uint64_t prev_done = 0, baseline = 0, excess[64], *plain = malloc(n * sizeof(*plain));
@@ -27,7 +27,7 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 		v[k].busy_start = v[k].start > prev_done ? v[k].start : prev_done;
 		prev_done = v[k].done > prev_done ? v[k].done : prev_done;
 		if (plain && v[k].mk_hi == v[k].mk_lo)
-			plain[nplain++] = estep_busy(&v[k]);
+			plain[nplain++] = window_step_busy(&v[k]);
 	}
 	if (nplain >= BASELINE_STEPS) {
 		qsort(plain, nplain, sizeof(*plain), attrib_cmp_u64);
@@ -37,11 +37,11 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 	for (size_t k = 0; k < n; k++) {
 		v[k].baseline = baseline;
 		if (!baseline || v[k].mk_hi > v[k].mk_lo || v[k].maybe_first ||
-		    estep_busy(&v[k]) <= 3 * baseline + 500000)
+		    window_step_busy(&v[k]) <= 3 * baseline + 500000)
 			continue;
 		v[k].orphan = true;
 		if (nexcess < 64)
-			excess[nexcess++] = estep_busy(&v[k]) - baseline;
+			excess[nexcess++] = window_step_busy(&v[k]) - baseline;
 	}
 	/* Earlier chunks of a long prompt show as runs of steps that carried prefill without
 	 * producing a first token, the last of them followed by the step of the prompt's last
@@ -76,10 +76,10 @@ void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
 }
 
 /* Whether step s produced a first token of a request of this engine other than id. */
-bool attrib_prefill_of_other(const struct attrib *a, const struct estep *s, uint64_t id)
+bool attrib_prefill_of_other(const struct attrib *a, const struct window_step *s, uint64_t id)
 {
 	for (size_t i = s->mk_lo; i < s->mk_hi; i++) {
-		if (a->fts[a->marks[i].f].id != id)
+		if (a->fts[a->marks[i].ft].id != id)
 			return true;
 	}
 	return false;
@@ -91,9 +91,9 @@ bool attrib_prefill_of_other(const struct attrib *a, const struct estep *s, uint
 static bool first_in_line(const struct attrib *a, long by, uint64_t arrival, uint64_t self)
 {
 	for (size_t i = 0; i < a->nmarks; i++) {
-		const struct first_token *f = &a->fts[a->marks[i].f];
+		const struct first_token *f = &a->fts[a->marks[i].ft];
 
-		if (f->id != self && f->arrival < arrival && (long)a->marks[i].k > by)
+		if (f->id != self && f->arrival < arrival && (long)a->marks[i].step > by)
 			return false;
 	}
 	return true;
@@ -108,8 +108,8 @@ static bool first_in_line(const struct attrib *a, long by, uint64_t arrival, uin
  * tokens, also carried this prompt's first chunk if it was full (the last chunk of the prompt
  * before left room) and every request that arrived before it was done there.
  */
-size_t attrib_prefill_start_step(const struct attrib *a, const struct engine *e,
-				 const struct estep *v, size_t sft, const struct request *r,
+size_t attrib_prefill_start_step(const struct attrib *a, const struct engine_procs *e,
+				 const struct window_step *v, size_t sft, const struct request *r,
 				 struct attribution *at)
 {
 	size_t k = sft;
@@ -118,14 +118,14 @@ size_t attrib_prefill_start_step(const struct attrib *a, const struct engine *e,
 		return sft;
 	at->estimated |= EST_PREFILL_START;
 	while (k > 0 && v[k - 1].start >= r->start_ns) {
-		const struct estep *s = &v[k - 1];
+		const struct window_step *s = &v[k - 1];
 
 		if (s->orphan && first_in_line(a, (long)k - 2, r->start_ns, r->id)) {
 			k--;
 			continue;
 		}
-		if (s->mk_hi > s->mk_lo && s->baseline && estep_busy(s) > s->baseline &&
-		    (estep_busy(s) - s->baseline) * 10 >= e->chunk_excess_ns * 8 &&
+		if (s->mk_hi > s->mk_lo && s->baseline && window_step_busy(s) > s->baseline &&
+		    (window_step_busy(s) - s->baseline) * 10 >= e->chunk_excess_ns * 8 &&
 		    first_in_line(a, (long)k - 1, r->start_ns, r->id))
 			k--;
 		break;

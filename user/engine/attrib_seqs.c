@@ -37,7 +37,7 @@
 #include "engine/attrib_state.h"
 
 /* The entry of sequence seq in step s, or NULL. */
-static const struct aseq *seq_in(const struct astep *s, uint64_t ctx, int32_t seq)
+static const struct seen_seq *seq_in(const struct seen_step *s, uint64_t ctx, int32_t seq)
 {
 	if (s->context != ctx)
 		return NULL;
@@ -49,10 +49,10 @@ static const struct aseq *seq_in(const struct astep *s, uint64_t ctx, int32_t se
 }
 
 /* A step that computed prompt tokens of some sequence other than seq. */
-static bool carries_prompt(const struct astep *s, int32_t except)
+static bool carries_prompt(const struct seen_step *s, int32_t except)
 {
 	for (uint32_t i = 0; i < s->nseqs; i++) {
-		const struct aseq *q = &s->seqs[i];
+		const struct seen_seq *q = &s->seqs[i];
 
 		if (q->seq != except && (q->tokens > 1 || !q->outputs))
 			return true;
@@ -60,7 +60,7 @@ static bool carries_prompt(const struct astep *s, int32_t except)
 	return false;
 }
 
-static uint64_t duration(const struct astep *s)
+static uint64_t duration(const struct seen_step *s)
 {
 	return s->done > s->start ? s->done - s->start : 0;
 }
@@ -93,9 +93,9 @@ static bool usage_agrees(const struct request *r, const struct run *c)
  * sequence whose positions do not join on (the previous request's last token evaluated
  * without logits, a prompt the sequence began before) is not one of them. False when that
  * is not the start of a prompt (a decode). */
-static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const struct request *r)
+static bool prompt_of(const struct step_proc *p, size_t lo, struct run *c, const struct request *r)
 {
-	const struct aseq *q = seq_in(&p->v[c->end], c->ctx, c->seq);
+	const struct seen_seq *q = seq_in(&p->v[c->end], c->ctx, c->seq);
 	int32_t first_pos = q->first_pos;
 
 	c->first = c->end;
@@ -103,7 +103,7 @@ static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const 
 	c->steps = 1;
 	c->chunks = 0;
 	for (size_t k = c->end; k-- > lo;) {
-		const struct aseq *e = seq_in(&p->v[k], c->ctx, c->seq);
+		const struct seen_seq *e = seq_in(&p->v[k], c->ctx, c->seq);
 
 		if (!e)
 			continue;
@@ -132,7 +132,7 @@ static bool prompt_of(const struct gpu_proc *p, size_t lo, struct run *c, const 
  * event is from the latest output step seen before it that leaves one for every event after
  * it: taken from the last event back. (From the first event on, a write that comes after the
  * next step was over would take that step and leave the next event none.) */
-static bool tokens_of(const struct gpu_proc *p, size_t hi, struct run *c, const struct request *r,
+static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const struct request *r,
 		      bool one_each)
 {
 	size_t ne = r->token_events, k = c->end + 1;
@@ -145,7 +145,7 @@ static bool tokens_of(const struct gpu_proc *p, size_t hi, struct run *c, const 
 			t += r->gaps_ns[i - 1];
 		k = hi;
 		for (size_t i = ne - 1; i >= 1; t -= r->gaps_ns[--i]) {
-			const struct aseq *e = NULL;
+			const struct seen_seq *e = NULL;
 
 			while (k-- > c->end + 1) {
 				if (p->v[k].seen > t)
@@ -167,7 +167,7 @@ static bool tokens_of(const struct gpu_proc *p, size_t hi, struct run *c, const 
 
 		t += r->gaps_ns[i - 1];
 		for (; k < hi && p->v[k].seen <= t; k++) {
-			const struct aseq *e = seq_in(&p->v[k], c->ctx, c->seq);
+			const struct seen_seq *e = seq_in(&p->v[k], c->ctx, c->seq);
 
 			if (!e || !e->outputs)
 				continue;
@@ -198,11 +198,11 @@ static bool tokens_of(const struct gpu_proc *p, size_t hi, struct run *c, const 
  * One is enough: two requests of one prompt length batched in one step, 10 and 11 tokens
  * out, fit alike but for the jitter of their writes (seen under a CPU hog). */
 #define LIVES_ON_STEPS 1
-static bool lives_on(const struct gpu_proc *p, size_t hi, const struct run *c,
+static bool lives_on(const struct step_proc *p, size_t hi, const struct run *c,
 		     const struct request *r)
 {
 	size_t last = c->out[r->token_events - 1];
-	const struct aseq *q = seq_in(&p->v[last], c->ctx, c->seq);
+	const struct seen_seq *q = seq_in(&p->v[last], c->ctx, c->seq);
 	int32_t next = q->first_pos + (int32_t)q->tokens;
 	uint64_t end = r->end_ns ? r->end_ns : r->last_token_ns; /* no end seen: its last token */
 	unsigned after = 0;
@@ -210,7 +210,7 @@ static bool lives_on(const struct gpu_proc *p, size_t hi, const struct run *c,
 	if (q->first_pos < 0)
 		return false; /* positions not read: nothing to follow */
 	for (size_t k = last + 1; k < hi; k++) {
-		const struct aseq *e = seq_in(&p->v[k], c->ctx, c->seq);
+		const struct seen_seq *e = seq_in(&p->v[k], c->ctx, c->seq);
 
 		if (!e)
 			continue;
@@ -247,14 +247,14 @@ static size_t first_tokens_from(const struct attrib *a, uint64_t t)
  * earlier one's tokens a step late (a loaded host): the earlier one's timing picks the later
  * run over its own by more than the usage's worth, summed over its events. The run the
  * other's usage names is then the other's. */
-static bool usage_elsewhere(const struct attrib *a, const struct engine *e,
-			    const struct gpu_proc *p, size_t hi, const struct run *c,
+static bool usage_elsewhere(const struct attrib *a, const struct engine_procs *e,
+			    const struct step_proc *p, size_t hi, const struct run *c,
 			    const struct request *r, uint64_t to)
 {
 	uint64_t sampled = p->v[c->end].seen, before = UINT64_MAX;
 
 	for (size_t k = c->end + 1; k < hi; k++) {
-		const struct aseq *q = seq_in(&p->v[k], c->ctx, c->seq);
+		const struct seen_seq *q = seq_in(&p->v[k], c->ctx, c->seq);
 
 		if (q && q->outputs) {
 			before = p->v[k].seen;
@@ -278,7 +278,7 @@ static bool usage_elsewhere(const struct attrib *a, const struct engine *e,
 /* The best-fitting run, into best (its out array must hold token_events entries). Runs whose
  * sequence lives on after the request, then runs another request's usage names, are taken
  * only where no other fits. */
-static bool find_run(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+static bool find_run(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
 		     size_t lo, size_t hi, const struct request *r, uint64_t to, struct run *best,
 		     size_t *scratch)
 {
@@ -315,7 +315,7 @@ static bool find_run(const struct attrib *a, const struct engine *e, const struc
 }
 
 /* The typical step without prompt tokens: the gaps' interference is measured above it. */
-static uint64_t decode_baseline(const struct gpu_proc *p, size_t lo, size_t hi)
+static uint64_t decode_baseline(const struct step_proc *p, size_t lo, size_t hi)
 {
 	uint64_t v[256];
 	size_t n = 0;
@@ -332,12 +332,12 @@ static uint64_t decode_baseline(const struct gpu_proc *p, size_t lo, size_t hi)
 
 /* The request whose prompt step k carried for sequence seq: the first token written first
  * after that prompt's sampling step. */
-static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e, uint32_t own_pid,
-				  const struct gpu_proc *p, size_t k, size_t hi, uint64_t ctx,
+static uint64_t request_of_prompt(const struct attrib *a, const struct engine_procs *e, uint32_t own_pid,
+				  const struct step_proc *p, size_t k, size_t hi, uint64_t ctx,
 				  int32_t seq, uint64_t self)
 {
 	for (; k < hi; k++) {
-		const struct aseq *q = seq_in(&p->v[k], ctx, seq);
+		const struct seen_seq *q = seq_in(&p->v[k], ctx, seq);
 
 		if (q && q->outputs)
 			break;
@@ -358,19 +358,19 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine *e
  * sample nothing, then the step that samples the next token): not a new prompt, for the
  * request is still streaming. The time of the steps that evaluate its kept tokens again is
  * the gap's shift_ns. */
-static void gap_of(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+static void gap_of(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
 		   size_t hi, const struct run *c, const struct request *r, size_t g,
 		   uint64_t baseline, struct attribution *at)
 {
 	struct attrib_gap *gp = &at->gaps[g];
-	const struct aseq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
+	const struct seen_seq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
 	int32_t next = from && from->first_pos >= 0 ? from->first_pos + (int32_t)from->tokens : -1;
 	uint64_t dec = 0;
 
 	gp->gap_ns = r->gaps_ns[g];
 	for (size_t k = c->out[g] + 1; k <= c->out[g + 1]; k++) {
-		const struct astep *s = &p->v[k];
-		const struct aseq *own = seq_in(s, c->ctx, c->seq);
+		const struct seen_step *s = &p->v[k];
+		const struct seen_seq *own = seq_in(s, c->ctx, c->seq);
 
 		if (s->context != c->ctx)
 			continue;
@@ -389,7 +389,7 @@ static void gap_of(const struct attrib *a, const struct engine *e, const struct 
 		if (baseline && duration(s) > baseline)
 			gp->interference_ns += duration(s) - baseline;
 		for (uint32_t i = 0; i < s->nseqs; i++) {
-			const struct aseq *q = &s->seqs[i];
+			const struct seen_seq *q = &s->seqs[i];
 			uint64_t id;
 
 			if (q->seq == c->seq || (q->tokens == 1 && q->outputs))
@@ -408,10 +408,10 @@ static void gap_of(const struct attrib *a, const struct engine *e, const struct 
 }
 
 /* The engine's figures for the summary: each step once, up to the request's end. */
-static void account(struct engine *e, const struct gpu_proc *p, size_t lo, size_t hi, uint64_t upto)
+static void account(struct engine_procs *e, const struct step_proc *p, size_t lo, size_t hi, uint64_t upto)
 {
 	for (size_t k = lo; k < hi; k++) {
-		const struct astep *s = &p->v[k];
+		const struct seen_step *s = &p->v[k];
 
 		if (!s->nseqs || s->seen <= e->counted_to || s->seen > upto)
 			continue; /* a CUDA step of the same process is not the engine's step again */
@@ -430,7 +430,7 @@ static void account(struct engine *e, const struct gpu_proc *p, size_t lo, size_
 		e->counted_to = upto;
 }
 
-static void split(const struct attrib *a, const struct engine *e, const struct gpu_proc *p,
+static void split(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
 		  size_t lo, size_t hi, const struct run *c, const struct request *r,
 		  struct attribution *at)
 {
@@ -474,10 +474,10 @@ static void split(const struct attrib *a, const struct engine *e, const struct g
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
 }
 
-int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request *r,
+int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct request *r,
 		       struct attribution *at, uint64_t from, uint64_t to)
 {
-	struct gpu_proc *p = at->nengine_pids == 1 ? attrib_proc_of(a, at->engine_pids[0], false)
+	struct step_proc *p = at->nengine_pids == 1 ? attrib_proc_of(a, at->engine_pids[0], false)
 						   : NULL;
 	size_t lo = 0, hi, *out, *scratch;
 	struct run best = { 0 };

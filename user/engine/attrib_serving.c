@@ -43,9 +43,9 @@ int attrib__override(struct attrib *a, const char *spec)
 	return 0;
 }
 
-static const struct tree *tree_of(const struct attrib *a, uint32_t pid)
+static const struct ancestry *ancestry_of(const struct attrib *a, uint32_t pid)
 {
-	const struct tree *t = a->trees[pid % TREE_BUCKETS];
+	const struct ancestry *t = a->ancestries[pid % ANCESTRY_BUCKETS];
 
 	while (t && t->pid != pid)
 		t = t->next;
@@ -54,7 +54,7 @@ static const struct tree *tree_of(const struct attrib *a, uint32_t pid)
 
 void attrib__exit(struct attrib *a, uint32_t pid)
 {
-	struct tree **link = &a->trees[pid % TREE_BUCKETS];
+	struct ancestry **link = &a->ancestries[pid % ANCESTRY_BUCKETS];
 
 	for (size_t i = 0; i < a->nclients; i++) {
 		if (a->clients[i] == pid) {
@@ -68,7 +68,7 @@ void attrib__exit(struct attrib *a, uint32_t pid)
 	while (*link && (*link)->pid != pid)
 		link = &(*link)->next;
 	if (*link) {
-		struct tree *t = *link;
+		struct ancestry *t = *link;
 
 		*link = t->next;
 		free(t);
@@ -76,7 +76,7 @@ void attrib__exit(struct attrib *a, uint32_t pid)
 }
 
 /* Index of the first step seen at or after t. */
-static size_t first_seen_at(const struct astep *v, size_t n, uint64_t t)
+static size_t first_seen_at(const struct seen_step *v, size_t n, uint64_t t)
 {
 	size_t lo = 0, hi = n;
 
@@ -91,7 +91,7 @@ static size_t first_seen_at(const struct astep *v, size_t n, uint64_t t)
 	return lo;
 }
 
-static bool stepped_between(const struct gpu_proc *p, uint64_t from, uint64_t to)
+static bool stepped_between(const struct step_proc *p, uint64_t from, uint64_t to)
 {
 	size_t i = first_seen_at(p->v, p->n, from);
 
@@ -109,9 +109,9 @@ static bool in_list(const uint32_t *v, size_t n, uint32_t x)
 
 /* How far up pid's ancestry (0: pid itself) the nearest ancestor it shares with gpu_pid is;
  * -1 when they share none but init. */
-static int shared_depth(const struct attrib *a, uint32_t pid, const struct tree *pt, uint32_t gpu_pid)
+static int shared_depth(const struct attrib *a, uint32_t pid, const struct ancestry *pt, uint32_t gpu_pid)
 {
-	const struct tree *gt = tree_of(a, gpu_pid);
+	const struct ancestry *gt = ancestry_of(a, gpu_pid);
 	uint32_t gchain[MAX_ANCESTORS + 1];
 	size_t gn = 0;
 
@@ -133,7 +133,7 @@ int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 		       struct attribution *out)
 {
 	int best = -1, depth[64];
-	const struct tree *pt;
+	const struct ancestry *pt;
 	size_t ncand = 0;
 	uint32_t cand[64];
 
@@ -166,7 +166,7 @@ int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 			 r->pid);
 		return -1;
 	}
-	pt = tree_of(a, r->pid);
+	pt = ancestry_of(a, r->pid);
 	if (!pt) {
 		snprintf(out->error, sizeof(out->error),
 			 "the process tree of pid %u is not known; name its engine with --engine",
@@ -193,9 +193,9 @@ int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 	return 0;
 }
 
-struct engine *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t n)
+struct engine_procs *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t n)
 {
-	struct engine *e;
+	struct engine_procs *e;
 
 	for (e = a->engines; e; e = e->next) {
 		if (e->npids == n && !memcmp(e->pids, pids, n * sizeof(*pids)))
@@ -213,7 +213,7 @@ struct engine *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t
 	return e;
 }
 
-void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine *e)
+void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine_procs *e)
 {
 	for (size_t i = 0; i < a->nhttp; i++) {
 		if (a->http[i].http_pid == http_pid) {
@@ -227,7 +227,7 @@ void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine *e)
 }
 
 /* Whether first tokens written by http_pid come from engine e's steps. */
-bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid, const struct engine *e)
+bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid, const struct engine_procs *e)
 {
 	if (http_pid == own_pid)
 		return true;
@@ -240,14 +240,14 @@ bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid, 
 
 static int by_start(const void *x, const void *y)
 {
-	const struct estep *a = x, *b = y;
+	const struct window_step *a = x, *b = y;
 
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
 static int by_seen(const void *x, const void *y)
 {
-	const struct estep *a = x, *b = y;
+	const struct window_step *a = x, *b = y;
 
 	return a->seen < b->seen ? -1 : a->seen > b->seen;
 }
@@ -258,13 +258,13 @@ static int by_seen(const void *x, const void *y)
  * -1 with out->error set.
  */
 long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_t from,
-			 uint64_t to, struct estep **out, char *err, size_t errn)
+			 uint64_t to, struct window_step **out, char *err, size_t errn)
 {
-	struct estep *v = NULL;
+	struct window_step *v = NULL;
 	size_t n = 0, cap = 0, m = 0, partial = 0;
 
 	for (uint32_t r = 0; r < at->nengine_pids; r++) {
-		struct gpu_proc *p = attrib_proc_of(a, at->engine_pids[r], false);
+		struct step_proc *p = attrib_proc_of(a, at->engine_pids[r], false);
 
 		if (!p)
 			continue;
@@ -274,7 +274,7 @@ long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_
 				snprintf(err, errn, "out of memory");
 				return -1;
 			}
-			v[n++] = (struct estep){ .start = p->v[i].start, .done = p->v[i].done,
+			v[n++] = (struct window_step){ .start = p->v[i].start, .done = p->v[i].done,
 						 .seen = p->v[i].seen, .bound = p->v[i].bound,
 						 .ranks = 1u << r };
 		}
@@ -289,7 +289,7 @@ long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_
 		bool joined = false;
 
 		while (j > 0 && m - j < at->nengine_pids) {
-			struct estep *c = &v[--j];
+			struct window_step *c = &v[--j];
 
 			if (!(c->ranks & v[i].ranks) && v[i].start <= c->done && c->start <= v[i].done) {
 				c->done = c->done > v[i].done ? c->done : v[i].done;

@@ -9,7 +9,8 @@
  *                     stream-interval grid;
  *   attrib_prefill.c  which steps carried prefill: first tokens, the decode baseline,
  *                     earlier chunks of a long prompt;
- *   attrib.c          what is kept, and the split itself (docs/attribution.md).
+ *   attrib.c          what is kept, and the split itself (docs/attribution.md);
+ *   attrib_state.c    the helpers all of them use (below them all: calls run one way).
  */
 #ifndef TS_ATTRIB_STATE_H
 #define TS_ATTRIB_STATE_H
@@ -25,39 +26,39 @@
 #define LOOKBACK_NS (2000000000ull)	     /* steps before arrival read for baselines */
 #define BASELINE_STEPS 8		     /* decode baseline: from at least this many steps */
 #define MAX_ANCESTORS 16
-#define TREE_BUCKETS 1024
+#define ANCESTRY_BUCKETS 1024
 #define MAX_LOSSES 256
 
 /* A step of one GPU process, as much as attribution needs. */
 /* A sequence's part of a step, where the source names them (llama.cpp). */
-struct aseq {
+struct seen_seq {
 	int32_t seq;
 	uint32_t tokens;
 	int32_t first_pos;
 	uint32_t outputs;
 };
 
-struct astep {
+struct seen_step {
 	uint64_t start; /* first launch (CUDA), the call (llama.cpp) */
 	uint64_t done;	/* completion (or its upper bound) */
 	uint64_t seen;	/* host observed completion */
 	bool bound;
 	uint32_t nseqs;	  /* 0: the source does not name sequences */
 	uint64_t context; /* the step stream within the process */
-	struct aseq *seqs;
+	struct seen_seq *seqs;
 };
 
-struct gpu_proc {
+struct step_proc {
 	uint32_t pid;
-	struct astep *v; /* by seen, oldest first */
+	struct seen_step *v; /* by seen, oldest first */
 	size_t n, cap;
 };
 
-struct tree {
+struct ancestry {
 	uint32_t pid;
 	uint32_t anc[MAX_ANCESTORS];
 	uint32_t n;
-	struct tree *next;
+	struct ancestry *next;
 };
 
 struct first_token {
@@ -71,26 +72,26 @@ struct first_token {
 };
 
 /* A first token placed on a step of the window being attributed. */
-struct mark {
-	size_t k;  /* the step */
-	size_t f;  /* fts[f] */
-	size_t ls; /* the latest step seen before it */
+struct token_mark {
+	size_t step;	    /* the window step it is placed on */
+	size_t ft;	    /* the first token: fts[ft] */
+	size_t latest_seen; /* the latest step the host had seen before it */
 	bool aligned;
 };
 
-struct engine {
+struct engine_procs {
 	uint32_t pids[ATTRIB_MAX_PIDS];
 	uint32_t npids;
 	bool chunked;		  /* in the window being attributed */
 	uint64_t chunk_excess_ns; /* typical excess of a full prefill chunk over decode */
 	uint64_t counted_to;	  /* steps seen up to here are in the stats */
 	struct attrib_engine_stats st;
-	struct engine *next;
+	struct engine_procs *next;
 };
 
 struct http_engine {
 	uint32_t http_pid;
-	struct engine *e;
+	struct engine_procs *e;
 };
 
 /* How an HTTP server streams, from its requests whose usage gave a token count: events
@@ -107,15 +108,15 @@ struct override {
 };
 
 struct attrib {
-	struct gpu_proc *procs;
+	struct step_proc *procs;
 	size_t nprocs, capprocs;
-	struct tree *trees[TREE_BUCKETS];
+	struct ancestry *ancestries[ANCESTRY_BUCKETS];
 	struct first_token *fts; /* by ft */
 	size_t nfts, capfts;
 	uint64_t losses[MAX_LOSSES];
 	size_t nlosses;
 	uint64_t pruned_before; /* nothing older than this is kept */
-	struct engine *engines;
+	struct engine_procs *engines;
 	struct http_engine *http;
 	size_t nhttp, caphttp;
 	struct http_style *styles;
@@ -124,12 +125,12 @@ struct attrib {
 	size_t noverrides;
 	uint32_t *clients; /* processes that made LLM API calls themselves: proxies, gateways */
 	size_t nclients, capclients;
-	struct mark *marks; /* of the window being attributed, by step */
+	struct token_mark *marks; /* of the window being attributed, by step */
 	size_t nmarks, capmarks;
 };
 
 /* A step of the engine (merged across tensor-parallel ranks) in the window of one request. */
-struct estep {
+struct window_step {
 	uint64_t start, done, seen, busy_start;
 	bool bound;
 	uint32_t ranks;		/* bit per engine pid */
@@ -140,7 +141,7 @@ struct estep {
 };
 
 /* GPU time of a window step: from when the GPU got to it (busy_start) to its end. */
-static inline uint64_t estep_busy(const struct estep *s)
+static inline uint64_t window_step_busy(const struct window_step *s)
 {
 	return s->done > s->busy_start ? s->done - s->busy_start : 0;
 }
@@ -152,44 +153,44 @@ static inline int attrib_cmp_u64(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* attrib.c: what is kept, and what every split does */
+/* attrib_state.c: what is kept, and what every split does */
 /* The gap's decode time (its steps' busy time, at most the gap), host time, and the request's
  * sums. */
 void attrib_close_gap(struct attribution *at, struct attrib_gap *gp, uint64_t busy_ns);
 /* id among the requests whose prefill shared the request's steps (once). -1: no memory. */
 int attrib_add_interferer(struct attribution *at, uint64_t id);
-struct gpu_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create);
+struct step_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create);
 bool attrib_is_client(const struct attrib *a, uint32_t pid);
 
 /* attrib_serving.c: the engine of an HTTP process, and its steps around one request */
 int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
 		       struct attribution *out);
-struct engine *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t n);
-void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine *e);
+struct engine_procs *attrib_engine_of(struct attrib *a, const uint32_t *pids, uint32_t n);
+void attrib_remember_http(struct attrib *a, uint32_t http_pid, struct engine_procs *e);
 bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid,
-		   const struct engine *e);
+		   const struct engine_procs *e);
 long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_t from,
-			 uint64_t to, struct estep **out, char *err, size_t errn);
+			 uint64_t to, struct window_step **out, char *err, size_t errn);
 
 /* attrib_align.c: which step produced each token event */
-size_t attrib_latest_seen(const struct estep *v, size_t n, uint64_t t);
-void attrib_place_first_tokens(struct attrib *a, const struct engine *e, uint32_t own_pid,
-			       struct estep *v, size_t n, uint64_t to);
-bool attrib_align_tokens(const struct estep *v, size_t n, const struct request *r,
+size_t attrib_latest_seen(const struct window_step *v, size_t n, uint64_t t);
+void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, uint32_t own_pid,
+			       struct window_step *v, size_t n, uint64_t to);
+bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,
 			 bool server_every_token, size_t *q, bool *moved);
 bool attrib_server_every_token(const struct attrib *a, uint32_t http_pid);
 
 /* attrib_seqs.c: where the steps name their sequences, the request's own, and the split */
 /* 0: attributed; -1: not (at->error says why); 1: the steps do not name sequences. */
-int attrib_by_sequence(struct attrib *a, struct engine *e, const struct request *r,
+int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct request *r,
 		       struct attribution *at, uint64_t from, uint64_t to);
 
 /* attrib_prefill.c: which steps carried prefill */
-void attrib_classify_steps(struct attrib *a, struct engine *e, uint32_t own_pid,
-			   struct estep *v, size_t n, uint64_t to);
-bool attrib_prefill_of_other(const struct attrib *a, const struct estep *s, uint64_t id);
-size_t attrib_prefill_start_step(const struct attrib *a, const struct engine *e,
-				 const struct estep *v, size_t sft, const struct request *r,
+void attrib_classify_steps(struct attrib *a, struct engine_procs *e, uint32_t own_pid,
+			   struct window_step *v, size_t n, uint64_t to);
+bool attrib_prefill_of_other(const struct attrib *a, const struct window_step *s, uint64_t id);
+size_t attrib_prefill_start_step(const struct attrib *a, const struct engine_procs *e,
+				 const struct window_step *v, size_t sft, const struct request *r,
 				 struct attribution *at);
 
 #endif

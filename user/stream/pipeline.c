@@ -10,7 +10,7 @@
 #include "llm/request.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
-#include "engine/match.h"
+#include "stream/match.h"
 #include "stream/conn.h"
 #include "stream/pipeline.h"
 #include "stream/recording.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "llm/request.h"
-#include "engine/match.h"
+#include "stream/match.h"
 
 #define MATCH_KEEP 8192
 #define MATCH_HOPS 4			 /* proxies followed, at most */
