@@ -84,7 +84,11 @@ phase tls
 "$W/sseserver-stripped" -cert "$W/cert.pem" -key "$W/key.pem" -port-file "$OUT/go.port" \
 	-truth "$OUT/go.truth" >/dev/null 2>&1 &
 srv=$!
-if wait_for "$OUT/go.port" "[0-9]" 30; then
+# The server is a new file to tokenscope: curl's request, made as soon as the server listens,
+# can come before its probes are on (issue 37; CI lost the server's record so once on the
+# host), so curl waits for them as the Go client does.
+if wait_for "$OUT/go.port" "[0-9]" 30 &&
+	wait_for "$OUT/stderr.txt" "Go TLS probes on .*sseserver-stripped" 60; then
 	port=$(cat "$OUT/go.port")
 	bounded curl 30 "$W/curl" -sS --fail -N --http1.1 --cacert "$W/cert.pem" -o /dev/null \
 		-H "Content-Type: application/json" "https://127.0.0.1:$port/v1/chat/completions" \
