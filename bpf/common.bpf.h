@@ -18,7 +18,7 @@
 
 const volatile struct ts_filter ts_filter = {};
 /* Bytes waiting in the ring past which a record wakes the reader: an eighth of the ring, set
- * by userspace before load (see ts_quiet). */
+ * by userspace before load (see ts_submit_flags). */
 const volatile __u64 ts_ring_wake = 1 << 20;
 
 struct {
@@ -313,7 +313,7 @@ static __always_inline void ts_fill_hdr(struct ts_event_hdr *h, __u32 type, __u3
 
 /*
  * A fixed-size record of the current task, stamped now, its header filled: the caller fills
- * the body and calls bpf_ringbuf_submit(rec, ts_quiet()). NULL when the ring buffer is full, counted
+ * the body and calls bpf_ringbuf_submit(rec, ts_submit_flags()). NULL when the ring buffer is full, counted
  * under drop_counter: nothing is lost silently. size must be a constant.
  */
 static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_counter)
@@ -336,7 +336,7 @@ static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_count
  * figure. Records the reader acts on (exec, dlopen, exit: probes to attach) wake it always
  * (flags 0 would not: they notify only a reader that has caught up).
  */
-static __always_inline __u64 ts_quiet(void)
+static __always_inline __u64 ts_submit_flags(void)
 {
 	/* The ring's size is fixed once loaded: userspace sets ts_ring_wake to an eighth of it,
 	 * which saves a helper call per record. */

@@ -367,7 +367,7 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 	} else {
 		__builtin_memset(&m->work, 0, sizeof(m->work));
 	}
-	bpf_ringbuf_submit(m, ts_quiet());
+	bpf_ringbuf_submit(m, ts_submit_flags());
 }
 
 /* Device-wide sync: every stream of the process hands over its work first. */
@@ -779,7 +779,7 @@ SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
 			if (c->name &&
 			    bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
 				e->name[0] = 0;
-			bpf_ringbuf_submit(e, ts_quiet());
+			bpf_ringbuf_submit(e, ts_submit_flags());
 		}
 	}
 	bpf_map_delete_elem(&cuda_name_calls, &tid);

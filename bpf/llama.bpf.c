@@ -301,7 +301,7 @@ int llama_step_exit(struct pt_regs *ctx)
 	if (size > sizeof(*r))
 		size = sizeof(*r);
 	ts_fill_hdr(&r->hdr, TS_EV_LLAMA_STEP, size, bpf_ktime_get_ns());
-	if (bpf_ringbuf_output(&events, r, size, ts_quiet()))
+	if (bpf_ringbuf_output(&events, r, size, ts_submit_flags()))
 		ts_count(TS_CNT_LLAMA_DROPS, 1);
 	else
 		ts_count(TS_CNT_LLAMA_STEPS, 1);

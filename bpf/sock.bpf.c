@@ -325,7 +325,7 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 	e->exact = exact;
 	e->flags = flags;
 	sock_addr(sk, &e->addr);
-	bpf_ringbuf_submit(e, ts_quiet());
+	bpf_ringbuf_submit(e, ts_submit_flags());
 }
 
 /* phase: entry: is this a socket we capture, and where are its bytes */
@@ -378,7 +378,7 @@ static __always_inline void send_missing(struct ts_sock_data *ev, __u64 seq, __u
 	ev->total_len = total > 0xffffffffULL ? 0xffffffffU : (__u32)total;
 	ev->offset = offset;
 	ev->len = 0;
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), ts_quiet()))
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev), ts_submit_flags()))
 		ts_count(TS_CNT_DROPS, 1);
 }
 
@@ -406,7 +406,7 @@ static __always_inline void send_piece(struct copy_state *s, struct ts_sock_data
 	ev->len = n;
 	s->pieces++;
 	s->fill = 0;
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_quiet())) {
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_submit_flags())) {
 		ts_count(TS_CNT_DROPS, 1);
 		ts_count(TS_CNT_DROP_BYTES, n);
 		return;
@@ -736,7 +736,7 @@ static __always_inline void end_socket(__u64 ino, __u32 flags)
 	e->sock = ino;
 	e->owner = owner;
 	e->flags = flags;
-	bpf_ringbuf_submit(e, ts_quiet());
+	bpf_ringbuf_submit(e, ts_submit_flags());
 }
 
 /* int close(int fd): the end of a stream. A socket still open through another fd (dup,
@@ -796,7 +796,7 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	ev->len = 0;
 	ev->owner = st->owner;
 	sock_addr(sk, &ev->addr);
-	bpf_ringbuf_submit(ev, ts_quiet());
+	bpf_ringbuf_submit(ev, ts_submit_flags());
 	return 0;
 }
 

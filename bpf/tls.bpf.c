@@ -115,7 +115,7 @@ static __always_inline long emit_piece_of(__u64 i, const struct piece_ctx *p, st
 		ev->flags |= TS_F_READ_FAULT;
 		ts_count(TS_CNT_READ_FAULTS, 1);
 	}
-	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_quiet())) {
+	if (bpf_ringbuf_output(&events, ev, sizeof(*ev) + n, ts_submit_flags())) {
 		ts_count(TS_CNT_DROPS, 1);
 		ts_count(TS_CNT_DROP_BYTES, n);
 		return 0;
@@ -400,7 +400,7 @@ int BPF_KPROBE(ssl_free_enter, void *ssl)
 	if (!e)
 		return 0;
 	e->ssl = (__u64)ssl;
-	bpf_ringbuf_submit(e, ts_quiet());
+	bpf_ringbuf_submit(e, ts_submit_flags());
 	return 0;
 }
 

@@ -2,7 +2,7 @@
 /*
  * Live capture: open and load every probe family (one BPF object each, sharing the first one's
  * ring buffer, counters and pid filter), attach them, and feed the ring buffer's records to the
- * pipeline until told to stop. The table of probe families is in live.c.
+ * pipeline until told to stop. The table of probe families is in families.c.
  */
 #ifndef TS_LIVE_H
 #define TS_LIVE_H

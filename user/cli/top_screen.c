@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/text.h"
 #include "llm/dialect.h"
 #include "sinks/top.h"
@@ -87,14 +88,6 @@ static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig)
 {
 	interrupted = 1;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int top_screen__check(void)
@@ -597,7 +590,7 @@ struct top_screen *top_screen__start(struct top *t, struct pipeline *pl, const c
 		init_pair(PAIR_DIM, COLOR_YELLOW, -1);
 	}
 	if (!replay) {
-		uint64_t now = mono_ns();
+		uint64_t now = clock__now_ns();
 
 		top__set_start(t, now);
 		take_view(s, now);
@@ -663,7 +656,7 @@ static uint64_t replay_now(struct top_screen *s, uint64_t wall)
 static int wait_until(struct top_screen *s, uint64_t t)
 {
 	for (;;) {
-		uint64_t wall = mono_ns(), now = replay_now(s, wall);
+		uint64_t wall = clock__now_ns(), now = replay_now(s, wall);
 		bool was_paused = s->paused;
 		uint64_t left_ns;
 
@@ -689,7 +682,7 @@ int top_screen__pace(struct top_screen *s, uint64_t ts)
 
 	if (!s->v0) {
 		s->v0 = ts;
-		s->wall0 = mono_ns();
+		s->wall0 = clock__now_ns();
 		s->next_refresh_ns = ts + period;
 		top__set_start(s->top, ts);
 		take_view(s, ts);

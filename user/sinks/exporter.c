@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "sinks/exporter.h"
 
 /*
@@ -49,14 +50,6 @@ struct exporter {
 	unsigned live; /* used and not dropped */
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void drop(struct exporter *e, struct slot *s)
 {
 	shutdown(s->fd, SHUT_RDWR);
@@ -86,7 +79,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (!ci)
 			return;
-		e->slots[i] = (struct slot){ .fd = ci->connect_fd, .since_ns = mono_ns(),
+		e->slots[i] = (struct slot){ .fd = ci->connect_fd, .since_ns = clock__now_ns(),
 					     .used = true };
 		e->live++;
 		*socket_context = &e->slots[i];
@@ -103,7 +96,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct slot *s = ci ? ci->socket_context : NULL;
 
 	if (s)
-		s->since_ns = mono_ns();
+		s->since_ns = clock__now_ns();
 }
 
 /* Before each accept: full, so the connection waiting longest makes room. */
@@ -133,7 +126,7 @@ static void *serve(void *arg)
 		uint64_t now;
 
 		MHD_run_wait(e->d, RUN_WAIT_MS);
-		now = mono_ns();
+		now = clock__now_ns();
 		for (size_t i = 0; i < MHD_LIMIT; i++) {
 			struct slot *s = &e->slots[i];
 

@@ -11,6 +11,7 @@
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "llm/attribution.h"
+#include "base/recent.h"
 #include "sinks/top.h"
 
 /* Requests (and steps) kept per group (and engine), at most: a window reaching past the
@@ -30,69 +31,10 @@ struct kept_req {
 	uint64_t busy, idle, prefill, emit; /* the TTFT split, attributed requests (ns) */
 };
 
-/* The newest items of one size, oldest first: at most KEEP_MAX, and none that ended more than
- * HORIZON_NS before the newest (the longest window but all; "all" takes the summary's
- * samples, and its tail and slow requests from what is kept). */
+/* Each group's requests and engine's steps are kept (base/recent.h) this long before the
+ * newest: the longest window but all ("all" takes the summary's samples, and its tail and
+ * slow requests from what is kept). */
 #define HORIZON_NS (300ull * 1000000000ull + DISORDER_NS)
-
-struct ring {
-	void *v;
-	size_t size, head, len, cap;
-	uint64_t dropped;    /* items let go (too old, or past KEEP_MAX) */
-	uint64_t dropped_ns; /* the latest end of those */
-};
-
-/* The i-th oldest item. */
-static void *ring_at(const struct ring *r, size_t i)
-{
-	return (char *)r->v + (r->head + i) % r->cap * r->size;
-}
-
-/* The i-th newest item (0: the newest). */
-static void *ring_newest(const struct ring *r, size_t i)
-{
-	return ring_at(r, r->len - 1 - i);
-}
-
-static void ring_pop(struct ring *r)
-{
-	uint64_t end = *(const uint64_t *)ring_at(r, 0);
-
-	if (end > r->dropped_ns)
-		r->dropped_ns = end;
-	r->head = (r->head + 1) % r->cap;
-	r->len--;
-	r->dropped++;
-}
-
-/* Room for one more, the oldest let go when KEEP_MAX are kept; NULL without memory. */
-static void *ring_push(struct ring *r)
-{
-	if (r->len == r->cap && r->cap == KEEP_MAX) {
-		ring_pop(r);
-	} else if (r->len == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		char *v = malloc(cap * r->size);
-
-		if (!v)
-			return NULL;
-		for (size_t i = 0; i < r->len; i++) /* oldest first again, from 0 */
-			memcpy(v + i * r->size, ring_at(r, i), r->size);
-		free(r->v);
-		r->v = v;
-		r->cap = cap;
-		r->head = 0;
-	}
-	return ring_at(r, r->len++);
-}
-
-/* Items that ended more than HORIZON_NS before newest_ns are let go (each starts with its
- * end, as ring_scan reads it). */
-static void ring_expire(struct ring *r, uint64_t newest_ns)
-{
-	while (r->len > 1 && *(const uint64_t *)ring_at(r, 0) + HORIZON_NS < newest_ns)
-		ring_pop(r);
-}
 
 /* The summary's grouping (llm/group.h). */
 struct group {
@@ -101,12 +43,12 @@ struct group {
 	uint64_t n, incomplete, hits, known_cache;
 	double gap_max;
 	struct sample ttft, tpot;
-	struct ring reqs; /* struct kept_req */
+	struct recent reqs; /* struct kept_req */
 	uint64_t in_flight, waiting; /* of the view being made */
 };
 
 struct kept_step {
-	uint64_t end_ns, start_ns; /* the end first, as in kept_req: ring_scan reads it */
+	uint64_t end_ns, start_ns; /* the end first, as in kept_req: recent_scan reads it */
 	uint8_t kind; /* enum step_kind */
 	uint8_t carried; /* CUDA: CARRIED_* that attributed requests showed it did */
 	bool failed;
@@ -122,7 +64,7 @@ struct engine {
 	uint32_t pid;
 	enum step_source source;
 	char comm[TS_COMM_LEN];
-	struct ring steps; /* struct kept_step */
+	struct recent steps; /* struct kept_step */
 };
 
 struct top {
@@ -183,7 +125,7 @@ static void group_free(void *group)
 
 	sample__free(&g->ttft);
 	sample__free(&g->tpot);
-	free(g->reqs.v);
+	recent__free(&g->reqs);
 }
 
 void top__free(struct top *t)
@@ -192,7 +134,7 @@ void top__free(struct top *t)
 		return;
 	request_groups__free(&t->groups, group_free);
 	for (size_t i = 0; i < t->nengines; i++) {
-		free(t->engines[i]->steps.v);
+		recent__free(&t->engines[i]->steps);
 		free(t->engines[i]);
 	}
 	for (size_t i = 0; i < 3; i++)
@@ -212,13 +154,13 @@ static struct group *group_of(struct top *t, const struct request *r)
 	struct group *g = request_groups__of(&t->groups, r);
 
 	if (g && !g->reqs.size) /* new */
-		g->reqs.size = sizeof(struct kept_req);
+		recent__init(&g->reqs, sizeof(struct kept_req), KEEP_MAX, HORIZON_NS);
 	return g;
 }
 
 static void keep_request(struct group *g, const struct request *r, const struct request_metrics *m)
 {
-	struct kept_req *k = ring_push(&g->reqs);
+	struct kept_req *k = recent__push(&g->reqs);
 	const struct attribution *a = r->attr;
 
 	if (!k)
@@ -236,7 +178,7 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 		k->prefill = a->prefill_ns;
 		k->emit = a->emit_ns;
 	}
-	ring_expire(&g->reqs, k->end_ns);
+	recent__expire(&g->reqs, k->end_ns);
 }
 
 static int cmp_u64(const void *x, const void *y)
@@ -287,7 +229,7 @@ static void mark_steps(struct top *t, const struct request *r)
 		if (!serves || e->source != STEP_SOURCE_CUDA)
 			continue;
 		for (size_t j = 0; j < e->steps.len; j++) {
-			struct kept_step *k = ring_newest(&e->steps, j);
+			struct kept_step *k = recent__newest(&e->steps, j);
 
 			if (k->end_ns + DISORDER_NS < a->prefill_start_ns)
 				break;
@@ -347,15 +289,15 @@ void top__step(struct top *t, const struct engine_step *s)
 		e->pid = s->pid;
 		e->source = s->source;
 		memcpy(e->comm, s->comm, sizeof(e->comm));
-		e->steps.size = sizeof(struct kept_step);
+		recent__init(&e->steps, sizeof(struct kept_step), KEEP_MAX, HORIZON_NS);
 		t->engines[t->nengines++] = e;
 	}
-	k = ring_push(&e->steps);
+	k = recent__push(&e->steps);
 	if (!k)
 		return;
 	*k = (struct kept_step){ s->end_ns > s->start_ns ? s->end_ns : s->start_ns, s->start_ns,
 				 (uint8_t)step__kind(s), 0, s->failed, s->nseqs };
-	ring_expire(&e->steps, k->end_ns);
+	recent__expire(&e->steps, k->end_ns);
 }
 
 /* ---- the view ---- */
@@ -368,11 +310,11 @@ struct span {
 };
 
 /* Calls keep(ctx, item) for each item of r that ended in the window, newest first. */
-static void ring_scan(const struct ring *r, const struct span *w, void (*keep)(void *, void *),
+static void recent_scan(const struct recent *r, const struct span *w, void (*keep)(void *, void *),
 		      void *ctx)
 {
 	for (size_t i = 0; i < r->len; i++) {
-		void *item = ring_newest(r, i);
+		void *item = recent__newest(r, i);
 		uint64_t end = *(const uint64_t *)item; /* each item starts with... its end */
 
 		if (end > w->hi)
@@ -525,7 +467,7 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	if (!w->all) {
 		sample__clear(ttft);
 		sample__clear(tpot);
-		ring_scan(&g->reqs, w, row_pass1, &a);
+		recent_scan(&g->reqs, w, row_pass1, &a);
 	} else { /* the whole run: the summary's own figures, not a scan of what is kept */
 		row->done = g->n;
 		row->incomplete = g->incomplete;
@@ -546,7 +488,7 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	row->hit_share = a.known ? 100.0 * (double)a.hits / (double)a.known : NAN;
 	if (!isnan(a.p90)) {
 		a.slow = list_slow && sample__count(ttft) >= 10;
-		ring_scan(&g->reqs, w, row_pass2, &a);
+		recent_scan(&g->reqs, w, row_pass2, &a);
 		tail_bar(a.split, row->tail);
 	}
 }
@@ -624,7 +566,7 @@ static void engine_row(struct top *t, struct top_view *v, const struct engine *e
 		 e->pid);
 	row->source = e->source == STEP_SOURCE_LLAMA ? "llama.cpp" : "cuda";
 	sample__clear(&t->scratch[2]);
-	ring_scan(&e->steps, w, engine_pass, &a);
+	recent_scan(&e->steps, w, engine_pass, &a);
 	if (e->steps.dropped && (w->all || e->steps.dropped_ns > w->lo))
 		v->window_cut = true;
 	row->steps_per_s = w->secs > 0 ? (double)row->steps / w->secs : NAN;

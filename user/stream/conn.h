@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * One connection (a TLS object or a socket of one process) and its two byte streams. Finds the role (a process that
- * writes a request is a client, one that reads one is a server), runs an HTTP/1.1 parser per
- * direction, pairs responses with requests in order (keep-alive, pipelining), and drives the
- * response body through decoding, SSE/NDJSON framing and the API dialect into a request record.
+ * One connection (a TLS object or a socket of one process) and its two byte streams. Finds
+ * the role (a process that writes a request is a client, one that reads one is a server) and
+ * the wire protocol from the first bytes, and hands every byte to that protocol's reader
+ * (stream/wire.h: HTTP/1.1 in http1conn.c, HTTP/2 in h2conn.c), which drives each response
+ * body through decoding, SSE/NDJSON framing and the API dialect into a request record.
  */
 #ifndef TS_CONN_H
 #define TS_CONN_H

@@ -11,7 +11,6 @@
 #include "proto/http1.h"
 #include "llm/dialect.h"
 #include "llm/grpc_dialect.h"
-#include "stream/conn.h"
 #include "stream/h2conn.h"
 #include "stream/response.h"
 
@@ -31,7 +30,7 @@ struct h2_stream {
 };
 
 struct h2conn {
-	struct conn *owner;
+	struct wire_host host; /* what the connection lends */
 	const struct conn_sink *sink;
 	struct h2_counts *counts;
 	struct h2_framer *fr[2]; /* [is_write] */
@@ -75,7 +74,7 @@ static void untracked(struct h2conn *h)
 {
 	struct h2_counts *c = h->counts;
 	const size_t max = sizeof(c->untracked_by) / sizeof(c->untracked_by[0]);
-	int role = conn__role(h->owner);
+	int role = h->host.role(h->host.ctx);
 	size_t i;
 
 	c->streams_untracked++;
@@ -144,7 +143,7 @@ static void end_stream(struct h2conn *h, struct h2_stream *s, const char *reason
 			r->response_done = true;
 		}
 		s->req = NULL;
-		conn__end_request(h->owner, r, reason, ts);
+		h->host.end_request(h->host.ctx, r, reason, ts);
 	}
 	free_stream(h, s);
 }
@@ -248,7 +247,7 @@ static void request_head(struct h2conn *h, const struct h2_frame *f, const struc
 	struct request *r;
 	struct h2_stream *s;
 
-	r = conn__begin_request(h->owner, f->start_ns);
+	r = h->host.begin_request(h->host.ctx, f->start_ns);
 	if (!r)
 		return;
 	s = add_stream(h, f->stream, r);
@@ -327,7 +326,7 @@ static void learn_role(struct h2conn *h, const struct h2_head *hd)
 		h->client_dir = !h->cur_dir;
 	else
 		return;
-	conn__set_role(h->owner, h->client_dir ? ROLE_CLIENT : ROLE_SERVER);
+	h->host.set_role(h->host.ctx, h->client_dir ? ROLE_CLIENT : ROLE_SERVER);
 }
 
 static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size_t len,
@@ -530,15 +529,22 @@ static const struct h2_callbacks h2_callbacks = {
 
 /* ---- the connection ---- */
 
-struct h2conn *h2conn__new(struct conn *owner, const char *comm, bool from_preface)
+static void h2_free(void *w);
+static void expect_preface(struct h2conn *h, bool is_write);
+static void adopt(struct h2conn *h, struct request *r);
+
+/* Seen from its start (the client preface, or an h2c upgrade: how->carried goes on as stream
+ * 1), or joined mid-way, recognised by its frames. */
+static void *h2_open(const struct wire_host *host, const struct wire_start *how)
 {
 	struct h2conn *h = calloc(1, sizeof(*h));
+	bool from_preface = how->from_start;
 
 	if (!h)
 		return NULL;
-	h->owner = owner;
-	h->comm = comm;
-	h->sink = conn__sink(owner);
+	h->host = *host;
+	h->comm = host->comm;
+	h->sink = host->sink;
 	h->counts = h->sink->h2;
 	h->joined = !from_preface;
 	h->client_dir = -1;
@@ -546,7 +552,7 @@ struct h2conn *h2conn__new(struct conn *owner, const char *comm, bool from_prefa
 		h->fr[d] = h2_framer__new(&h2_callbacks, h);
 		h->hp[d] = hpack__new(from_preface);
 		if (!h->fr[d] || !h->hp[d]) {
-			h2conn__free(h);
+			h2_free(h);
 			return NULL;
 		}
 		/* joined: the peer may have raised the limit before we looked */
@@ -555,11 +561,17 @@ struct h2conn *h2conn__new(struct conn *owner, const char *comm, bool from_prefa
 	}
 	h->counts->connections++;
 	h->join_undecided = h->joined;
+	if (from_preface)
+		expect_preface(h, how->client_is_write);
+	if (how->carried)
+		adopt(h, how->carried);
 	return h;
 }
 
-void h2conn__free(struct h2conn *h)
+static void h2_free(void *w)
 {
+	struct h2conn *h = w;
+
 	if (!h)
 		return;
 	while (h->nstreams) {
@@ -579,27 +591,20 @@ void h2conn__free(struct h2conn *h)
 	free(h);
 }
 
-void h2conn__expect_preface(struct h2conn *h, bool is_write)
+/* The client writes the preface in the direction is_write: skipped there. */
+static void expect_preface(struct h2conn *h, bool is_write)
 {
 	h->preface_left[is_write] = H2_PREFACE_LEN;
 	h->client_dir = is_write;
 }
 
-void h2conn__preface_seen(struct h2conn *h, bool is_write, size_t n)
+/* An h2c upgrade's request, which goes on as stream 1. */
+static void adopt(struct h2conn *h, struct request *r)
 {
-	h->preface_left[is_write] = (uint8_t)(H2_PREFACE_LEN - (n < H2_PREFACE_LEN ? n : H2_PREFACE_LEN));
-}
+	struct h2_stream *s = add_stream(h, 1, r);
 
-void h2conn__upgraded(struct h2conn *h, struct request *r, bool client_is_write)
-{
-	struct h2_stream *s;
-
-	h2conn__expect_preface(h, client_is_write);
-	if (!r)
-		return;
-	s = add_stream(h, 1, r);
 	if (!s) {
-		conn__end_request(h->owner, r, "no_memory", r->start_ns);
+		h->host.end_request(h->host.ctx, r, "no_memory", r->start_ns);
 		return;
 	}
 	h->streams_seen++;
@@ -638,8 +643,8 @@ static void seen_from_start(struct h2conn *h, bool client_is_write)
 	if (h->join_counted)
 		h->counts->joined--;
 	h->join_counted = false;
-	h2conn__expect_preface(h, client_is_write);
-	conn__set_role(h->owner, client_is_write ? ROLE_CLIENT : ROLE_SERVER);
+	expect_preface(h, client_is_write);
+	h->host.set_role(h->host.ctx, client_is_write ? ROLE_CLIENT : ROLE_SERVER);
 }
 
 static bool is_preface(const uint8_t *data, size_t len)
@@ -666,8 +671,9 @@ static void decide_joined(struct h2conn *h, bool is_write, const uint8_t *data, 
 	h->counts->joined++;
 }
 
-void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, uint64_t ts)
+static void h2_data(void *w, bool is_write, uint8_t *data, size_t len, uint64_t ts)
 {
+	struct h2conn *h = w;
 	size_t skip;
 	enum h2_error e;
 
@@ -698,8 +704,9 @@ void h2conn__data(struct h2conn *h, bool is_write, uint8_t *data, size_t len, ui
 		framer_failed(h, e, ts);
 }
 
-void h2conn__missing(struct h2conn *h, bool is_write, uint64_t n, uint64_t ts)
+static void h2_missing(void *w, bool is_write, uint64_t n, uint64_t ts)
 {
+	struct h2conn *h = w;
 	uint32_t id = h2_framer__data_stream(h->fr[is_write]);
 	struct h2_stream *s = id ? find_stream(h, id) : NULL;
 	enum h2_error e;
@@ -716,8 +723,10 @@ void h2conn__missing(struct h2conn *h, bool is_write, uint64_t n, uint64_t ts)
 		framer_failed(h, e, ts);
 }
 
-void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason)
+static void h2_lost(void *w, uint64_t ts, const char *reason)
 {
+	struct h2conn *h = w;
+
 	for (int d = 0; d < 2; d++) {
 		h2_framer__gap(h->fr[d], UINT64_MAX, ts);
 		hpack__lose(h->hp[d]);
@@ -725,18 +734,22 @@ void h2conn__lost(struct h2conn *h, uint64_t ts, const char *reason)
 	end_all(h, reason, true, ts);
 }
 
-void h2conn__close(struct h2conn *h, uint64_t ts, const char *reason)
+static void h2_close(void *w, uint64_t ts, const char *reason)
 {
-	end_all(h, reason, false, ts);
+	end_all(w, reason, false, ts);
 }
 
-size_t h2conn__inflight(const struct h2conn *h)
+static size_t h2_inflight(const void *w)
 {
+	const struct h2conn *h = w;
+
 	return h->nstreams;
 }
 
-void h2conn__set_addresses(struct h2conn *h, const char *local, const char *peer)
+static void h2_set_addresses(void *w, const char *local, const char *peer)
 {
+	struct h2conn *h = w;
+
 	for (size_t i = 0; i < h->nstreams; i++) {
 		struct request *r = h->streams[i]->req;
 
@@ -747,11 +760,26 @@ void h2conn__set_addresses(struct h2conn *h, const char *local, const char *peer
 	}
 }
 
-void h2conn__each_open(const struct h2conn *h, void (*fn)(void *ctx, const struct request *r),
-		       void *ctx)
+static void h2_each_open(const void *w, open_request_fn fn, void *ctx)
 {
+	const struct h2conn *h = w;
+
 	for (size_t i = 0; i < h->nstreams; i++) {
 		if (h->streams[i]->req)
 			fn(ctx, h->streams[i]->req);
 	}
 }
+
+const struct wire_ops h2_wire = {
+	.name = "http/2",
+	.kind = CONN_HTTP2,
+	.open = h2_open,
+	.free = h2_free,
+	.data = h2_data,
+	.missing = h2_missing,
+	.lost = h2_lost,
+	.close = h2_close,
+	.inflight = h2_inflight,
+	.each_open = h2_each_open,
+	.set_addresses = h2_set_addresses,
+};

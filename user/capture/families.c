@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The probe families and their builds (capture/families.h). */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "stream/pipeline.h"
+#include "capture/attach.h"
+#include "capture/cuda_names.h"
+#include "capture/families.h"
+#include "capture/kernel.h"
+#include "capture/tracefs.h"
+#include "cuda.skel.h"
+#include "cuda_legacy.skel.h"
+#include "llama.skel.h"
+#include "llama_legacy.skel.h"
+#include "sock.skel.h"
+#include "sock_core.skel.h"
+#include "sock_legacy.skel.h"
+#include "tls.skel.h"
+#include "tls_legacy.skel.h"
+
+/* A map that the first family also has, by name (events, counters, pids, and what two
+ * families share on purpose, like tls_calls), is created by the first and reused by the
+ * others: one map, whichever program writes it. */
+
+/* What live capture needs from a generated skeleton, whatever its type. */
+#define SKELETON_GLUE(x)                                                                      \
+	static void *x##_open(void) { return x##_bpf__open(); }                                \
+	static struct bpf_object *x##_object(void *s) { return ((struct x##_bpf *)s)->obj; }   \
+	static struct ts_filter *x##_filter(void *s)                                           \
+	{                                                                                     \
+		return (struct ts_filter *)&((struct x##_bpf *)s)->rodata->ts_filter;           \
+	}                                                                                     \
+	static __u64 *x##_ring_wake(void *s)                                                  \
+	{                                                                                     \
+		return (__u64 *)&((struct x##_bpf *)s)->rodata->ts_ring_wake;                   \
+	}                                                                                     \
+	static int x##_load(void *s) { return x##_bpf__load(s); }                              \
+	static void x##_destroy(void *s) { x##_bpf__destroy(s); }
+
+SKELETON_GLUE(tls)
+SKELETON_GLUE(cuda)
+SKELETON_GLUE(sock)
+SKELETON_GLUE(sock_core)
+SKELETON_GLUE(llama)
+SKELETON_GLUE(tls_legacy)
+SKELETON_GLUE(cuda_legacy)
+SKELETON_GLUE(sock_legacy)
+SKELETON_GLUE(llama_legacy)
+
+struct probe_family {
+	const char *name; /* as the uprobe sets in attach.c name it */
+	const char *what; /* in messages */
+	bool optional;	  /* failing to load costs this family's view, not the run */
+	bool (*wanted)(const struct live_opts *o); /* NULL: always loaded */
+	void *(*open)(void);
+	struct bpf_object *(*object)(void *skel);
+	struct ts_filter *(*filter)(void *skel);
+	__u64 *(*ring_wake)(void *skel); /* common.bpf.h's ts_ring_wake */
+	int (*load)(void *skel);
+	void (*destroy)(void *skel);
+	/* After load: fill the family's own maps from the options (may be NULL). */
+	int (*configure)(const struct live_opts *o, struct bpf_object *obj);
+	/* The family's live-side work on a record, before and after the pipeline (may be NULL):
+	 * what needs the running process (its /proc), done before the process is gone. */
+	void (*before)(const struct family_work *w, void *rec, size_t size);
+	void (*after)(const struct family_work *w, const void *rec);
+};
+
+/* ---- CUDA: kernel names need the live process ---- */
+
+static void feed_record(void *ctx, void *rec, size_t size)
+{
+	pipeline__feed(ctx, rec, size);
+}
+
+static void cuda_before(const struct family_work *w, void *rec, size_t size)
+{
+	cuda_names__before(w->cuda_names, rec, size, feed_record, w->pl);
+}
+
+static void cuda_after(const struct family_work *w, const void *rec)
+{
+	cuda_names__after(w->cuda_names, rec);
+}
+
+static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
+
+/* A family's build x (bpf/x.bpf.c, or one made again from it: sock_core, *_legacy), under the
+ * family's name */
+#define BUILD(name, x, what, optional, wanted, configure, before, after)                       \
+	{ name, what, optional, wanted, x##_open, x##_object, x##_filter, x##_ring_wake, x##_load, \
+	  x##_destroy, configure, before, after }
+
+/* The plaintext family comes in two builds of bpf/sock.bpf.c: with bpf_rdonly_cast (Linux
+ * 6.2 and later: a direct load a field) and, before it, with CO-RE reads (a helper call a
+ * field; Debian 12's 6.1). Exactly one is wanted. */
+static bool has_rdonly_cast(void)
+{
+	static int has = -1;
+	const char *force = getenv("TOKENSCOPE_CORE_READS");
+
+	/* TOKENSCOPE_CORE_READS=1: the CO-RE build here too, as on 6.1 (a test runs one so) */
+	if (has < 0)
+		has = !(force && !strcmp(force, "1")) && kernel__has_kfunc("bpf_rdonly_cast");
+	return has;
+}
+
+static bool plaintext_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext && !kernel__legacy() && has_rdonly_cast();
+}
+
+static bool plaintext_core_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext && !kernel__legacy() && !has_rdonly_cast();
+}
+
+/* Every family has a legacy build, for kernels before 5.17 (kernel__legacy). */
+static bool default_wanted(const struct live_opts *o)
+{
+	return !kernel__legacy();
+}
+
+static bool legacy_wanted(const struct live_opts *o)
+{
+	return kernel__legacy();
+}
+
+static bool plaintext_legacy_wanted(const struct live_opts *o)
+{
+	return !o->no_plaintext && kernel__legacy();
+}
+
+/*
+ * A new probe family: its bpf/NAME.bpf.c (including common.bpf.h), a SKELETON_GLUE(NAME) and
+ * a line here (FAMILY_BUILDS in families.h counts them); its uprobe sets (if any) in attach.c;
+ * its record types in bpf/tokenscope.h and their row in stream/pipeline.c's record_kinds. Tracepoint, tp_btf, fentry and fexit programs attach by
+ * themselves.
+ * The first family loaded owns the shared maps: TLS, not optional, in one of its builds.
+ */
+static const struct probe_family families[] = {
+	BUILD("tls", tls, "TLS", false, default_wanted, NULL, NULL, NULL),
+	BUILD("tls", tls_legacy, "TLS (5.10 programs)", false, legacy_wanted, NULL, NULL, NULL),
+	BUILD("cuda", cuda, "CUDA", true, default_wanted, NULL, cuda_before, cuda_after),
+	BUILD("cuda", cuda_legacy, "CUDA (5.10 programs)", true, legacy_wanted, NULL, cuda_before,
+	      cuda_after),
+	BUILD("sock", sock, "plaintext TCP", true, plaintext_wanted, sock_ports, NULL, NULL),
+	/* the same family where the kernel has no bpf_rdonly_cast */
+	BUILD("sock", sock_core, "plaintext TCP (CO-RE reads)", true, plaintext_core_wanted,
+	      sock_ports, NULL, NULL),
+	BUILD("sock", sock_legacy, "plaintext TCP (5.10 programs)", true, plaintext_legacy_wanted,
+	      sock_ports, NULL, NULL),
+	BUILD("llama", llama, "llama.cpp", true, default_wanted, NULL, NULL, NULL),
+	BUILD("llama", llama_legacy, "llama.cpp (5.10 programs)", true, legacy_wanted, NULL, NULL,
+	      NULL),
+};
+
+_Static_assert(sizeof(families) / sizeof(families[0]) == FAMILY_BUILDS,
+	       "FAMILY_BUILDS (families.h) counts the rows of families[]");
+
+static struct bpf_object *obj_of(const struct families *fs, size_t i)
+{
+	return fs->skel[i] ? families[i].object(fs->skel[i]) : NULL;
+}
+
+/* The object that holds the shared maps: the first family loaded (families[]). */
+struct bpf_object *families__owner(const struct families *fs)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (fs->skel[i])
+			return obj_of(fs, i);
+	}
+	return NULL;
+}
+
+const char *families__loaded(const struct families *fs, const char *name)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (!strcmp(families[i].name, name) && fs->skel[i])
+			return families[i].what;
+	}
+	return NULL;
+}
+
+/* The same filter in every family: the -p and -c options. */
+static void set_filter(struct ts_filter *f, const struct live_opts *o)
+{
+	f->self = (__u32)getpid();
+	f->by_pid = o->npids > 0;
+	f->by_port = o->nports > 0;
+	if (o->comm) {
+		f->by_comm = 1;
+		strncpy(f->comm, o->comm, TS_COMM_LEN - 1);
+	}
+}
+
+/* Open, filter, size or share the maps, load. Returns NULL with the failed step in *step. */
+static void *open_family(const struct probe_family *f, const struct live_opts *o,
+			 struct bpf_object *owner, bool uprobe_multi, const char **step)
+{
+	struct bpf_object *obj;
+	struct bpf_map *map;
+	void *skel;
+
+	*step = "open";
+	skel = f->open();
+	if (!skel)
+		return NULL;
+	obj = f->object(skel);
+	set_filter(f->filter(skel), o);
+	*step = "size the ring buffer";
+	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
+				     (__u32)o->ringbuf_mb << 20))
+		goto fail;
+	*f->ring_wake(skel) = ((__u64)o->ringbuf_mb << 20) / 8;
+	bpf_object__for_each_map(map, obj) {
+		struct bpf_map *shared;
+
+		if (!owner || !(shared = bpf_object__find_map_by_name(owner, bpf_map__name(map))))
+			continue;
+		*step = bpf_map__name(map);
+		if (bpf_map__reuse_fd(map, bpf_map__fd(shared)))
+			goto fail;
+	}
+	if (uprobe_multi)
+		attacher__prepare_uprobe_multi(obj);
+	kernel__fit_tracepoints(f->what, obj);
+	*step = "load (run with -vv for the verifier log)";
+	if (f->load(skel))
+		goto fail;
+	return skel;
+fail:
+	f->destroy(skel);
+	return NULL;
+}
+
+static int open_families(struct families *fs, const struct live_opts *o)
+{
+	size_t i;
+
+	for (i = 0; i < FAMILY_BUILDS; i++) {
+		const struct probe_family *f = &families[i];
+		const char *step;
+
+		if (f->wanted && !f->wanted(o))
+			continue;
+		errno = 0;
+		fs->skel[i] = open_family(f, o, families__owner(fs), fs->uprobe_multi, &step);
+		if (fs->skel[i])
+			continue;
+		if (!f->optional) {
+			fprintf(stderr, "tokenscope: cannot %s the %s probes: %s\n", step, f->what,
+				strerror(errno ? errno : EINVAL));
+			break;
+		}
+		fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
+			f->what, step, strerror(errno ? errno : EINVAL));
+	}
+	kernel__forget(); /* what the families needed to know of the kernel, known now */
+	return i < FAMILY_BUILDS ? -1 : 0;
+}
+
+/* Tracepoints and tp_btf programs attach by their section name; uprobes are attach.c's. */
+int families__attach_auto(struct families *fs)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		struct bpf_program *prog;
+
+		if (!fs->skel[i])
+			continue;
+		bpf_object__for_each_program(prog, obj_of(fs, i)) {
+			enum bpf_prog_type t = bpf_program__type(prog);
+			struct bpf_link *l;
+
+			if ((t != BPF_PROG_TYPE_TRACING && t != BPF_PROG_TYPE_TRACEPOINT) ||
+			    !bpf_program__autoload(prog))
+				continue;
+			if (!array__reserve((void **)&fs->links, &fs->linkcap, fs->nlinks + 1,
+					    sizeof(*fs->links))) {
+				fprintf(stderr, "tokenscope: out of memory\n");
+				return -1;
+			}
+			l = t == BPF_PROG_TYPE_TRACEPOINT ? tracefs__attach(prog)
+							  : bpf_program__attach(prog);
+			if (l) {
+				fs->links[fs->nlinks++] = l;
+				continue;
+			}
+			fprintf(stderr, "tokenscope: %scannot attach %s: %s\n",
+				families[i].optional ? "warning: " : "", bpf_program__name(prog),
+				strerror(errno));
+			if (!families[i].optional)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* --port: the plaintext family captures only sockets with one of these local or peer ports. */
+static int sock_ports(const struct live_opts *o, struct bpf_object *obj)
+{
+	int fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "sock_ports"));
+
+	for (int i = 0; i < o->nports; i++) {
+		__u16 port = o->ports[i];
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(fd, &port, &one, BPF_ANY))
+			return -1;
+	}
+	return 0;
+}
+
+int families__load(struct families *fs, const struct live_opts *o)
+{
+	if (open_families(fs, o))
+		return -1;
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (fs->skel[i] && families[i].configure &&
+		    families[i].configure(o, obj_of(fs, i))) {
+			fprintf(stderr, "tokenscope: cannot configure the %s probes: %s\n",
+				families[i].what, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void families__add_uprobe_sets(const struct families *fs, struct attacher *att)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (fs->skel[i])
+			attacher__add_family(att, families[i].name, obj_of(fs, i));
+	}
+}
+
+void families__before(const struct families *fs, const struct family_work *w, void *rec,
+		      size_t size)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (fs->skel[i] && families[i].before)
+			families[i].before(w, rec, size);
+	}
+}
+
+void families__after(const struct families *fs, const struct family_work *w, const void *rec)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		if (fs->skel[i] && families[i].after)
+			families[i].after(w, rec);
+	}
+}
+
+void families__destroy(struct families *fs)
+{
+	for (size_t i = 0; i < fs->nlinks; i++)
+		bpf_link__destroy(fs->links[i]);
+	free(fs->links);
+	fs->links = NULL;
+	fs->nlinks = fs->linkcap = 0;
+	/* the later families hold references to the first one's maps: destroy them first */
+	for (size_t i = FAMILY_BUILDS; i-- > 0;) {
+		if (fs->skel[i])
+			families[i].destroy(fs->skel[i]);
+		fs->skel[i] = NULL;
+	}
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Capture health: what the pipeline consumed, lost, could not read and reported, counted in
+ * each of its rooms (the stream table, the connections, the settle queue, the step sources)
+ * and said in the summary, the metrics and the HTML report.
+ */
+#ifndef TS_HEALTH_H
+#define TS_HEALTH_H
+
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "stream/conn.h"
+#include "tokenscope.h"
+
+struct health {
+	__u64 bpf[TS_CNT__MAX];  /* kernel-side counters (drops, truncations, ...) */
+	uint64_t events;	    /* data events consumed */
+	uint64_t bytes;		    /* payload bytes consumed */
+	uint64_t bad_events;	    /* records too short or of unknown type */
+	uint64_t lost_pieces;	    /* sequence gaps seen per stream */
+	uint64_t streams;	    /* connections seen */
+	uint64_t streams_http1;
+	uint64_t streams_http2;	    /* HTTP/2 connections (h2 below says more) */
+	uint64_t streams_other;	    /* non-HTTP: unsupported */
+	uint64_t streams_malformed; /* HTTP framing errors */
+	uint64_t unsupported_encodings;
+	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */
+	uint64_t unpaired_responses;
+	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
+	uint64_t streams_aged_out;  /* streams let go after a long idle time (end never seen) */
+	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no
+				       user buffer */
+	uint64_t recording_errors;  /* records that could not be written to the recording */
+	uint64_t requests;	    /* LLM requests reported */
+	uint64_t requests_incomplete;
+	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
+	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
+	uint64_t gpu_steps;	    /* CUDA steps reported */
+	uint64_t llama_steps;	    /* llama.cpp steps reported (llama_decode/llama_encode calls) */
+	uint64_t failed_steps;	    /* of either, those that did no work (an error returned) */
+	uint64_t gpu_unobserved;    /* steps whose completion the host never observed */
+	uint64_t attributed;	    /* server requests whose TTFT was split */
+	uint64_t not_attributed;    /* server requests with attribution null (and why) */
+	struct h2_counts h2;
+};
+
+#endif
