@@ -61,7 +61,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers docs-check options unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test layers calls docs-check options unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -146,6 +146,12 @@ layers:
 	$(Q)python3 tests/check_layers.py
 	$(Q)python3 tests/check_layers.py --self-test
 
+# The call structure drawn from the built objects (tests/check_calls.py): no call up a layer, no
+# files calling each other round, and that the check catches both.
+calls: tokenscope
+	$(Q)python3 tests/check_calls.py $(OUTPUT)
+	$(Q)python3 tests/check_calls.py $(OUTPUT) --self-test
+
 # docs/architecture.md against the tree: every file under user/ and bpf/ named, no file named
 # that is not there (tests/check_docs.py), and that the check catches both.
 docs-check:
@@ -177,7 +183,7 @@ kernels: tokenscope fixtures gpu-testbed
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s layers docs-check
-	$(Q)$(MAKE) -s all unit options
+	$(Q)$(MAKE) -s all unit options calls
 	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay

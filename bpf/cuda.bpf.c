@@ -121,19 +121,8 @@ struct {
 	__type(value, struct gpu_call);
 } cuda_calls SEC(".maps");
 
-/* cuModuleGetFunction / cuLibraryGetKernel arguments, entry to return. */
-struct name_call {
-	__u64 out;
-	__u64 name;  /* const char * (0 for cuKernelGetFunction) */
-	__u64 alias; /* cuKernelGetFunction: the CUkernel */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct name_call);
-} cuda_name_calls SEC(".maps");
+/* Kernel names of driver handles: their calls in flight and programs (cuda_knames.bpf.h). */
+#include "cuda_knames.bpf.h"
 
 /* The legacy (0, CU_STREAM_LEGACY=1) default stream is one stream; per-thread default
  * (CU_STREAM_PER_THREAD=2, or 0 through a _ptsz/_ptds entry point) another. */
@@ -727,64 +716,6 @@ static __always_inline int capture_end_fn(struct pt_regs *ctx, bool ptsz, __u32 
 
 BOTH_STREAMS(capture_begin, capture_begin_fn, 0)
 BOTH_STREAMS(capture_end, capture_end_fn, 0)
-
-/* ---- kernel names of driver handles ---- */
-
-/* cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name),
- * cuLibraryGetKernel(CUkernel *k, CUlibrary l, const char *name) */
-SEC("uprobe") int cu_get_function(struct pt_regs *ctx)
-{
-	__u64 pt = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pt;
-	struct name_call c = { .out = PT_REGS_PARM1(ctx), .name = PT_REGS_PARM3(ctx) };
-
-	if (!ts_traced(pt >> 32))
-		return 0;
-	bpf_map_update_elem(&cuda_name_calls, &tid, &c, BPF_ANY);
-	return 0;
-}
-
-/* cuKernelGetFunction(CUfunction *f, CUkernel k): the same kernel under another handle */
-SEC("uprobe") int cu_kernel_get_function(struct pt_regs *ctx)
-{
-	__u64 pt = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pt;
-	struct name_call c = { .out = PT_REGS_PARM1(ctx), .alias = PT_REGS_PARM2(ctx) };
-
-	if (!ts_traced(pt >> 32))
-		return 0;
-	bpf_map_update_elem(&cuda_name_calls, &tid, &c, BPF_ANY);
-	return 0;
-}
-
-SEC("uretprobe") int cu_get_function_ret(struct pt_regs *ctx)
-{
-	__u64 pt = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pt;
-	struct name_call *c = bpf_map_lookup_elem(&cuda_name_calls, &tid);
-	struct ts_gpu_kname *e;
-	__u64 handle = 0;
-
-	if (!c)
-		return 0;
-	if (PT_REGS_RC(ctx) == 0 && !bpf_probe_read_user(&handle, sizeof(handle), (void *)c->out) &&
-	    handle) {
-		e = ts_reserve(TS_EV_GPU_KNAME, sizeof(*e), TS_CNT_GPU_DROPS);
-		if (e) {
-			e->id = handle;
-			e->alias = c->alias;
-			e->flags = 0;
-			e->_pad = 0;
-			e->name[0] = 0;
-			if (c->name &&
-			    bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->name) < 0)
-				e->name[0] = 0;
-			bpf_ringbuf_submit(e, ts_submit_flags());
-		}
-	}
-	bpf_map_delete_elem(&cuda_name_calls, &tid);
-	return 0;
-}
 
 /* A thread that dies inside a sync or a name call must not leave state that its tid's next
  * calls would find. A process that used CUDA gives its streams' slots back and is reported

@@ -8,7 +8,9 @@ no console error, no request made by the page, a section per (command, role, API
 with as many requests as the JSON Lines, each chart's count equal to what its bars or points
 sum to and to the JSON Lines (TTFT, TPOT, gaps, the two scatter plots), the stats table's
 n, p50, p90, p99 and max equal the JSON Lines' (nearest rank), the slowest requests those of
-the JSON Lines, and the engine steps as many as its step records. Screenshots of each
+the JSON Lines, the engine steps as many as its step records, and every chart readable:
+axes with ticks and titles with units, what was measured, a tooltip on every bar and point
+(readable()). Screenshots of each
 section go to SCREENSHOT_DIR. Exits 1 on any difference (all said).
 """
 import json
@@ -23,6 +25,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def nearest_rank(values, p):
     v = sorted(values)
     return v[max(0, math.ceil(p / 100 * len(v)) - 1)] if v else 0
+
+
+def readable(who, charts):
+    """Every chart a person can read: an x axis with at least two ticks and a title with its
+    unit, a y axis too (the band charts' y is their bands, named), what was measured said,
+    and a tooltip on every bar and point. An empty chart says "none" and draws no axis."""
+    bad = []
+    for c in charts:
+        what = f"{who}: chart {c['chart']}"
+        if c["marks"] and c["ticks"]["x"] < 2:
+            bad.append(f"{what}: {c['ticks']['x']} ticks on its x axis")
+        if c["marks"] and c["chart"] not in ("breakdown", "gap_breakdown") and \
+                c["ticks"]["y"] < 2:
+            bad.append(f"{what}: {c['ticks']['y']} ticks on its y axis")
+        if c["marks"] and (not c["axis_titles"]["x"] or "(" not in c["axis_titles"]["x"]):
+            bad.append(f"{what}: its x axis has no title with a unit "
+                       f"({c['axis_titles']['x']!r})")
+        if not c["measured"].strip():
+            bad.append(f"{what}: does not say what was measured")
+        if c["untitled"]:
+            bad.append(f"{what}: {c['untitled']} of {c['marks']} bars or points without a "
+                       f"tooltip")
+    return bad
 
 
 def main():
@@ -68,6 +93,7 @@ def main():
                            f"{want[c['chart']]}")
             if c["chart"] in ("breakdown", "gap_breakdown") and not c["bands"]:
                 bad.append(f"{who}: chart {c['chart']} drew no band")
+        bad += readable(who, g["charts"])
         for stat, values in (("ttft", ttft), ("tpot", tpot)):
             cells = g["stats"].get(stat)
             wants = [len(values)] + [nearest_rank(values, p) for p in (50, 90, 99)] + \
@@ -83,6 +109,7 @@ def main():
     want = sorted(ttft_of.values(), reverse=True)[:20]
     if len(got) != len(want) or any(abs(a - b) > 0.0011 for a, b in zip(got, want)):
         bad.append(f"the slowest by TTFT: {got[:5]}..., the records' {want[:5]}...")
+    bad += readable("engines", page["step_charts"])
     if page["steps"] != len(steps):
         bad.append(f"{page['steps']} engine steps on the page, {len(steps)} step records")
     print(f"html: {len(page['groups'])} groups, {len(requests)} requests, {page['steps']} steps, "

@@ -1,7 +1,8 @@
 // Opens an --html report in Debian's chromium (headless, driven by playwright-core from
 // tests/node) as a person would, and says what it found, as JSON on stdout: console errors,
 // requests the page made, each section's charts (their counts, the counts their bars and
-// points sum to), tables (the values in their cells). Takes a screenshot of each section.
+// points sum to, their axes' ticks and titles, what each says it measured, marks without a
+// tooltip), tables (the values in their cells). Takes a screenshot of each section.
 //
 //   node open_report.mjs REPORT.html SCREENSHOT_DIR
 const {chromium} = await import(
@@ -25,6 +26,16 @@ const found = await page.evaluate(() => {
         bars: [...svg.querySelectorAll("rect[data-count]")].reduce((s, r) => s + num(r, "data-count"), 0),
         points: svg.querySelectorAll("circle[data-point]").length,
         bands: [...svg.querySelectorAll("rect[data-share]")].length,
+        // what a reader needs to read it: each axis's ticks and title, what was measured,
+        // and a tooltip on every bar and point
+        ticks: Object.fromEntries(["x", "y"].map((a) => [a,
+            svg.querySelectorAll(`g[data-axis="${a}"] text.tick`).length])),
+        axis_titles: Object.fromEntries(["x", "y"].map((a) => [a,
+            (svg.querySelector(`g[data-axis="${a}"] text.axis-title`) || {}).textContent || ""])),
+        measured: (svg.closest("figure").querySelector(".measured") || {}).textContent || "",
+        marks: svg.querySelectorAll("rect[data-count], rect[data-share], circle[data-point]").length,
+        untitled: [...svg.querySelectorAll("rect[data-count], rect[data-share], circle[data-point]")]
+            .filter((m) => !(m.querySelector("title") || {}).textContent).length,
     }));
     const stats = (root) => Object.fromEntries([...root.querySelectorAll("tr[data-stat]")].map(
         (tr) => [tr.dataset.stat, [...tr.querySelectorAll("td")].map((td) => Number(td.dataset.value))]));
@@ -35,6 +46,7 @@ const found = await page.evaluate(() => {
         slowest: Object.fromEntries([...document.querySelectorAll("table[data-table]")].map(
             (t) => [t.dataset.table, [...t.querySelectorAll("tr[data-id]")].map((tr) => Number(tr.dataset.id))])),
         steps: [...document.querySelectorAll("h3[data-steps]")].reduce((s, h) => s + num(h, "data-steps"), 0),
+        step_charts: charts(document.querySelector("#engines") || document.createElement("div")),
         health: [...document.querySelectorAll("#health .warn")].map((p) => p.textContent),
         health_requests: num(document.querySelector("#health"), "data-requests"),
     };

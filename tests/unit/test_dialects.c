@@ -110,8 +110,12 @@ static const struct dialect_case cases[] = {
 	  84,
 	  /* tokens at 50, 60, 75, 80: TPOT = (80-50)/(7-1) with usage's 7 tokens; gaps 10, 15,
 	   * 5: nearest-rank p50 = 10, p90 = p99 = max = 15 */
-	  { "openai.chat", "gpt-4o", "gpt-4o-2024", "stop", NULL, 50, 5, 80, 4, 7, 100, 64, 0, 1,
-	    "\"itl_ms\":{\"p50\":10.0,\"p90\":15.0,\"p99\":15.0,\"max\":15.0}" } },
+	  {
+	    .api = "openai.chat", .model = "gpt-4o", .response_model = "gpt-4o-2024",
+	    .finish_reason = "stop", .ttft = 50, .tpot = 5, .e2e = 80, .token_events = 4,
+	    .output_tokens = 7, .input_tokens = 100, .cached_tokens = 64, .estimated = 0,
+	    .cache_hit = 1,
+	    .also = "\"itl_ms\":{\"p50\":10.0,\"p90\":15.0,\"p99\":15.0,\"max\":15.0}" } },
 	{ "openai chat without usage: output tokens estimated, the rest unknown (null, never 0)",
 	  "/v1/chat/completions", "{\"model\":\"m\",\"stream\":true}", NULL, "text/event-stream",
 	  {
@@ -120,7 +124,11 @@ static const struct dialect_case cases[] = {
 		  { 40, "data: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}\n\n" },
 		  { 41, "data: [DONE]\n\n" },
 	  },
-	  41, { "openai.chat", "m", "", "", NULL, 20, 10, 40, 3, 3, NUL, NUL, 1, -1, NULL } },
+	  41,
+	  {
+	    .api = "openai.chat", .model = "m", .response_model = "", .finish_reason = "",
+	    .ttft = 20, .tpot = 10, .e2e = 40, .token_events = 3, .output_tokens = 3,
+	    .input_tokens = NUL, .cached_tokens = NUL, .estimated = 1, .cache_hit = -1 } },
 	{ "openai completions: an empty text is no token",
 	  "/v1/completions", "{\"model\":\"llama\",\"prompt\":\"x\",\"stream\":true}", NULL,
 	  "text/event-stream",
@@ -131,8 +139,12 @@ static const struct dialect_case cases[] = {
 			"\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":5,"
 			"\"completion_tokens\":2,\"prompt_tokens_details\":null}}\n\ndata: [DONE]\n\n" },
 	  },
-	  35, { "openai.completions", "llama", "", "length", NULL, 30, 4, 34, 2, 2, 5, NUL, 0, -1,
-		NULL } },
+	  35,
+	  {
+	    .api = "openai.completions", .model = "llama", .response_model = "",
+	    .finish_reason = "length", .ttft = 30, .tpot = 4, .e2e = 34, .token_events = 2,
+	    .output_tokens = 2, .input_tokens = 5, .cached_tokens = NUL, .estimated = 0,
+	    .cache_hit = -1 } },
 	{ "openai responses: reasoning summary deltas count, empty deltas do not",
 	  "/v1/responses", "{\"model\":\"gpt-5\",\"input\":\"x\",\"stream\":true}", NULL,
 	  "text/event-stream",
@@ -151,8 +163,12 @@ static const struct dialect_case cases[] = {
 			"{\"status\":\"completed\",\"model\":\"gpt-5-x\",\"usage\":{\"input_tokens\":300,"
 			"\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":5}}}\n\n" },
 	  },
-	  50, { "openai.responses", "gpt-5", "gpt-5-x", "completed", NULL, 40, 2, 48, 2, 5, 300, 0,
-		0, 0, NULL } },
+	  50,
+	  {
+	    .api = "openai.responses", .model = "gpt-5", .response_model = "gpt-5-x",
+	    .finish_reason = "completed", .ttft = 40, .tpot = 2, .e2e = 48, .token_events = 2,
+	    .output_tokens = 5, .input_tokens = 300, .cached_tokens = 0, .estimated = 0,
+	    .cache_hit = 0 } },
 	{ "anthropic: CR line ends, comments and pings are no tokens; the prompt is the sum of three",
 	  "/v1/messages", "{\"model\":\"claude-x\",\"max_tokens\":9,\"stream\":true}", NULL,
 	  "text/event-stream",
@@ -175,8 +191,12 @@ static const struct dialect_case cases[] = {
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n" },
 	  },
 	  /* (90-70)/(11-1) */
-	  92, { "anthropic.messages", "claude-x", "claude-x-1", "end_turn", NULL, 70, 2, 90, 2, 11,
-		105, 90, 0, 1, NULL } },
+	  92,
+	  {
+	    .api = "anthropic.messages", .model = "claude-x", .response_model = "claude-x-1",
+	    .finish_reason = "end_turn", .ttft = 70, .tpot = 2, .e2e = 90, .token_events = 2,
+	    .output_tokens = 11, .input_tokens = 105, .cached_tokens = 90, .estimated = 0,
+	    .cache_hit = 1 } },
 	{ "anthropic overloaded mid-stream: an API error, the stream still measured",
 	  "/v1/messages", "{\"model\":\"claude-x\",\"stream\":true}", NULL, "text/event-stream",
 	  {
@@ -185,8 +205,12 @@ static const struct dialect_case cases[] = {
 		  { 40, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
 			"\"message\":\"Overloaded\"}}\n\n" },
 	  },
-	  41, { "anthropic.messages", "claude-x", "", "", "api_error:overloaded_error", 30, NUL, 30,
-		1, 1, NUL, NUL, 1, -1, NULL } },
+	  41,
+	  {
+	    .api = "anthropic.messages", .model = "claude-x", .response_model = "",
+	    .finish_reason = "", .error = "api_error:overloaded_error", .ttft = 30, .tpot = NUL,
+	    .e2e = 30, .token_events = 1, .output_tokens = 1, .input_tokens = NUL,
+	    .cached_tokens = NUL, .estimated = 1, .cache_hit = -1 } },
 	{ "gemini: the model from the path, the key out of every output",
 	  NULL, NULL,
 	  "POST /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=SECRET "
@@ -200,9 +224,13 @@ static const struct dialect_case cases[] = {
 			"\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":50,"
 			"\"candidatesTokenCount\":9,\"cachedContentTokenCount\":32}}\r\n\r\n" },
 	  },
-	  46, { "gemini", "gemini-2.5-flash", "gemini-2.5-flash-001", "STOP", NULL, 25, 2.5, 45, 2, 9,
-		50, 32, 0, 1,
-		"\"path\":\"/v1beta/models/gemini-2.5-flash:streamGenerateContent\"" } },
+	  46,
+	  {
+	    .api = "gemini", .model = "gemini-2.5-flash", .response_model = "gemini-2.5-flash-001",
+	    .finish_reason = "STOP", .ttft = 25, .tpot = 2.5, .e2e = 45, .token_events = 2,
+	    .output_tokens = 9, .input_tokens = 50, .cached_tokens = 32, .estimated = 0,
+	    .cache_hit = 1,
+	    .also = "\"path\":\"/v1beta/models/gemini-2.5-flash:streamGenerateContent\"" } },
 	{ "ollama: NDJSON, LF and CRLF lines, the last one unterminated",
 	  "/api/chat", "{\"model\":\"llama3\",\"messages\":[]}", NULL, "application/x-ndjson",
 	  {
@@ -213,8 +241,12 @@ static const struct dialect_case cases[] = {
 			"{\"model\":\"llama3\",\"done\":true,\"done_reason\":\"stop\","
 			"\"prompt_eval_count\":26,\"eval_count\":3}" },
 	  },
-	  36, { "ollama", "llama3", "llama3", "stop", NULL, 15, 10, 35, 2, 3, 26, NUL, 0, -1,
-		"\"stream\":true" } },
+	  36,
+	  {
+	    .api = "ollama", .model = "llama3", .response_model = "llama3",
+	    .finish_reason = "stop", .ttft = 15, .tpot = 10, .e2e = 35, .token_events = 2,
+	    .output_tokens = 3, .input_tokens = 26, .cached_tokens = NUL, .estimated = 0,
+	    .cache_hit = -1, .also = "\"stream\":true" } },
 	{ "llama.cpp: timings give prompt and cache; the model named by the reply",
 	  "/completion", "{\"prompt\":\"x\",\"stream\":true}", NULL, "text/event-stream",
 	  {
@@ -223,8 +255,12 @@ static const struct dialect_case cases[] = {
 		  { 23, "data: {\"content\":\"\",\"stop\":true,\"model\":\"qwen.gguf\",\"stop_type\":"
 			"\"eos\",\"timings\":{\"prompt_n\":10,\"cache_n\":90,\"predicted_n\":2}}\n\n" },
 	  },
-	  24, { "llamacpp", "qwen.gguf", "qwen.gguf", "eos", NULL, 12, 10, 22, 2, 2, 100, 90, 0, 1,
-		NULL } },
+	  24,
+	  {
+	    .api = "llamacpp", .model = "qwen.gguf", .response_model = "qwen.gguf",
+	    .finish_reason = "eos", .ttft = 12, .tpot = 10, .e2e = 22, .token_events = 2,
+	    .output_tokens = 2, .input_tokens = 100, .cached_tokens = 90, .estimated = 0,
+	    .cache_hit = 1 } },
 	{ "tgi: special tokens carry no text",
 	  "/generate_stream", "{\"inputs\":\"x\"}", NULL, "text/event-stream",
 	  {
@@ -236,14 +272,22 @@ static const struct dialect_case cases[] = {
 			"\"generated_text\":\"ab\",\"details\":{\"finish_reason\":\"eos_token\","
 			"\"generated_tokens\":3}}\n\n" },
 	  },
-	  21, { "tgi", "", "", "eos_token", NULL, 11, 4, 19, 2, 3, NUL, NUL, 0, -1, NULL } },
+	  21,
+	  {
+	    .api = "tgi", .model = "", .response_model = "", .finish_reason = "eos_token",
+	    .ttft = 11, .tpot = 4, .e2e = 19, .token_events = 2, .output_tokens = 3,
+	    .input_tokens = NUL, .cached_tokens = NUL, .estimated = 0, .cache_hit = -1 } },
 	{ "an unknown path on an SSE reply: the payload names the API",
 	  "/proxy/llm", "{\"model\":\"m\",\"stream\":true}", NULL, "text/event-stream",
 	  {
 		  { 9, "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":"
 		       "{\"content\":\"x\"}}]}\n\n" },
 	  },
-	  10, { "openai.chat", "m", "", "", NULL, 9, NUL, 9, 1, 1, NUL, NUL, 1, -1, NULL } },
+	  10,
+	  {
+	    .api = "openai.chat", .model = "m", .response_model = "", .finish_reason = "",
+	    .ttft = 9, .tpot = NUL, .e2e = 9, .token_events = 1, .output_tokens = 1,
+	    .input_tokens = NUL, .cached_tokens = NUL, .estimated = 1, .cache_hit = -1 } },
 };
 
 static void expect_num(const char *j, const char *key, double want, const char *name)

@@ -3,6 +3,7 @@
 #ifndef TS_BUF_H
 #define TS_BUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -16,6 +17,10 @@ struct buf {
 /* Append n bytes. Past max bytes (the NUL not counted), or without memory, nothing more is kept:
  * overflow is set and stays set until buf__reset. Returns 0, or -1 when overflowed. */
 int buf__add(struct buf *b, const void *src, size_t n, size_t max);
+/* Append printf's output of fmt, as buf__add does. */
+int buf__printf(struct buf *b, size_t max, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int buf__vprintf(struct buf *b, size_t max, const char *fmt, va_list ap);
 /* Empty again, memory kept. */
 void buf__reset(struct buf *b);
 void buf__free(struct buf *b);

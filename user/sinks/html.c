@@ -14,6 +14,7 @@
 #include "llm/group.h"
 #include "engine/cuda_steps.h"
 #include "sinks/html.h"
+#include "sinks/svg.h"
 
 #define ROWS_MAX 100000 /* requests kept for the charts and tables; more are counted */
 #define SLOWEST 20
@@ -196,26 +197,12 @@ static void put(struct html *h, const char *fmt, ...) __attribute__((format(prin
 
 static void put(struct html *h, const char *fmt, ...)
 {
-	char small[512], *big = NULL;
 	va_list ap;
-	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n >= (int)sizeof(small)) {
-		big = malloc((size_t)n + 1);
-		if (!big) {
-			h->oom = true;
-			return;
-		}
-		va_start(ap, fmt);
-		vsnprintf(big, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-	}
-	if (n > 0 && buf__add(h->out, big ? big : small, (size_t)n, SIZE_MAX >> 1))
+	if (buf__vprintf(h->out, SIZE_MAX >> 1, fmt, ap))
 		h->oom = true;
-	free(big);
+	va_end(ap);
 }
 
 /* Text from the traffic or a process, for HTML: control bytes as \xNN, markup escaped. */
@@ -264,76 +251,29 @@ static void stat_cells(struct html *h, struct sample *s)
 	}
 }
 
-#define W 640
-#define H 200
-#define PAD 40
-
-/* A histogram on the log axis: series stacked per bucket (counts[series][bucket]). */
-static void histogram(struct html *h, const char *id, const char *title, int nseries,
-		      const char *const *names, const char *const *colours,
-		      uint64_t counts[][NBUCKETS])
+/* A histogram of times on the log buckets (svg.h). */
+static void histogram(struct html *h, struct svg_histogram hs, uint64_t counts[][NBUCKETS])
 {
-	uint64_t top = 1, total = 0;
-	int lo = NBUCKETS, hi = -1;
-
-	for (int b = 0; b < NBUCKETS; b++) {
-		uint64_t sum = 0;
-
-		for (int s = 0; s < nseries; s++)
-			sum += counts[s][b];
-		if (sum) {
-			lo = b < lo ? b : lo;
-			hi = b;
-		}
-		top = sum > top ? sum : top;
-		total += sum;
-	}
-	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
-	       "data-count=\"%llu\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">",
-	    title, id, (unsigned long long)total, W, H + PAD, W, H + PAD);
-	if (hi < 0) {
-		put(h, "<text x=\"%d\" y=\"%d\">none</text></svg></figure>", PAD, H / 2);
-		return;
-	}
-	for (int b = lo; b <= hi; b++) {
-		double x = PAD + (double)(b - lo) * (W - 2 * PAD) / (hi - lo + 1), y = H;
-		double w = (double)(W - 2 * PAD) / (hi - lo + 1) - 1;
-		char t1[32], t2[32];
-
-		for (int s = 0; s < nseries; s++) {
-			double bh = (double)counts[s][b] * (H - 20) / (double)top;
-
-			if (!counts[s][b])
-				continue;
-			y -= bh;
-			put(h, "<rect data-series=\"%s\" data-count=\"%llu\" x=\"%.1f\" y=\"%.1f\" "
-			       "width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s to %s: "
-			       "%llu</title></rect>",
-			    names[s], (unsigned long long)counts[s][b], x, y, w, bh, colours[s],
-			    names[s], when(bucket_low(b), t1, sizeof(t1)),
-			    when(bucket_low(b + 1), t2, sizeof(t2)), (unsigned long long)counts[s][b]);
-		}
-		if ((b - lo) % 3 == 0)
-			put(h, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%s</text>", x, H + 15,
-			    when(bucket_low(b), t1, sizeof(t1)));
-	}
-	for (int s = 0; s < nseries; s++)
-		put(h, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text "
-		       "x=\"%d\" y=\"%d\" class=\"tick\">%s</text>",
-		    W - 150, 10 + 15 * s, colours[s], W - 135, 19 + 15 * s, names[s]);
-	put(h, "</svg></figure>");
+	hs.nbuckets = NBUCKETS;
+	hs.bucket_low = bucket_low;
+	svg__histogram(h->out, &hs, &counts[0][0]);
 }
 
-/* A scatter plot, log y: (x, y) of each row that has both. */
-static void scatter(struct html *h, const char *id, const char *title, const char *xlabel,
-		    const struct hgroup *g, double (*xof)(const struct row *),
-		    double (*yof)(const struct row *))
+/* A scatter plot, linear x from 0, log y: (x, y) of each row that has both. */
+struct scatter {
+	const char *id, *title, *measured, *xtitle, *xname, *ytitle, *yname;
+	double (*x)(const struct row *);
+	double (*y)(const struct row *);
+};
+
+static void scatter(struct html *h, const struct hgroup *g, const struct scatter *sc)
 {
 	double xmax = 1, ymin = INFINITY, ymax = 0;
+	struct svg_chart c;
 	size_t n = 0;
 
 	for (size_t i = 0; i < g->nrows; i++) {
-		double x = xof(&g->rows[i]), y = yof(&g->rows[i]);
+		double x = sc->x(&g->rows[i]), y = sc->y(&g->rows[i]);
 
 		if (isnan(x) || isnan(y) || y <= 0)
 			continue;
@@ -342,35 +282,32 @@ static void scatter(struct html *h, const char *id, const char *title, const cha
 		ymin = y < ymin ? y : ymin;
 		ymax = y > ymax ? y : ymax;
 	}
-	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
-	       "data-count=\"%zu\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\">",
-	    title, id, n, W, H + PAD, W, H + PAD);
-	if (!n) {
-		put(h, "<text x=\"%d\" y=\"%d\">none</text></svg></figure>", PAD, H / 2);
-		return;
-	}
+	if (!n)
+		ymin = 1, ymax = 10;
 	if (ymax <= ymin)
 		ymax = ymin * 10;
+	svg__begin(&c, h->out, sc->id, sc->title, sc->measured, n,
+		   &(struct svg_axis){ 0, xmax, false, SVG_COUNT, sc->xtitle },
+		   &(struct svg_axis){ ymin, ymax, true, SVG_MS, sc->ytitle });
+	if (!n) {
+		svg__empty(&c);
+		svg__end(&c);
+		return;
+	}
 	for (size_t i = 0; i < g->nrows; i++) {
 		const struct row *w = &g->rows[i];
-		double x = xof(w), y = yof(w), px, py;
+		double x = sc->x(w), y = sc->y(w);
 		char t[32];
 
 		if (isnan(x) || isnan(y) || y <= 0)
 			continue;
-		px = PAD + x * (W - 2 * PAD) / xmax;
-		py = H - (log10(y) - log10(ymin)) * (H - 20) / (log10(ymax) - log10(ymin));
-		put(h, "<circle data-point=\"1\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>request "
-		       "%llu: %.0f, %s</title></circle>",
-		    px, py, (unsigned long long)w->id, x, when(y, t, sizeof(t)));
+		svg__put(&c, "<circle data-point=\"1\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\"><title>request "
+			     "%llu: %.0f %s, %s %s</title></circle>",
+			 svg__x(&c, x), svg__y(&c, y), (unsigned long long)w->id, x, sc->xname,
+			 sc->yname, svg__label(SVG_MS, y, t, sizeof(t)));
 	}
-	{
-		char a[32], b[32];
-
-		put(h, "<text x=\"%d\" y=\"%d\" class=\"tick\">%s: 0 to %.0f; y: %s to %s "
-		       "(log)</text></svg></figure>",
-		    PAD, H + 20, xlabel, xmax, when(ymin, a, sizeof(a)), when(ymax, b, sizeof(b)));
-	}
+	svg__axes(&c);
+	svg__end(&c);
 }
 
 static double x_prompt(const struct row *w)
@@ -445,7 +382,7 @@ static void concurrency(struct hgroup *g)
 
 /* What a band chart splits: a row's sort key, and its components. */
 struct split {
-	const char *id, *title;
+	const char *id, *title, *measured;
 	double (*key)(const struct row *);
 	const char *names[4], *colours[4];
 	void (*parts)(const struct row *, double out[4]);
@@ -477,12 +414,16 @@ static void gap_parts(const struct row *w, double out[4])
 }
 
 static const struct split ttft_split = {
-	"breakdown", "TTFT breakdown by percentile band of TTFT (mean shares)", y_ttft,
+	"breakdown", "TTFT breakdown by percentile band of TTFT",
+	"The attributed requests in four bands of their TTFT; a bar: the mean share of each "
+	"phase in its requests' TTFT (docs/attribution.md).", y_ttft,
 	{ "queue busy", "queue idle", "prefill", "emit" },
 	{ "#d62728", "#ff9896", "#1f77b4", "#2ca02c" }, ttft_parts, 4,
 };
 static const struct split gap_split = {
-	"gap_breakdown", "Token gaps' breakdown by percentile band of TPOT (mean shares)", y_tpot,
+	"gap_breakdown", "Token gaps' breakdown by percentile band of TPOT",
+	"The attributed requests in four bands of their TPOT; a bar: the mean share of each "
+	"cause in its requests' token gaps (docs/attribution.md).", y_tpot,
 	{ "decode", "interference", "host" }, { "#1f77b4", "#d62728", "#bcbd22" }, gap_parts, 3,
 };
 
@@ -491,7 +432,9 @@ static const struct split gap_split = {
 static void bands(struct html *h, const struct hgroup *g, const struct split *sp)
 {
 	static const double upto[] = { 50, 90, 99, 100 };
+	static const char *const names[] = { "to p50", "p50-p90", "p90-p99", "p99-max" };
 	struct keyed *v = malloc((g->nrows + 1) * sizeof(*v));
+	struct svg_chart c;
 	size_t n = 0, from = 0;
 
 	for (size_t i = 0; v && i < g->nrows; i++) {
@@ -503,41 +446,44 @@ static void bands(struct html *h, const struct hgroup *g, const struct split *sp
 		return;
 	}
 	qsort(v, n, sizeof(*v), by_key);
-	put(h, "<figure><figcaption>%s</figcaption><svg class=\"chart\" data-chart=\"%s\" "
-	       "data-count=\"%zu\" viewBox=\"0 0 %d 150\" width=\"%d\" height=\"150\">",
-	    sp->title, sp->id, n, W, W);
+	svg__begin(&c, h->out, sp->id, sp->title, sp->measured, n,
+		   &(struct svg_axis){ 0, 100, false, SVG_PERCENT, "mean share of the band's "
+								 "requests (%)" },
+		   &(struct svg_axis){ 0, 4, false, SVG_COUNT, NULL });
 	for (int band = 0; band < 4; band++) {
 		size_t to = (size_t)ceil(upto[band] / 100.0 * (double)n), k = 0;
-		double share[4] = { 0 }, x = 120;
+		double share[4] = { 0 }, at = 0, y = c.top + 8 + 40 * band;
+		const char *name = names[band];
 
 		for (size_t i = from; i < to; i++, k++) {
 			double part[4], total = 0;
 
 			sp->parts(v[i].w, part);
-			for (int c = 0; c < sp->nparts; c++)
-				total += part[c] > 0 ? part[c] : 0;
-			for (int c = 0; total > 0 && c < sp->nparts; c++)
-				share[c] += (part[c] > 0 ? part[c] : 0) / total;
+			for (int p = 0; p < sp->nparts; p++)
+				total += part[p] > 0 ? part[p] : 0;
+			for (int p = 0; total > 0 && p < sp->nparts; p++)
+				share[p] += (part[p] > 0 ? part[p] : 0) / total;
 		}
-		put(h, "<text x=\"0\" y=\"%d\" class=\"tick\">%s (%zu)</text>", 20 + 28 * band,
-		    band < 3 ? (const char *[]){ "to p50", "p50-p90", "p90-p99" }[band] : "p99-max", k);
-		for (int c = 0; c < sp->nparts && k; c++) {
-			double w = share[c] / (double)k * (W - 140);
+		svg__put(&c, "<text x=\"%d\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s (%zu)"
+			     "</text>",
+			 c.left - 6, y + 14, name, k);
+		for (int p = 0; p < sp->nparts && k; p++) {
+			double x0 = svg__x(&c, at), x1;
 
-			put(h, "<rect data-series=\"%s\" data-band=\"%d\" data-share=\"%.4f\" "
-			       "x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"%s\"><title>%s: "
-			       "%.0f%%</title></rect>",
-			    sp->names[c], band, share[c] / (double)k, x, 6 + 28 * band, w,
-			    sp->colours[c], sp->names[c], 100 * share[c] / (double)k);
-			x += w;
+			at += 100 * share[p] / (double)k;
+			x1 = svg__x(&c, at);
+			svg__put(&c, "<rect data-series=\"%s\" data-band=\"%d\" data-share=\"%.4f\" "
+				     "x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"20\" fill=\"%s\">"
+				     "<title>%s, %zu requests: %s %.0f%%</title></rect>",
+				 sp->names[p], band, share[p] / (double)k, x0, y, x1 - x0,
+				 sp->colours[p], name, k, sp->names[p], 100 * share[p] / (double)k);
 		}
 		from = to;
 	}
-	for (int c = 0; c < sp->nparts; c++)
-		put(h, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text "
-		       "x=\"%d\" y=\"%d\" class=\"tick\">%s</text>",
-		    120 + 110 * c, 128, sp->colours[c], 135 + 110 * c, 137, sp->names[c]);
-	put(h, "</svg></figure>");
+	for (int p = 0; p < sp->nparts; p++)
+		svg__legend(&c, p, sp->colours[p], sp->names[p]);
+	svg__axes(&c);
+	svg__end(&c);
 	free(v);
 }
 
@@ -548,6 +494,17 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	static const char *const one_name[] = { "requests" };
 	static const char *const one_colour[] = { "#1f77b4" };
 	static const char *const gap_name[] = { "gaps" };
+	bool client = g->key.role == ROLE_CLIENT;
+	const char *ttft_measured = client ? "Each request's time from writing its request to "
+					     "reading its first content token (not the first "
+					     "byte), as this client saw it."
+					   : "Each request's time from reading its request to "
+					     "writing its first content token (not the first "
+					     "byte), as this server saw it.";
+	const char *tpot_measured = "Each request's time per output token after the first: "
+				    "(last token event - first) / (output tokens - 1).";
+	const char *gap_measured = "Every gap between two token events of a request (each "
+				   "request's inter-token latencies, all of them).";
 	uint64_t ttft[3][NBUCKETS] = { { 0 } }, tpot[1][NBUCKETS] = { { 0 } };
 	struct sample s_ttft = { 0 }, s_tpot = { 0 };
 	char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6], model[TEXT_SAFE_MAX(REQ_MODEL_MAX) * 6];
@@ -580,14 +537,27 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	put(h, "</tr><tr data-stat=\"gap\"><th>token gap</th>");
 	stat_cells(h, &g->gap_ms);
 	put(h, "</tr></table>");
-	histogram(h, "ttft", "TTFT (log axis), by prompt-cache hit", 3, cache_names, cache_colours,
+	histogram(h, (struct svg_histogram){ "ttft", "TTFT, by prompt-cache hit", ttft_measured,
+					  "TTFT (ms, log scale)", "requests", 3, cache_names,
+					  cache_colours },
 		  ttft);
-	histogram(h, "tpot", "TPOT", 1, one_name, one_colour, tpot);
-	histogram(h, "gaps", "Token gaps", 1, gap_name, one_colour, (uint64_t(*)[NBUCKETS])g->gaps);
-	scatter(h, "ttft_prompt", "TTFT against prompt length", "prompt tokens", g, x_prompt,
-		y_ttft);
-	scatter(h, "tpot_concurrency", "TPOT against concurrent streams",
-		"streams in flight at the first token", g, x_concurrency, y_tpot);
+	histogram(h, (struct svg_histogram){ "tpot", "TPOT", tpot_measured, "TPOT (ms, log scale)",
+					  "requests", 1, one_name, one_colour },
+		  tpot);
+	histogram(h, (struct svg_histogram){ "gaps", "Token gaps", gap_measured,
+					  "gap between token events (ms, log scale)", "gaps", 1,
+					  gap_name, one_colour },
+		  (uint64_t(*)[NBUCKETS])g->gaps);
+	scatter(h, g, &(struct scatter){ "ttft_prompt", "TTFT against prompt length",
+					 "Each request with a prompt length (its usage's input "
+					 "tokens): a point.", "prompt length (tokens)", "prompt tokens",
+					 "TTFT (ms, log scale)", "TTFT", x_prompt, y_ttft });
+	scatter(h, g, &(struct scatter){ "tpot_concurrency", "TPOT against concurrent streams",
+					 "Each request with a TPOT: a point; across, the group's "
+					 "requests in flight at its first token, itself included.",
+					 "requests in flight at the first token (streams)",
+					 "streams in flight",
+					 "TPOT (ms, log scale)", "TPOT", x_concurrency, y_tpot });
 	if (attributed) {
 		bands(h, g, &ttft_split);
 		bands(h, g, &gap_split);
@@ -631,6 +601,7 @@ static void slowest(struct html *h, const char *id, const char *title,
 		double total = w->attributed ? w->busy + w->idle + w->prefill + w->emit : w->ttft;
 		double x = 0, parts[4] = { w->busy, w->idle, w->prefill, w->emit };
 		static const char *const colours[] = { "#d62728", "#ff9896", "#1f77b4", "#2ca02c" };
+		static const char *const phases[] = { "queue busy", "queue idle", "prefill", "emit" };
 
 		put(h, "<tr data-id=\"%llu\"><td>%llu</td><td>%s %s</td><td data-value=\"%.6f\">%s"
 		       "</td><td data-value=\"%.6f\">%s</td><td><svg width=\"200\" height=\"12\">",
@@ -639,12 +610,16 @@ static void slowest(struct html *h, const char *id, const char *title,
 		    isnan(w->ttft) ? 0.0 : w->ttft, when(w->ttft, a, sizeof(a)),
 		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, when(w->worst_gap, b, sizeof(b)));
 		for (int c = 0; w->attributed && total > 0 && c < 4; c++) {
-			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"/>", x,
-			    parts[c] / total * 200, colours[c]);
+			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"><title>"
+			       "request %llu: %s %s</title></rect>",
+			    x, parts[c] / total * 200, colours[c], (unsigned long long)w->id,
+			    phases[c], when(parts[c], a, sizeof(a)));
 			x += parts[c] / total * 200;
 		}
 		if (!w->attributed)
-			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"/>");
+			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"><title>request "
+			       "%llu: TTFT %s, not attributed</title></rect>",
+			    (unsigned long long)w->id, when(w->ttft, a, sizeof(a)));
 		put(h, "</svg></td><td>");
 		for (uint32_t k = 0; k < w->ninterfered; k++)
 			put(h, "%s%llu", k ? ", " : "", (unsigned long long)w->interfered_by[k]);
@@ -692,7 +667,11 @@ static void engines(struct html *h)
 			put(h, "</tr>");
 		}
 		put(h, "</table>");
-		histogram(h, "steps", "Step time by kind", STEP_KIND_MIXED + 1, kinds, colours,
+		histogram(h, (struct svg_histogram){ "steps", "Step time by kind",
+						  "Each step's time from its start to its end "
+						  "(docs/gpu.md, docs/llama.md), by the kind of work "
+						  "its batch carried.", "step time (ms, log scale)",
+						  "steps", STEP_KIND_MIXED + 1, kinds, colours },
 			  s->hist);
 	}
 	put(h, "</section>");
@@ -741,8 +720,9 @@ int html__render(struct html *h, const struct health *hl, struct buf *out)
 	put(h, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tokenscope "
 	       "report</title><style>body{font:14px sans-serif;margin:2em;color:#222}"
 	       "h2{border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:.5em 0}"
-	       "td,th{padding:2px 8px;text-align:right}figure{display:inline-block;margin:1em}"
-	       "figcaption{font-weight:bold}.tick{font-size:10px}.warn{color:#b00;font-weight:"
+	       "td,th{padding:2px 8px;text-align:right}figure{display:inline-block;margin:1em;vertical-align:top}"
+	       "figcaption{max-width:620px}.measured{font-size:12px;color:#555}.tick{font-size:10px}"
+	       ".axis-title{font-size:11px}.warn{color:#b00;font-weight:"
 	       "bold}circle{fill:#1f77b4;fill-opacity:.6}</style></head><body><h1>tokenscope "
 	       "report</h1>\n");
 	health(h, hl);

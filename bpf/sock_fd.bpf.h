@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The plaintext family's first step on every call (bpf/sock.bpf.c includes this, after its
+ * constants): the TCP socket behind an fd, in the build for this kernel (bpf_rdonly_cast's
+ * direct loads; CO-RE reads before 6.2; the legacy task walk before 5.17), and the socket's
+ * addresses. Every call of a traced process pays the walk, so it is kept short.
+ */
+#ifndef TS_SOCK_FD_BPF_H
+#define TS_SOCK_FD_BPF_H
+
+#if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
+/* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/* The TCP socket behind fd in the current process, with its inode number; NULL for anything
+ * else (pipes, files, Unix and UDP sockets). Every call of a traced process pays this, so the
+ * walk uses direct loads (BTF pointers) and one helper call for the fd table slot. */
+static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	struct file *slot = NULL, *file;
+	struct inode *inode;
+	struct socket *sock;
+	struct sock *sk;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fdt->fd[fd]) || !slot)
+		return NULL;
+	file = bpf_rdonly_cast(slot, bpf_core_type_id_kernel(struct file));
+	inode = file->f_inode;
+	if (!inode || (inode->i_mode & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
+	if (sock->type != SOCK_STREAM)
+		return NULL;
+	sk = sock->sk;
+	if (!sk || sk->sk_protocol != IPPROTO_TCP)
+		return NULL;
+	*ino = inode->i_ino;
+	return sk;
+}
+#else
+/* The same walk for kernels without bpf_rdonly_cast (before 6.2: Debian 12's 6.1, Amazon
+ * Linux 2023, COS): each field past the fd table slot with a CO-RE read, a helper call each
+ * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). The legacy build
+ * (before 5.17) reads the fd table so too: its task is no BTF pointer. */
+static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+{
+	struct file *slot = NULL;
+	struct inode *inode;
+	struct socket *sock;
+	struct sock *sk;
+#ifdef TS_LEGACY
+	struct fdtable *fdt = BPF_CORE_READ(ts_current_task(), files, fdt);
+	struct file **fds;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fds[fd]) || !slot)
+		return NULL;
+#else
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fdt->fd[fd]) || !slot)
+		return NULL;
+#endif
+	inode = BPF_CORE_READ(slot, f_inode);
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return NULL;
+	sock = BPF_CORE_READ(slot, private_data);
+	if (!sock || BPF_CORE_READ(sock, type) != SOCK_STREAM)
+		return NULL;
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return NULL;
+	*ino = BPF_CORE_READ(inode, i_ino);
+	return sk;
+}
+#endif
+
+static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	a->family = family;
+	a->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	a->_pad = 0;
+	__builtin_memset(a->laddr, 0, sizeof(a->laddr));
+	__builtin_memset(a->raddr, 0, sizeof(a->raddr));
+	if (family == AF_INET6) {
+		BPF_CORE_READ_INTO(&a->laddr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&a->raddr, sk, __sk_common.skc_v6_daddr);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)a->laddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)a->raddr, sk, __sk_common.skc_daddr);
+	}
+}
+
+#endif
