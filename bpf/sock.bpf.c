@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Plaintext TCP capture on syscall tracepoints: read, readv, recvfrom, recvmsg and write,
+ * Plaintext TCP and Unix-socket capture on syscall tracepoints: read, readv, recvfrom, recvmsg and write,
  * writev, sendto, sendmsg (entry and exit), close, and the calls whose bytes cannot be seen
  * (sendfile, splice, io_uring), which are counted and said.
  *
- * At entry the fd is resolved to its file (CO-RE, through the task's fd table): only a TCP
- * socket (IPv4 or IPv6, stream) goes further, so pipes, files and Unix sockets cost those few
- * reads and are never copied. A socket is named by its inode number (socket:[N]), which a
+ * At entry the fd is resolved to its file (CO-RE, through the task's fd table): only a stream
+ * socket, TCP (IPv4 or IPv6) or Unix, goes further, so pipes, files and datagram sockets cost
+ * those few reads and are never copied. A socket is named by its inode number (socket:[N]), which a
  * new socket never shares with a closed one even when the kernel reuses its memory or its fd.
  *
  * The first bytes of a socket decide what it carries: an HTTP/1.x request or status line is
@@ -24,6 +24,7 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+#define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
 #define SOCK_STREAM 1
@@ -48,7 +49,9 @@ struct sock_state {
 	__u32 linked_pid; /* and in which process (after fork, the same SSL* is in both) */
 	__u32 owner;	  /* the process whose stream this is: the first to move its bytes */
 	__u8 proto;	  /* enum sock_proto */
-	__u8 _pad[7];
+	__u8 is_unix;	  /* AF_UNIX: its close says so (TS_CLOSE_UNIX) */
+	__u8 unix_peer;	  /* AF_UNIX: its peer's inode was known when it was last said */
+	__u8 _pad[5];
 };
 
 /* Every TCP socket a traced process moved bytes on, by inode number; LRU so that sockets
@@ -195,6 +198,50 @@ __noinline int classify(__u64 head, __u32 n)
 	return PROTO_IGNORED;
 }
 
+/* phase: a captured Unix socket says its path and its peer, once */
+
+/*
+ * A global function, verified once on its own: sk is the socket's struct sock, ino its inode
+ * number, owner its stream's process. A client may write before its server has accepted the
+ * connection, and the server's socket has no inode until then: the record is sent again, once,
+ * at a later call that finds the peer's inode (only_if_peer), so that both ends' records name
+ * each other. Returns 1 when the peer's inode was said.
+ */
+__noinline int send_unix_sock(__u64 sk, __u64 ino, __u32 owner, __u32 only_if_peer)
+{
+	struct unix_sock *u = (struct unix_sock *)sk;
+	struct sock *peer = BPF_CORE_READ(u, peer);
+	__u64 peer_ino = sock_ino(peer);
+	struct unix_address *addr;
+	struct ts_unix_sock *e;
+	__s32 len;
+
+	if (only_if_peer && !peer_ino)
+		return 0;
+	e = ts_reserve(TS_EV_UNIX_SOCK, sizeof(*e), TS_CNT_OTHER_DROPS);
+	if (!e)
+		return 0;
+	e->sock = ino;
+	e->peer_sock = peer_ino;
+	e->owner = owner;
+	e->peer_pid = BPF_CORE_READ(u, sk.sk_peer_pid, numbers[0].nr);
+	/* a server's accepted socket carries its listener's path; a client's is unbound, and
+	 * the path is its peer's */
+	addr = BPF_CORE_READ(u, addr);
+	if (!addr && peer)
+		addr = BPF_CORE_READ((struct unix_sock *)peer, addr);
+	len = addr ? BPF_CORE_READ(addr, len) - (__s32)sizeof(__u16) : 0;
+	e->path_len = len > 0 ? (len < TS_UNIX_PATH_MAX ? len : TS_UNIX_PATH_MAX) : 0;
+	__builtin_memset(e->path, 0, sizeof(e->path));
+	if (e->path_len &&
+	    bpf_probe_read_kernel(e->path, sizeof(e->path),
+				  (char *)addr + bpf_core_field_offset(struct unix_address, name) +
+					  sizeof(__u16)))
+		e->path_len = 0;
+	bpf_ringbuf_submit(e, ts_submit_flags());
+	return peer_ino != 0;
+}
+
 /* phase: a TLS socket tells its SSL* where it is */
 
 /* A syscall on a TLS socket: if an SSL call is running on this thread (socket BIO), or a Go
@@ -246,7 +293,7 @@ static __always_inline int sock_enter(__u64 fd, __u64 base, __u64 len, __u32 kin
 
 	if (!ts_traced(id >> 32))
 		return 0;
-	sk = tcp_sock_of(fd, &ino);
+	sk = stream_sock_of(fd, &ino);
 	if (!sk)
 		return 0;
 	st = bpf_map_lookup_elem(&sock_states, &ino);
@@ -403,10 +450,13 @@ static __always_inline struct sock_state *decide(struct sock_state *st, struct s
 			return NULL;
 	}
 	st->proto = proto;
+	st->is_unix = addr->family == AF_UNIX;
 	if (proto == PROTO_HTTP) {
 		__u8 one = 1;
 
 		bpf_map_update_elem(&sock_pids, &st->owner, &one, BPF_ANY);
+		if (st->is_unix)
+			st->unix_peer = send_unix_sock(c->sk, c->sock, st->owner, 0);
 	}
 	if (proto == PROTO_TLS) {
 		ts_count(TS_CNT_SOCK_TLS, 1);
@@ -453,6 +503,8 @@ static __always_inline int sock_exit(long ret)
 		st = decide(st, c, &cs, &addr, bpf_get_current_pid_tgid() >> 32);
 		if (!st || st->proto == PROTO_TLS || st->proto == PROTO_IGNORED)
 			goto out;
+	} else if (st->is_unix && !st->unix_peer) {
+		st->unix_peer = send_unix_sock(c->sk, c->sock, st->owner, 1);
 	}
 
 	d = bpf_map_lookup_elem(&sock_scratch, &zero);
@@ -545,7 +597,7 @@ static __always_inline int count_peek(__u64 fd)
 	struct sock_state *st;
 	__u64 ino;
 
-	if (!ts_traced(bpf_get_current_pid_tgid() >> 32) || !tcp_sock_of(fd, &ino))
+	if (!ts_traced(bpf_get_current_pid_tgid() >> 32) || !stream_sock_of(fd, &ino))
 		return 0;
 	st = bpf_map_lookup_elem(&sock_states, &ino);
 	if (!st || st->proto == PROTO_HTTP || st->proto == PROTO_UNKNOWN)
@@ -613,7 +665,7 @@ int sock_enter_splice(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 ino;
 
-	if (tcp_sock_of(ctx->args[2], &ino))
+	if (stream_sock_of(ctx->args[2], &ino))
 		return sock_enter(ctx->args[2], 0, 0, CALL_NO_BUFFER, TS_DIR_WRITE,
 				  TS_CNT_SOCK_SPLICE);
 	return sock_enter(ctx->args[0], 0, 0, CALL_NO_BUFFER, TS_DIR_READ, TS_CNT_SOCK_SPLICE);
@@ -633,6 +685,8 @@ static __always_inline void end_socket(__u64 ino, __u32 flags)
 		return;
 	owner = st->owner;
 	proto = st->proto;
+	if (st->is_unix)
+		flags |= TS_CLOSE_UNIX;
 	bpf_map_delete_elem(&sock_states, &ino);
 	if (proto == PROTO_IGNORED)
 		return;
@@ -652,7 +706,7 @@ int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 {
 	__u64 ino = 0;
 
-	if (tcp_sock_of(ctx->args[0], &ino))
+	if (stream_sock_of(ctx->args[0], &ino))
 		end_socket(ino, 0);
 	return 0;
 }
@@ -678,7 +732,7 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	      opcode == 10 || opcode == 22 || opcode == 23 || opcode == 26 || opcode == 27 ||
 	      opcode == 47 || opcode == 48 || opcode == 49))
 		return 0;
-	sk = tcp_sock_of(BPF_CORE_READ(req, cqe.fd), &ino);
+	sk = stream_sock_of(BPF_CORE_READ(req, cqe.fd), &ino);
 	if (!sk)
 		return 0;
 	ts_count(TS_CNT_SOCK_IO_URING, 1);

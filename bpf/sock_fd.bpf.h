@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The plaintext family's first step on every call (bpf/sock.bpf.c includes this, after its
- * constants): the TCP socket behind an fd, in the build for this kernel (bpf_rdonly_cast's
- * direct loads; CO-RE reads before 6.2; the legacy task walk before 5.17), and the socket's
- * addresses. Every call of a traced process pays the walk, so it is kept short.
+ * constants): the stream socket behind an fd, TCP or Unix, in the build for this kernel
+ * (bpf_rdonly_cast's direct loads; CO-RE reads before 6.2; the legacy task walk before
+ * 5.17), and the socket's addresses. Every call of a traced process pays the walk, so it is
+ * kept short.
  */
 #ifndef TS_SOCK_FD_BPF_H
 #define TS_SOCK_FD_BPF_H
@@ -12,10 +13,11 @@
 /* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
-/* The TCP socket behind fd in the current process, with its inode number; NULL for anything
- * else (pipes, files, Unix and UDP sockets). Every call of a traced process pays this, so the
- * walk uses direct loads (BTF pointers) and one helper call for the fd table slot. */
-static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+/* The stream socket behind fd in the current process, TCP or Unix, with its inode number;
+ * NULL for anything else (pipes, files, UDP and datagram sockets). Every call of a traced
+ * process pays this, so the walk uses direct loads (BTF pointers) and one helper call for the
+ * fd table slot. */
+static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
@@ -36,7 +38,7 @@ static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
 	if (sock->type != SOCK_STREAM)
 		return NULL;
 	sk = sock->sk;
-	if (!sk || sk->sk_protocol != IPPROTO_TCP)
+	if (!sk || (sk->sk_protocol != IPPROTO_TCP && sk->__sk_common.skc_family != AF_UNIX))
 		return NULL;
 	*ino = inode->i_ino;
 	return sk;
@@ -46,7 +48,7 @@ static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
  * Linux 2023, COS): each field past the fd table slot with a CO-RE read, a helper call each
  * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). The legacy build
  * (before 5.17) reads the fd table so too: its task is no BTF pointer. */
-static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
+static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
 {
 	struct file *slot = NULL;
 	struct inode *inode;
@@ -77,18 +79,35 @@ static __always_inline struct sock *tcp_sock_of(__u64 fd, __u64 *ino)
 	if (!sock || BPF_CORE_READ(sock, type) != SOCK_STREAM)
 		return NULL;
 	sk = BPF_CORE_READ(sock, sk);
-	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	if (!sk || (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP &&
+		    BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX))
 		return NULL;
 	*ino = BPF_CORE_READ(inode, i_ino);
 	return sk;
 }
 #endif
 
+/* A socket's inode number, from its struct sock (0: none, as for a peer already gone). */
+static __always_inline __u64 sock_ino(struct sock *sk)
+{
+	return sk ? BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino) : 0;
+}
+
 static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
 {
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 
 	a->family = family;
+	if (family == AF_UNIX) {
+		__u64 own = sock_ino(sk), peer = sock_ino(BPF_CORE_READ((struct unix_sock *)sk, peer));
+
+		a->lport = a->rport = a->_pad = 0;
+		__builtin_memset(a->laddr, 0, sizeof(a->laddr));
+		__builtin_memset(a->raddr, 0, sizeof(a->raddr));
+		__builtin_memcpy(a->laddr, &own, sizeof(own));
+		__builtin_memcpy(a->raddr, &peer, sizeof(peer));
+		return;
+	}
 	a->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	a->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	a->_pad = 0;

@@ -28,6 +28,7 @@ enum ts_event_type {
 	TS_EV_SOCK_CLOSE = 9, /* close() of the fd of a socket that carried (or may carry) HTTP */
 	TS_EV_TLS_SOCK = 10, /* an SSL* moves its bytes over this TCP socket: its addresses */
 	TS_EV_LLAMA_STEP = 11, /* a llama_decode or llama_encode call returned: its batch, summed */
+	TS_EV_UNIX_SOCK = 12, /* a captured Unix stream socket: its path and its peer */
 };
 
 enum ts_dir {
@@ -82,13 +83,15 @@ struct ts_tls_free {
 /* ---- plaintext TCP (bpf/sock.bpf.c) ---- */
 
 struct ts_sock_addr {
-	__u16 family;	/* AF_INET (2) or AF_INET6 (10) */
+	__u16 family;	/* AF_INET (2) or AF_INET6 (10); AF_UNIX (1): see below */
 	__u16 lport;	/* host byte order */
 	__u16 rport;
 	__u16 _pad;
 	__u8 laddr[16]; /* network byte order; IPv4 in the first 4 bytes */
 	__u8 raddr[16];
 };
+/* AF_UNIX: no ports; laddr's first 8 bytes are this socket's inode number, raddr's its peer's
+ * (host byte order; 0: not connected). The path comes once, in a struct ts_unix_sock. */
 
 struct ts_sock_data {
 	struct ts_event_hdr hdr;
@@ -114,6 +117,25 @@ struct ts_sock_close {
 /* The kernel closed the socket as the last process holding it died (exit, SIGKILL): no close
  * call was made. */
 #define TS_CLOSE_BY_EXIT 1
+/* A Unix socket (its stream's transport is unix, not tcp). */
+#define TS_CLOSE_UNIX 2
+
+/*
+ * A Unix stream socket that the plaintext family captures: what its data records' addresses
+ * cannot hold. Sent once, when its first bytes decide that it is captured, before its first
+ * data record. Both ends of a connection on this host send one, each naming the other's
+ * inode, which is how their records are joined.
+ */
+#define TS_UNIX_PATH_MAX 108 /* sockaddr_un's sun_path */
+struct ts_unix_sock {
+	struct ts_event_hdr hdr;
+	__u64 sock;	 /* this socket's inode number: with owner, the stream key */
+	__u64 peer_sock; /* the other end's inode number (0: not connected) */
+	__u32 owner;	 /* as ts_sock_data's */
+	__u32 peer_pid;	 /* the process that connected or accepted the other end (0: unknown) */
+	__u32 path_len;	 /* bytes of path: 0 unnamed; path[0] == 0: an abstract name */
+	char path[TS_UNIX_PATH_MAX]; /* this socket's bound path or, unbound (a client), its peer's */
+};
 
 /* Which TCP socket an SSL* uses: sent when the link is first seen or changes. exact: the
  * socket call was made inside an SSL call (a socket BIO); else it followed an SSL_write on the
@@ -337,6 +359,9 @@ TS_FIELD(ts_sock_data, owner, 76);
 TS_FIELD(ts_sock_data, addr, 80);
 TS_FIELD(ts_sock_data, data, 120);
 TS_LAYOUT(ts_sock_close, 56);
+TS_LAYOUT(ts_unix_sock, 176);
+TS_FIELD(ts_unix_sock, owner, 56);
+TS_FIELD(ts_unix_sock, path, 68);
 TS_LAYOUT(ts_tls_sock, 104);
 TS_FIELD(ts_tls_sock, addr, 64);
 TS_LAYOUT(ts_proc, 40);

@@ -341,7 +341,7 @@ def run_host(root):
 
 # ---- what the records say ----
 
-WORKLOAD_MODELS = re.compile(r"^(kplain-\d+|kllama|fx-ttft\d+-itl\d+-n\d+-k(curl|go))$")
+WORKLOAD_MODELS = re.compile(r"^(kplain-\d+|kunix-\d+|kllama|fx-ttft\d+-itl\d+-n\d+-k(curl|go))$")
 # the stand-in engine batches by when requests come, so its steps differ from machine to
 # machine: they are checked against its own truth on each (check_truth), not across
 STEP_COMMS = ("cudaprog", "llama_step")
@@ -410,6 +410,16 @@ def check_truth(label, files, recs):
     check(len(plain) == 8 and all(r["transport"] == "tcp" and r["complete"] and
                                   r["token_events"] == 12 for r in plain),
           f"{label}: plaintext TCP: 4 requests from both ends, whole ({len(plain)} records)")
+    unix = [r for r in recs if r.get("type") == "request" and
+            (r.get("model") or "").startswith("kunix-")]
+    servers = {r["id"]: r for r in unix if r["role"] == "server"}
+    check(len(unix) == 4 and all(r["transport"] == "unix" and r["complete"] and
+                                 r["token_events"] == 8 and r["local"].startswith("unix:/")
+                                 for r in unix) and
+          all(r["server_id"] in servers and servers[r["server_id"]]["model"] == r["model"] and
+              servers[r["server_id"]]["peer"] == r["local"] for r in unix if r["role"] == "client"),
+          f"{label}: a Unix socket: 2 requests from both ends, whole, joined by their inodes "
+          f"({len(unix)} records)")
     engine_truth = [json.loads(line) for line in files.get("engine.truth", "").splitlines()
                     if line.strip()]
     want = sum(1 for t in engine_truth if t.get("type") == "step")

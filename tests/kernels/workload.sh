@@ -78,6 +78,10 @@ fi
 phase plaintext
 # plaintext HTTP/1.1, both ends in one process, two threads on each socket
 bounded seq_race 60 "$W/seq_race" 4 12 kplain >"$OUT/seq_race.out" 2>&1
+# the same over a Unix stream socket: both ends joined by their inodes
+SEQ_RACE_UNIX="$OUT/unix.sock" bounded seq_race_unix 60 "$W/seq_race" 2 8 kunix \
+	>"$OUT/seq_race_unix.out" 2>&1
+rm -f "$OUT/unix.sock" # OUT's files are read back: a socket is none
 
 phase tls
 # TLS: curl (OpenSSL) and a stripped Go client, to a stripped Go TLS server

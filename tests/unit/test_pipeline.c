@@ -536,6 +536,77 @@ static void test_tcp_stream_addresses(void **state)
 	run__free(&r);
 }
 
+/* A captured Unix socket's path and peer, as bpf/sock.bpf.c sends it before its bytes. */
+static void unix_sock(struct run *r, uint64_t ino, uint64_t peer_ino, uint32_t peer_pid,
+		      const char *path, uint32_t path_len, uint64_t ts)
+{
+	struct ts_unix_sock e = { 0 };
+
+	e.hdr.type = TS_EV_UNIX_SOCK;
+	e.hdr.size = sizeof(e);
+	e.hdr.ts_ns = ts;
+	e.hdr.pid = r->pid;
+	strcpy(e.hdr.comm, "uvicorn");
+	e.sock = ino;
+	e.peer_sock = peer_ino;
+	e.owner = r->pid;
+	e.peer_pid = peer_pid;
+	e.path_len = path_len;
+	memcpy(e.path, path, path_len);
+	assert_int_equal(pipeline__feed(r->pl, &e, sizeof(e)), 0);
+}
+
+/* A Unix socket: transport unix, each end named by the socket's path and its own inode (the
+ * peer by the other's, so that a client and its server join), the peer's process; an abstract
+ * name as @name; a peer learnt later (a client that wrote before its server accepted) reaches
+ * the request in flight; a close flagged TS_CLOSE_UNIX ends the Unix stream, not a TCP one. */
+static void test_unix_socket(void **state)
+{
+	struct ts_sock_addr un = { .family = 1 /* AF_UNIX */ };
+	uint64_t own = 9001, seq = 0;
+	struct ts_sock_close c = { 0 };
+	struct run r;
+
+	memcpy(un.laddr, &own, sizeof(own)); /* the peer's inode unknown (0) in the data */
+	run__init(&r);
+	unix_sock(&r, 9001, 0, 0, "/run/app.sock", 13, T0 - MS);
+	sock_rec(&r, 9001, seq++, false, T0, req_chat, 0, 0, &un);
+	unix_sock(&r, 9001, 9002, 4242, "/run/app.sock", 13, T0 + MS / 2); /* peer now known */
+	sock_rec(&r, 9001, seq++, true, T0 + 1 * MS, resp_head, 0, 0, &un);
+	sock_rec(&r, 9001, seq++, true, T0 + 20 * MS, tok_chunk, 0, 0, &un);
+	sock_rec(&r, 9001, seq++, true, T0 + 30 * MS, "e\r\ndata: [DONE]\n\n\r\n", 0, 0, &un);
+	sock_rec(&r, 9001, seq++, true, T0 + 30 * MS, "0\r\n\r\n", 0, 0, &un);
+	/* a close of the TCP socket with the same number ends nothing here: a second request on
+	 * the Unix stream stays open until the close that names it */
+	sock_rec(&r, 9001, seq++, false, T0 + 31 * MS, req_chat, 0, 0, &un);
+	sock_close(&r, 9001, T0 + 31 * MS);
+	c.hdr.type = TS_EV_SOCK_CLOSE;
+	c.hdr.size = sizeof(c);
+	c.hdr.ts_ns = T0 + 32 * MS;
+	c.hdr.pid = r.pid;
+	c.sock = 9001;
+	c.owner = r.pid;
+	c.flags = TS_CLOSE_UNIX;
+	assert_int_equal(pipeline__feed(r.pl, &c, sizeof(c)), 0);
+	/* an abstract socket */
+	unix_sock(&r, 9003, 9004, 77, "\0abstract", 9, T0 + 40 * MS);
+	sock_rec(&r, 9003, 0, false, T0 + 41 * MS, req_chat, 0, 0, &un);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(json_str(r.json[0], "transport"), "unix");
+	assert_string_equal(json_str(r.json[0], "role"), "server");
+	assert_string_equal(json_str(r.json[0], "local"), "unix:/run/app.sock#9001");
+	assert_string_equal(json_str(r.json[0], "peer"), "unix:/run/app.sock#9002");
+	assert_float_equal(json_num(r.json[0], "peer_pid"), 4242, 0);
+	assert_float_equal(json_num(r.json[0], "ttft_ms"), 20, 1e-9);
+	assert_int_equal(json_bool(r.json[0], "complete"), 1);
+	assert_string_equal(json_str(r.json[1], "error"), "connection_closed");
+	assert_string_equal(json_str(r.json[2], "local"), "unix:@abstract#9003");
+	assert_string_equal(json_str(r.json[2], "peer"), "unix:@abstract#9004");
+	assert_string_equal(json_str(r.json[2], "error"), "capture_ended");
+	run__free(&r);
+}
+
 /* A server that closes and accepts in a loop: the kernel may hand the next socket the same
  * fd (and memory); its inode is new, and even a reused key after a close starts afresh. */
 /* Each direction numbered on its own (TS_F_SEQ_PER_DIR), as two threads on one socket make
@@ -1087,6 +1158,7 @@ int main(void)
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_tcp_stream_addresses),
+		cmocka_unit_test(test_unix_socket),
 		cmocka_unit_test(test_tcp_seq_per_direction),
 		cmocka_unit_test(test_client_end_parsed_first),
 		cmocka_unit_test(test_tcp_close_and_reuse),

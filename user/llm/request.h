@@ -33,7 +33,7 @@ enum api {
 enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 
 #define REQ_MODEL_MAX 128
-#define REQ_ADDR_MAX 48 /* "[IPv6]:port" */
+#define REQ_ADDR_MAX 136 /* "[IPv6]:port", "unix:PATH#INODE" (a path of up to 108 bytes) */
 #define REQ_REASON_MAX 32
 #define REQ_ERROR_MAX 64
 
@@ -51,9 +51,10 @@ struct request {
 	uint32_t pid;
 	char comm[TS_COMM_LEN];
 	enum role role;
-	const char *transport;	   /* "tls" or "tcp" */
-	char local[REQ_ADDR_MAX];  /* "ip:port" of this end; "" when unknown */
+	const char *transport;	   /* "tls", "go_tls", "tcp" or "unix" */
+	char local[REQ_ADDR_MAX];  /* "ip:port" of this end, "unix:PATH#INODE"; "" when unknown */
 	char peer[REQ_ADDR_MAX];   /* of the other end */
+	uint32_t peer_pid;	   /* unix: the other end's process (0: unknown) */
 	/* what */
 	enum api api;
 	/* Strings of their own size, "" (not freed) until set (request__set_str): most requests

@@ -135,6 +135,8 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "transport", str_or_null(r->transport));
 	json_object_set_new(o, "local", str_or_null(r->local));
 	json_object_set_new(o, "peer", str_or_null(r->peer));
+	if (r->peer_pid) /* a Unix socket's other end: its process */
+		json_object_set_new(o, "peer_pid", json_integer(r->peer_pid));
 	json_object_set_new(o, "api", json_string(api__name(r->api)));
 	json_object_set_new(o, "model", str_or_null(request__model(r)));
 	json_object_set_new(o, "response_model", str_or_null(r->response_model));

@@ -317,12 +317,19 @@ static void count(struct metrics *m, enum fam_id id, const char **v, uint64_t n)
 
 /* ---- label values of a request ---- */
 
-/* "1.2.3.4:80" or "[::1]:80" -> address and port */
+/* "1.2.3.4:80" or "[::1]:80" -> address and port; "unix:PATH#INODE" -> the path, no port
+ * (the inode names one connection: no label) */
 static void split_addr(const char *a, char *host, size_t hn, char *port, size_t pn)
 {
 	const char *colon = strrchr(a, ':');
 
 	host[0] = port[0] = 0;
+	if (!strncmp(a, "unix:", 5)) {
+		const char *hash = strrchr(a, '#');
+
+		snprintf(host, hn, "%.*s", (int)((hash ? hash : a + strlen(a)) - a - 5), a + 5);
+		return;
+	}
 	if (!colon)
 		return;
 	if (a[0] == '[' && colon > a + 1 && colon[-1] == ']')

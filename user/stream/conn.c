@@ -19,6 +19,7 @@ struct conn {
 	struct stream_key key;
 	char comm[TS_COMM_LEN];
 	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+	uint32_t peer_pid; /* unix: the other end's process (0: unknown) */
 	const struct conn_sink *sink;
 	enum conn_kind kind;
 	enum role role;
@@ -58,6 +59,7 @@ static struct request *begin_request(void *ctx, uint64_t start_ns)
 	r->transport = transport__name(c->key.transport);
 	memcpy(r->local, c->local, sizeof(r->local));
 	memcpy(r->peer, c->peer, sizeof(r->peer));
+	r->peer_pid = c->peer_pid;
 	r->role = c->role;
 	r->start_ns = start_ns;
 	return r;
@@ -67,6 +69,8 @@ static void end_request(void *ctx, struct request *r, const char *reason, uint64
 {
 	struct conn *c = ctx;
 
+	if (!r->peer_pid) /* a Unix socket's peer learnt after the request began */
+		r->peer_pid = c->peer_pid;
 	if (reason)
 		request__error(r, "%s", c->peer_exited ? "peer_exited" : reason);
 	if (!r->end_ns)
@@ -160,7 +164,8 @@ const struct stream_key *conn__key(const struct conn *c)
 
 const char *transport__name(enum transport t)
 {
-	return t == TRANSPORT_TCP ? "tcp" : t == TRANSPORT_GO_TLS ? "go_tls" : "tls";
+	return t == TRANSPORT_TCP ? "tcp" : t == TRANSPORT_GO_TLS ? "go_tls" :
+	       t == TRANSPORT_UNIX ? "unix" : "tls";
 }
 
 void conn__set_addresses(struct conn *c, const char *local, const char *peer)
@@ -169,6 +174,11 @@ void conn__set_addresses(struct conn *c, const char *local, const char *peer)
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	if (c->reader)
 		c->wire->set_addresses(c->reader, c->local, c->peer);
+}
+
+void conn__set_peer_pid(struct conn *c, uint32_t pid)
+{
+	c->peer_pid = pid;
 }
 
 bool conn__is_peer(const struct conn *a, const struct conn *b)

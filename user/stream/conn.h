@@ -22,6 +22,7 @@ enum transport {
 	TRANSPORT_TLS = 0, /* SSL_read/SSL_write on an SSL* */
 	TRANSPORT_TCP = 1, /* read/write family syscalls on a TCP socket */
 	TRANSPORT_GO_TLS = 2, /* a Go program's crypto/tls (*Conn).Read/Write on a *tls.Conn */
+	TRANSPORT_UNIX = 3, /* read/write family syscalls on a Unix stream socket */
 };
 
 /* Which byte stream a connection is. */
@@ -105,8 +106,11 @@ typedef void (*open_request_fn)(void *ctx, const struct request *r);
 void conn__each_open(const struct conn *c, open_request_fn fn, void *ctx);
 /* The stream c was made for (a connection two processes share is counted once, by it). */
 const struct stream_key *conn__key(const struct conn *c);
-/* The socket's addresses ("ip:port"), for the requests of this connection. */
+/* The socket's addresses ("ip:port", "unix:PATH#INODE"), for the requests of this
+ * connection. */
 void conn__set_addresses(struct conn *c, const char *local, const char *peer);
+/* A Unix socket's peer process, for the requests that begin from now. */
+void conn__set_peer_pid(struct conn *c, uint32_t pid);
 bool conn__has_addresses(const struct conn *c);
 /* Are a and b the two ends of one socket (each one's local address the other's peer)? */
 bool conn__is_peer(const struct conn *a, const struct conn *b);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdint.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +300,9 @@ static int on_sock_data(struct pipeline *p, void *rec, size_t size)
 	if (e->len != size - sizeof(*e) || e->dir > TS_DIR_WRITE)
 		return -1;
 	pc = (struct piece){
-		.key = { .pid = e->owner, .transport = TRANSPORT_TCP, .id = e->sock },
+		.key = { .pid = e->owner,
+			 .transport = e->addr.family == AF_UNIX ? TRANSPORT_UNIX : TRANSPORT_TCP,
+			 .id = e->sock },
 		.hdr = &e->hdr,
 		.seq = e->seq,
 		.is_write = e->dir == TS_DIR_WRITE,
@@ -335,10 +338,31 @@ static void close_by_exit(struct pipeline *p, const struct stream_key *key, uint
 	streams__drop(&p->streams, link, ts, "process_exited");
 }
 
+/* A captured Unix socket's path and peer: its stream (made now: this comes before its first
+ * bytes) gets addresses both ends share and its peer's process. */
+static int on_unix_sock(struct pipeline *p, void *rec, size_t size)
+{
+	const struct ts_unix_sock *e = rec;
+	struct stream *s;
+
+	if (e->path_len > TS_UNIX_PATH_MAX)
+		return -1;
+	s = streams__get(&p->streams, &(struct stream_key){ e->owner, TRANSPORT_UNIX, e->sock },
+			 e->hdr.comm);
+	if (!s) {
+		p->h.no_memory++;
+		return 0;
+	}
+	s->last_ns = e->hdr.ts_ns;
+	stream__set_unix(s, e);
+	return 0;
+}
+
 static int on_sock_close(struct pipeline *p, void *rec, size_t size)
 {
 	const struct ts_sock_close *e = rec;
-	struct stream_key key = { e->owner, TRANSPORT_TCP, e->sock };
+	struct stream_key key = { e->owner, e->flags & TS_CLOSE_UNIX ? TRANSPORT_UNIX : TRANSPORT_TCP,
+				  e->sock };
 
 	if (e->flags & TS_CLOSE_BY_EXIT) {
 		close_by_exit(p, &key, e->hdr.ts_ns);
@@ -429,6 +453,7 @@ static const struct record_kind {
 	{ TS_EV_TLS_SOCK, sizeof(struct ts_tls_sock), on_tls_sock },
 	{ TS_EV_SOCK_DATA, sizeof(struct ts_sock_data), on_sock_data },
 	{ TS_EV_SOCK_CLOSE, sizeof(struct ts_sock_close), on_sock_close },
+	{ TS_EV_UNIX_SOCK, sizeof(struct ts_unix_sock), on_unix_sock },
 	/* older recordings' exits carry no flags */
 	{ TS_EV_EXIT, sizeof(struct ts_event_hdr), on_process_exit },
 	{ TS_EV_EXEC, sizeof(struct ts_event_hdr), on_attach_work },

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "stream/health.h"
@@ -240,12 +242,17 @@ void streams__each_open(const struct streams *t, open_request_fn fn, void *ctx)
 	}
 }
 
-/* "1.2.3.4:80" or "[::1]:8080" */
+/* "1.2.3.4:80" or "[::1]:8080"; a Unix socket by its inode alone, "unix:#INODE", until its
+ * path is known (stream__set_unix) */
 static void format_addr(int family, const uint8_t *ip, uint16_t port, char *out, size_t n)
 {
 	char a[INET6_ADDRSTRLEN] = "?";
+	uint64_t ino;
 
-	if (family == AF_INET6 && inet_ntop(AF_INET6, ip, a, sizeof(a)))
+	if (family == AF_UNIX) {
+		memcpy(&ino, ip, sizeof(ino));
+		snprintf(out, n, "unix:#%llu", (unsigned long long)ino);
+	} else if (family == AF_INET6 && inet_ntop(AF_INET6, ip, a, sizeof(a)))
 		snprintf(out, n, "[%s]:%u", a, port);
 	else if (family == AF_INET && inet_ntop(AF_INET, ip, a, sizeof(a)))
 		snprintf(out, n, "%s:%u", a, port);
@@ -260,4 +267,35 @@ void stream__set_addresses(struct stream *s, const struct ts_sock_addr *a)
 	format_addr(a->family, a->laddr, a->lport, local, sizeof(local));
 	format_addr(a->family, a->raddr, a->rport, peer, sizeof(peer));
 	conn__set_addresses(s->conn, local, peer);
+}
+
+/* A Unix socket's path as it reads: "@name" for an abstract one, bytes past the printable
+ * as '?' (a path is the application's, not ours to trust). */
+static void unix_path(const struct ts_unix_sock *e, char *out, size_t n)
+{
+	uint32_t len = e->path_len < TS_UNIX_PATH_MAX ? e->path_len : TS_UNIX_PATH_MAX;
+	size_t o = 0;
+
+	for (uint32_t i = 0; i < len && o + 1 < n; i++) {
+		unsigned char ch = (unsigned char)e->path[i];
+
+		if (!i && !ch)
+			out[o++] = '@';
+		else if (!ch) /* a filesystem path ends at its NUL */
+			break;
+		else
+			out[o++] = ch >= 0x20 && ch < 0x7f && ch != '#' ? (char)ch : '?';
+	}
+	out[o] = 0;
+}
+
+void stream__set_unix(struct stream *s, const struct ts_unix_sock *e)
+{
+	char path[TS_UNIX_PATH_MAX + 2], local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+
+	unix_path(e, path, sizeof(path));
+	snprintf(local, sizeof(local), "unix:%s#%llu", path, (unsigned long long)e->sock);
+	snprintf(peer, sizeof(peer), "unix:%s#%llu", path, (unsigned long long)e->peer_sock);
+	conn__set_addresses(s->conn, local, peer);
+	conn__set_peer_pid(s->conn, e->peer_pid);
 }
