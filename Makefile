@@ -196,7 +196,7 @@ test: deps
 
 # libFuzzer targets (tests/fuzz) over the parsers, the decoder, the whole pipeline and the
 # recording reader, with ASan and UBSan. `make fuzz` runs each FUZZ_SECONDS; `make test` a few.
-FUZZ_TARGETS := http sse decode pipeline recording json h2
+FUZZ_TARGETS := http sse decode pipeline recording json h2 zmtp
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 

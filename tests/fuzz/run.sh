@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-http sse decode pipeline recording json h2}
+targets=${FUZZ_TARGETS:-http sse decode pipeline recording json h2 zmtp}
 max_len=${FUZZ_MAX_LEN:-65536}
 dir=.output/fuzz
 python3 tests/fuzz/seeds.py "$dir/seeds"

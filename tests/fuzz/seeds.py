@@ -46,6 +46,23 @@ def h2_frame(ftype, flags, stream, payload):
             stream.to_bytes(4, "big") + payload)
 
 
+def zmtp_frame(flags, body):
+    """A ZMTP frame: flags (MORE 1, COMMAND 4), a short or long size, the body."""
+    if len(body) > 255:
+        return bytes([flags | 2]) + len(body).to_bytes(8, "big") + body
+    return bytes([flags, len(body)]) + body
+
+
+ZMTP_GREETING = b"\xff" + b"\x00" * 7 + b"\x01\x7f\x03\x01NULL" + b"\x00" * 16 + b"\x00" + \
+    b"\x00" * 31
+ZMTP_READY = b"\x05READY\x0bSocket-Type\x00\x00\x00\x06DEALER"
+# ["req-1", [1, 2, 3], nil, {"max_tokens": 16}]: an EngineCoreRequest's first fields
+MP_REQUEST = b"\x94\xa5req-1\x93\x01\x02\x03\xc0\x81\xaamax_tokens\x10"
+# [0, [["req-1", [42], nil, nil, nil, nil, nil, [{"type": 1, "timestamp": 1.5}]]], ...]
+MP_OUTPUTS = b"\x92\x00\x91\x98\xa5req-1\x91\x2a\xc0\xc0\xc0\xc0\xc0\x91\x82\xa4type" + \
+    b"\x01\xa9timestamp\xcb\x3f\xf8" + b"\x00" * 6
+
+
 def main():
     out = sys.argv[1]
     gz = gzip.compress(SSE)
@@ -73,6 +90,14 @@ def main():
                                   b"\x00" + h2_frame(0, 1, 1, SSE[120:240])]),
                b"\x01" + pieces([b"\x01" + h2_frame(1, 4, 3, b"\x83\x87\xbe"),
                                   b"\x00" + h2_frame(3, 0, 3, b"\x00\x00\x00\x08")])],
+        # zmtp: libzmq's greeting, READY, then vLLM-shaped messages (a request type byte, a
+        # msgpack array, an aux frame; an output map with events); then joined mid-stream
+        "zmtp": [b"\x01" + pieces([ZMTP_GREETING, zmtp_frame(4, ZMTP_READY),
+                                    zmtp_frame(1, b"\x00") + zmtp_frame(1, MP_REQUEST) +
+                                    zmtp_frame(0, b"\xab" * 300),
+                                    zmtp_frame(0, MP_OUTPUTS)]),
+                 b"\x00" + pieces([zmtp_frame(0, MP_OUTPUTS), zmtp_frame(1, b"\x01") +
+                                    zmtp_frame(0, MP_REQUEST)])],
         "json": [b'{"choices":[{"delta":{"content":"Hi \\u00e9\\ud83d\\ude00"},"index":0}],'
                  b'"usage":{"prompt_tokens":12,"x":-1.5e-3,"ok":true,"n":null}}',
                  b'[{"candidates":[]}, [], {}, "a\\n\\"", 0, -0, 1E+2]'],
