@@ -75,6 +75,7 @@ workloads() {
 	llamapre|$lb prefill $N|pair $stub llama_decode
 	pipe|$pin $sb pipe 50000|tp
 	tcp|$pin $sb tcp 50000|tp
+	unix|$pin $sb unix 50000|tp
 	http|$pin $sb http 50000|tp
 	EOF
 }
@@ -173,6 +174,7 @@ $stats cost "llama_decode, prefill (512 tokens)" "$work/llamapre.rows"
 echo "    (on a stub library that returns at once; bare: an empty uprobe and uretprobe there)"
 $stats cost "pipe (not a socket)" "$work/pipe.rows"
 $stats cost "TCP, not HTTP (ignored socket)" "$work/tcp.rows"
+$stats cost "Unix socket, not HTTP (ignored)" "$work/unix.rows"
 $stats cost "TCP, HTTP (both calls captured)" "$work/http.rows"
 echo "    (a write + read of 120 bytes; bare: empty programs on the enter and exit tracepoints"
 echo "    of read and write, the very four tokenscope's run on for these calls)"

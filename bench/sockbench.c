@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "bare"))
 		return bare(argv + 2);
 	if (argc != 3 || (n = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: sockbench pipe|tcp|http N | bulk BYTES | bare CMD...\n");
+		fprintf(stderr, "usage: sockbench pipe|tcp|unix|http N | bulk BYTES | bare CMD...\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "bulk"))
@@ -190,6 +190,12 @@ int main(int argc, char **argv)
 		printf("%.0f\n", pingpong(fds, n, NULL));
 	} else if (!strcmp(argv[1], "tcp")) {
 		tcp_pair(fds);
+		printf("%.0f\n", pingpong(fds, n, "\xff\xfe binary protocol hello"));
+	} else if (!strcmp(argv[1], "unix")) {
+		/* a Unix stream socket that carries no HTTP (journald, D-Bus, a runtime's own):
+		 * the plaintext family decides it on its first call and ignores it after */
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds))
+			die("socketpair");
 		printf("%.0f\n", pingpong(fds, n, "\xff\xfe binary protocol hello"));
 	} else if (!strcmp(argv[1], "http")) {
 		tcp_pair(fds);
