@@ -76,6 +76,27 @@ static void test_server_histogram_lines(void **state)
 	metrics__free(m);
 }
 
+/* A server on a Unix socket: server_address is the socket's path, no port, and the inode that
+ * names one connection is in no label. */
+static void test_unix_server_address(void **state)
+{
+	struct metrics *m = metrics__new(10, NULL);
+	struct request *r = server_request("llama", 30);
+	struct request_metrics rm;
+	struct buf b = { 0 };
+	const char *t;
+
+	snprintf(r->local, sizeof(r->local), "unix:/run/vllm/api.sock#123456");
+	request__metrics(r, &rm);
+	metrics__request(m, r, &rm);
+	t = render(m, &b);
+	assert_non_null(strstr(t, "server_address=\"/run/vllm/api.sock\",server_port=\"\","));
+	assert_null(strstr(t, "123456"));
+	request__free(r);
+	buf__free(&b);
+	metrics__free(m);
+}
+
 /* Every family has HELP and TYPE; in each histogram series the buckets never decrease and
  * +Inf equals _count. */
 static void test_well_formed(void **state)
@@ -238,6 +259,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_server_histogram_lines),
+		cmocka_unit_test(test_unix_server_address),
 		cmocka_unit_test(test_well_formed),
 		cmocka_unit_test(test_escaping_and_limit),
 		cmocka_unit_test(test_many_models),
