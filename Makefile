@@ -61,7 +61,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers calls docs-check options unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test layers calls docs-check options man install install-check unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -146,6 +146,29 @@ layers:
 	$(Q)python3 tests/check_layers.py
 	$(Q)python3 tests/check_layers.py --self-test
 
+# tokenscope(1), written by the binary from its option table (--man), linted: a warning fails.
+man: tokenscope
+	$(Q)./tokenscope --man >$(OUTPUT)/tokenscope.1
+	$(Q)mandoc -T lint -W warning $(OUTPUT)/tokenscope.1
+	@echo "man: .output/tokenscope.1 from the option table, mandoc -T lint clean"
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page, the systemd unit
+# (deploy/tokenscope.service, ExecStart at the installed binary).
+PREFIX ?= /usr/local
+install: man
+	$(Q)install -D -m 0755 tokenscope $(DESTDIR)$(PREFIX)/bin/tokenscope
+	$(Q)install -D -m 0644 $(OUTPUT)/tokenscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/tokenscope.1
+	$(Q)mkdir -p $(DESTDIR)$(PREFIX)/lib/systemd/system
+	$(Q)sed 's|@BINDIR@|$(PREFIX)/bin|' deploy/tokenscope.service \
+		>$(DESTDIR)$(PREFIX)/lib/systemd/system/tokenscope.service
+	$(Q)chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/system/tokenscope.service
+
+# What make install wrote, checked in a scratch DESTDIR: every file where it belongs, the
+# installed binary runs, its man page renders, and systemd-analyze verifies the unit (against
+# the installed binary).
+install-check: man
+	$(Q)tests/check_install.sh
+
 # The call structure drawn from the built objects (tests/check_calls.py): no call up a layer, no
 # files calling each other round, and that the check catches both.
 calls: tokenscope
@@ -183,7 +206,7 @@ kernels: tokenscope fixtures gpu-testbed
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s layers docs-check
-	$(Q)$(MAKE) -s all unit options calls
+	$(Q)$(MAKE) -s all unit options calls install-check
 	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay

@@ -17,6 +17,7 @@
 #include "tokenscope.h"
 
 #define TS_VERSION "0.1.0"
+#define TS_VERSION_DATE "2026-12-04" /* the man page's date */
 
 static int parse_long(const char *s, long min, long max, long *out)
 {
@@ -164,6 +165,7 @@ enum opt_kind {
 	SET_COUNT, /* int at off += 1 */
 	PRINT_HELP,
 	PRINT_VERSION,
+	PRINT_MAN,
 };
 
 struct opt_spec {
@@ -187,9 +189,10 @@ static const struct opt_spec specs[] = {
 	{ "comm", 'c', "NAME", FN(set_comm), false,
 	  "trace only processes with this command name" },
 	{ "port", 0, "PORT", FN(set_port), false,
-	  "plaintext TCP: only sockets with this local or peer port\n(repeatable)" },
+	  "plaintext TCP: only sockets with this local or peer port\n(repeatable; Unix sockets "
+	  "have none)" },
 	{ "no-plaintext", 0, NULL, FIELD(SET_FLAG, no_plaintext), false,
-	  "no plaintext TCP capture: TLS (and CUDA) only" },
+	  "no plaintext capture (TCP, Unix sockets): TLS (and CUDA)\nonly" },
 	{ "engine", 0, "HTTP_PID=ENGINE_PID[,ENGINE_PID...]", FN(set_engine), true,
 	  "the engine processes (CUDA, llama.cpp) serving an HTTP\nserver's requests (found "
 	  "through the process tree when\nnot given; repeatable)" },
@@ -225,6 +228,7 @@ static const struct opt_spec specs[] = {
 	{ "speed", 0, "X", FN(set_speed), true, "top --replay: X times as fast (default 1)", true },
 	{ "help", 'h', NULL, PRINT_HELP, 0, NULL, true, "this help" },
 	{ "version", 'V', NULL, PRINT_VERSION, 0, NULL, true, "the version" },
+	{ "man", 0, NULL, PRINT_MAN, 0, NULL, true, "this help as a man page (roff, for man(1))" },
 };
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
@@ -239,8 +243,8 @@ static void usage(FILE *f)
 	      "                                         play a recording through the view\n"
 	      "\n"
 	      "Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
-	      "hits of every streamed LLM API call that a process makes or serves, over OpenSSL or\n"
-	      "plain HTTP on TCP.\n"
+	      "hits of every streamed LLM API call that a process makes or serves, over OpenSSL,\n"
+	      "Go's crypto/tls, or plain HTTP on TCP and Unix sockets.\n"
 	      "\n",
 	      f);
 	for (size_t i = 0; i < NSPECS; i++) {
@@ -266,6 +270,90 @@ static void usage(FILE *f)
 				fprintf(f, "%*s", HELP_COLUMN, "");
 		}
 	}
+}
+
+/* Text for roff: a '-' as \-, a backslash as \e, a line that would start with '.' or '\''
+ * kept from being read as a request (\&). */
+static void roff(FILE *f, const char *s, size_t n)
+{
+	if (n && (s[0] == '.' || s[0] == '\''))
+		fputs("\\&", f);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '-')
+			fputs("\\-", f);
+		else if (s[i] == '\\')
+			fputs("\\e", f);
+		else
+			fputc(s[i], f);
+	}
+}
+
+/* tokenscope(1), in man(7), from the same table as the usage: it cannot drift from what the
+ * binary accepts (`make man` writes it, and lints it with mandoc). */
+static void man_page(FILE *f)
+{
+	fprintf(f, ".TH TOKENSCOPE 1 %s \"tokenscope %s\" \"User Commands\"\n"
+		   ".SH NAME\n"
+		   "tokenscope \\- passive eBPF tracer for LLM streaming latency\n"
+		   ".SH SYNOPSIS\n"
+		   ".B tokenscope\n[\\fIOPTIONS\\fR]\n.br\n"
+		   ".B tokenscope report\n\\fIFILE\\fR [\\fIOPTIONS\\fR]\n.br\n"
+		   ".B tokenscope top\n[\\fIOPTIONS\\fR]\n.br\n"
+		   ".B tokenscope top \\-\\-replay\n\\fIFILE\\fR [\\fB\\-\\-speed\\fR "
+		   "\\fIX\\fR] [\\fIOPTIONS\\fR]\n"
+		   ".SH DESCRIPTION\n"
+		   "tokenscope attaches eBPF probes to unmodified processes (uprobes on OpenSSL and on Go's\n"
+		   "crypto/tls, syscall tracepoints on plain TCP and Unix sockets, uprobes on the CUDA\n"
+		   "runtime and driver and on llama.cpp) and measures every streamed LLM API call that a\n"
+		   "process makes or serves: time to the first content token (TTFT), time per output\n"
+		   "token (TPOT), inter\\-token gaps, end\\-to\\-end time, token usage and prompt\\-cache\n"
+		   "hits, with each server request's TTFT split into queueing, prefill and emit by the\n"
+		   "engine steps that served it.\n"
+		   ".PP\n"
+		   "Live tracing needs root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF (Linux\n"
+		   "5.10 or later).\n"
+		   "\\fBreport\\fR replays a recording (\\fB\\-r\\fR) through the same pipeline and needs\n"
+		   "no privilege; \\fBtop\\fR shows the same figures in a full\\-screen view.\n"
+		   ".SH OPTIONS\n",
+		TS_VERSION_DATE, TS_VERSION);
+	for (size_t i = 0; i < NSPECS; i++) {
+		const struct opt_spec *s = &specs[i];
+
+		fputs(".TP\n", f);
+		if (s->short_name)
+			fprintf(f, "\\fB\\-%c\\fR, ", s->short_name);
+		fputs("\\fB\\-\\-", f);
+		roff(f, s->name, strlen(s->name));
+		fputs("\\fR", f);
+		if (s->arg) {
+			fputs(" \\fI", f);
+			roff(f, s->arg, strlen(s->arg));
+			fputs("\\fR", f);
+		}
+		fputc('\n', f);
+		for (const char *h = s->help; *h;) {
+			size_t len = strcspn(h, "\n");
+
+			roff(f, h, len);
+			fputc('\n', f);
+			h += len;
+			if (*h == '\n')
+				h++;
+		}
+	}
+	fputs(".SH EXIT STATUS\n"
+	      "0 when the run ended as asked (Ctrl\\-C, SIGTERM, \\fB\\-d\\fR, the end of a recording);\n"
+	      "1 when an option is wrong, it could not start, or an output could not be written\n"
+	      "(one line on standard error says why).\n"
+	      ".SH FILES\n"
+	      "Outputs (\\fB\\-o\\fR, \\fB\\-r\\fR, \\fB\\-\\-html\\fR, \\fB\\-\\-perfetto\\fR, "
+	      "\\fB\\-\\-metrics\\-file\\fR) are\n"
+	      "created mode 0600 and never written through a symbolic link. A recording holds the\n"
+	      "decrypted request and response bodies, credentials masked; no other output holds a\n"
+	      "prompt, a completion or a credential.\n"
+	      ".SH SEE ALSO\n"
+	      ".BR bpftool (8)\n",
+	      f);
 }
 
 /* What a replay (`report FILE`, `top --replay FILE`) takes, for its error line. */
@@ -309,6 +397,9 @@ static int apply(const struct opt_spec *s, struct options *o, const char *arg,
 		return 1;
 	case PRINT_VERSION:
 		printf("tokenscope %s\n", TS_VERSION);
+		return 1;
+	case PRINT_MAN:
+		man_page(stdout);
 		return 1;
 	}
 	return -1;
