@@ -27,6 +27,14 @@ LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo 
 	-lstdc++ \
 	-Wl,-Bdynamic -lmicrohttpd -lm
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
+# DYNAMIC=1: every library linked dynamically, as a distribution package links (debian/rules):
+# the system's copies, updated with it, and no embedded ones.
+ifeq ($(DYNAMIC),1)
+LDLIBS_LIVE := -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz -lstdc++ \
+	-lmicrohttpd -lm
+else
+LDLIBS_LIVE := $(LDLIBS_STATIC)
+endif
 
 BPF_SRCS := $(wildcard bpf/*.bpf.c)
 # sock_core: the plaintext family built again with CO-RE reads in place of bpf_rdonly_cast,
@@ -61,7 +69,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers calls docs-check options man install install-check unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test layers calls docs-check options man install install-check package-check unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -108,7 +116,7 @@ $(LIVE_OBJS): $(SKELS)
 
 tokenscope $(OUTPUT)/tokenscope: $(LIVE_OBJS) $(CORE_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS_STATIC) -o $@
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS_LIVE) -o $@
 
 $(OUTPUT)/tests/%.o: tests/unit/%.c | $(OUTPUT)/tests
 	$(call msg,CC,$@)
@@ -169,6 +177,10 @@ install: man
 install-check: man
 	$(Q)tests/check_install.sh
 
+# The Debian package (debian/) built, linted, installed, run and removed (root).
+package-check:
+	$(Q)tests/check_package.sh
+
 # The call structure drawn from the built objects (tests/check_calls.py): no call up a layer, no
 # files calling each other round, and that the check catches both.
 calls: tokenscope
@@ -208,6 +220,7 @@ test: deps
 	$(Q)$(MAKE) -s layers docs-check
 	$(Q)$(MAKE) -s all unit options calls install-check
 	$(Q)$(MAKE) -s go-binaries
+	$(Q)$(MAKE) -s package-check
 	$(Q)$(MAKE) -s unit-sanitized
 	$(Q)$(MAKE) -s replay
 	$(Q)$(MAKE) -s integration
