@@ -69,7 +69,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers calls docs-check options man install install-check package-check unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test layers calls docs-check options man install install-check package-check deploy-check unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -177,6 +177,12 @@ install: man
 install-check: man
 	$(Q)tests/check_install.sh
 
+# deploy/ (the DaemonSet, its Dockerfile, the unit) against each other and the package; no
+# cluster runs here to try the DaemonSet.
+deploy-check:
+	$(Q)/usr/bin/python3 tests/check_deploy.py
+	$(Q)/usr/bin/python3 tests/check_deploy.py --self-test
+
 # The Debian package (debian/) built, linted, installed, run and removed (root).
 package-check:
 	$(Q)tests/check_package.sh
@@ -217,7 +223,7 @@ kernels: tokenscope fixtures gpu-testbed
 
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
-	$(Q)$(MAKE) -s layers docs-check
+	$(Q)$(MAKE) -s layers docs-check deploy-check
 	$(Q)$(MAKE) -s all unit options calls install-check
 	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s package-check
