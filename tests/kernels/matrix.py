@@ -328,15 +328,62 @@ def boot(vmlinuz, initramfs, series):
     return out, took
 
 
-def run_host(root):
-    """The same workload on this host, with the same binaries (from the initramfs' /w)."""
-    out = os.path.join(OUT, "host")
+# The capabilities tokenscope documents (docs/security.md, deploy/tokenscope.service), less
+# CAP_SYS_RESOURCE where the machine's bounding set lacks it (kernels from 5.11 charge the BPF
+# maps to the memory cgroup, not RLIMIT_MEMLOCK: it is not needed there).
+CAPABILITIES = ["bpf", "perfmon", "sys_ptrace", "dac_read_search", "sys_admin", "sys_resource"]
+NOBODY = 65534
+
+
+def capabilities_here():
+    bounding = int(next(line.split()[1] for line in open("/proc/self/status")
+                        if line.startswith("CapBnd:")), 16)
+    bits = {"sys_resource": 24}
+    return [c for c in CAPABILITIES if c not in bits or bounding >> bits[c] & 1]
+
+
+def run_host(root, caps=None):
+    """The same workload on this host, with the same binaries (from the initramfs' /w); with
+    caps, tokenscope runs as nobody holding exactly those capabilities (setpriv)."""
+    out = os.path.join(OUT, "host-caps" if caps else "host")
     shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ)
+    if caps:
+        os.makedirs(out)
+        os.chown(out, NOBODY, NOBODY)  # its outputs are its own
+        want = "-all," + ",".join("+" + c for c in caps)
+        env["TS_WRAP"] = (f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+                          f"--inh-caps={want} --ambient-caps={want} --bounding-set={want}")
     # its phase lines (stderr) are in out/phases
     subprocess.run(["sh", os.path.join(root, "w", "workload.sh"), os.path.join(root, "w"), out],
-                   timeout=300, stderr=subprocess.DEVNULL)
+                   timeout=300, stderr=subprocess.DEVNULL, env=env)
     return {name: open(os.path.join(out, name), errors="replace").read()
             for name in os.listdir(out)}
+
+
+def check_capabilities(root, host, host_recs):
+    """The host's workload again with tokenscope as nobody and only its documented
+    capabilities: the same start line (every family), no probe it could not attach, the same
+    requests and steps as root's run, and the workloads' own truth."""
+    caps = capabilities_here()
+    run = run_host(root, caps)
+    recs = records(run)
+    label = f"host as nobody with {','.join(caps)}"
+    start = re.search(r"tracing .*Hit Ctrl-C", run.get("stderr.txt", ""))
+    root_start = re.search(r"tracing .*Hit Ctrl-C", host.get("stderr.txt", ""))
+    check(run.get("rc", "").strip() == "0" and start and root_start and
+          start.group(0) == root_start.group(0),
+          f"{label}: tokenscope started as root's did and exited 0 "
+          f"({start and start.group(0)}; {run.get('stderr.txt', '')[-300:]})")
+    check("cannot attach" not in run.get("stderr.txt", "") and
+          "could not be attached" not in run.get("stderr.txt", ""),
+          f"{label}: every probe attached")
+    check(requests_of(recs) == requests_of(host_recs),
+          f"{label}: every request the root run's ({len(requests_of(recs))} vs "
+          f"{len(requests_of(host_recs))})")
+    check(steps_of(recs) == steps_of(host_recs),
+          f"{label}: every step the root run's")
+    check_truth(label, run, recs)
 
 
 # ---- what the records say ----
@@ -532,6 +579,7 @@ def main():
     check("hung" not in host, f"host: every workload step within its bound: "
                               f"{host.get('hung', '').strip()}")
     check_truth("host", host, host_recs)
+    check_capabilities(root, host, host_recs)
     table = [("host", os.uname().release, "", "traced", "")]
     for series, suite, pattern, build in KERNELS:
         if a.only and series not in a.only:

@@ -58,7 +58,10 @@ phase tokenscope
 # tokenscope, every family it can load on this kernel
 # -v: the Go client waits until its binary is probed (a new file's first request, within
 # milliseconds of its exec, comes before its probes: issue 37)
-"$W/tokenscope" -v -o "$OUT/records.jsonl" >"$OUT/summary.txt" 2>"$OUT/stderr.txt" &
+# TS_WRAP: a command tokenscope runs under (matrix.py: setpriv, as nobody with only its
+# capabilities); unquoted on purpose, its words are the command's
+# shellcheck disable=SC2086
+${TS_WRAP:-} "$W/tokenscope" -v -o "$OUT/records.jsonl" >"$OUT/summary.txt" 2>"$OUT/stderr.txt" &
 ts=$!
 started=0
 n=0

@@ -36,7 +36,10 @@
 #define STATS_INTERVAL_NS 1000000000ull /* kernel counters read, drops warned about */
 #define CONSUMED_MARGIN_NS 1000000ull
 
-/* Capability bits (linux/capability.h): CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON. */
+/* Capability bits (linux/capability.h): CAP_SYS_ADMIN, or CAP_BPF with CAP_PERFMON, to load;
+ * the others for what a non-root tracer reads (docs/security.md). */
+#define CAP_DAC_READ_SEARCH_BIT 2
+#define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_ADMIN_BIT 21
 #define CAP_PERFMON_BIT 38
 #define CAP_BPF_BIT 39
@@ -74,25 +77,55 @@ static void snapshot_maps(void *ctx, uint32_t pid)
 
 /* ---- checks before anything is touched ---- */
 
-/* Root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN also does). */
-static bool privileged(void)
+/* The process's effective capabilities (0 when unknown). */
+static unsigned long long effective_caps(void)
 {
 	unsigned long long eff = 0;
 	char line[256];
-	FILE *f;
+	FILE *f = fopen("/proc/self/status", "re");
 
-	if (geteuid() == 0)
-		return true;
-	f = fopen("/proc/self/status", "re");
 	if (!f)
-		return false;
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "CapEff: %llx", &eff) == 1)
 			break;
 	}
 	fclose(f);
+	return eff;
+}
+
+/* Root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN also does). */
+static bool privileged(void)
+{
+	unsigned long long eff = effective_caps();
+
+	if (geteuid() == 0)
+		return true;
 	return (eff & (1ull << CAP_SYS_ADMIN_BIT)) ||
 	       ((eff & (1ull << CAP_BPF_BIT)) && (eff & (1ull << CAP_PERFMON_BIT)));
+}
+
+/* A tracer with some capabilities, not all: one line for each missing one that costs it part
+ * of its view, naming it and what goes (docs/security.md; make kernels runs one as nobody
+ * with exactly the documented set). */
+static void say_missing_capabilities(const struct live_opts *o)
+{
+	unsigned long long eff = effective_caps();
+	bool tracefs = !access("/sys/kernel/tracing/events", X_OK) ||
+		       !access("/sys/kernel/debug/tracing/events", X_OK);
+
+	if (!(eff & (1ull << CAP_SYS_PTRACE_BIT)))
+		fprintf(stderr, "tokenscope: warning: without CAP_SYS_PTRACE, other users' processes' "
+				"maps and executables cannot be read: what only they map is not probed\n");
+	if (o->no_plaintext)
+		return;
+	if (!(eff & (1ull << CAP_SYS_ADMIN_BIT)) && !tracefs)
+		fprintf(stderr, "tokenscope: warning: without CAP_SYS_ADMIN, and no tracefs mounted "
+				"(/sys/kernel/tracing), the syscall tracepoints cannot be found: no "
+				"plaintext capture (mount tracefs, or grant CAP_SYS_ADMIN)\n");
+	if (!(eff & (1ull << CAP_DAC_READ_SEARCH_BIT)) && geteuid() != 0)
+		fprintf(stderr, "tokenscope: warning: without CAP_DAC_READ_SEARCH, tracefs's event ids "
+				"(root's files) cannot be read: no plaintext capture\n");
 }
 
 int live__check(const struct live_opts *o)
@@ -109,6 +142,7 @@ int live__check(const struct live_opts *o)
 	}
 	if (kernel__below_floor())
 		return -1;
+	say_missing_capabilities(o);
 	for (int i = 0; i < o->npids; i++) {
 		if (kill(o->pids[i], 0) && errno == ESRCH) {
 			fprintf(stderr, "tokenscope: no process with PID %d\n", o->pids[i]);
