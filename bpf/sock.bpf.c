@@ -198,50 +198,6 @@ __noinline int classify(__u64 head, __u32 n)
 	return PROTO_IGNORED;
 }
 
-/* phase: a captured Unix socket says its path and its peer, once */
-
-/*
- * A global function, verified once on its own: sk is the socket's struct sock, ino its inode
- * number, owner its stream's process. A client may write before its server has accepted the
- * connection, and the server's socket has no inode until then: the record is sent again, once,
- * at a later call that finds the peer's inode (only_if_peer), so that both ends' records name
- * each other. Returns 1 when the peer's inode was said.
- */
-__noinline int send_unix_sock(__u64 sk, __u64 ino, __u32 owner, __u32 only_if_peer)
-{
-	struct unix_sock *u = (struct unix_sock *)sk;
-	struct sock *peer = BPF_CORE_READ(u, peer);
-	__u64 peer_ino = sock_ino(peer);
-	struct unix_address *addr;
-	struct ts_unix_sock *e;
-	__s32 len;
-
-	if (only_if_peer && !peer_ino)
-		return 0;
-	e = ts_reserve(TS_EV_UNIX_SOCK, sizeof(*e), TS_CNT_OTHER_DROPS);
-	if (!e)
-		return 0;
-	e->sock = ino;
-	e->peer_sock = peer_ino;
-	e->owner = owner;
-	e->peer_pid = BPF_CORE_READ(u, sk.sk_peer_pid, numbers[0].nr);
-	/* a server's accepted socket carries its listener's path; a client's is unbound, and
-	 * the path is its peer's */
-	addr = BPF_CORE_READ(u, addr);
-	if (!addr && peer)
-		addr = BPF_CORE_READ((struct unix_sock *)peer, addr);
-	len = addr ? BPF_CORE_READ(addr, len) - (__s32)sizeof(__u16) : 0;
-	e->path_len = len > 0 ? (len < TS_UNIX_PATH_MAX ? len : TS_UNIX_PATH_MAX) : 0;
-	__builtin_memset(e->path, 0, sizeof(e->path));
-	if (e->path_len &&
-	    bpf_probe_read_kernel(e->path, sizeof(e->path),
-				  (char *)addr + bpf_core_field_offset(struct unix_address, name) +
-					  sizeof(__u16)))
-		e->path_len = 0;
-	bpf_ringbuf_submit(e, ts_submit_flags());
-	return peer_ino != 0;
-}
-
 /* phase: a TLS socket tells its SSL* where it is */
 
 /* A syscall on a TLS socket: if an SSL call is running on this thread (socket BIO), or a Go
