@@ -96,14 +96,19 @@ def start_app(work, loop, server="uvicorn"):
 def start_nginx(work, upstream, cert, key, http2=False):
     """nginx terminating TLS in front of upstream (HTTP/2 to clients with http2)."""
     port = free_port()
-    conf = os.path.join(work, "nginx.conf")
     text = NGINX_CONF.format(work=work, port=port, upstream=upstream, cert=cert, key=key)
+    return run_nginx(work, text.replace(" ssl;", " ssl http2;") if http2 else text, port)
+
+
+def run_nginx(work, conf_text, port):
+    """nginx with this configuration, once it accepts connections on port."""
+    import socket
+    conf = os.path.join(work, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(text.replace(" ssl;", " ssl http2;") if http2 else text)
+        f.write(conf_text)
     p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
                          stdout=subprocess.DEVNULL,
                          stderr=open(os.path.join(work, "nginx.stderr"), "w"))
-    import socket
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

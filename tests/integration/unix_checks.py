@@ -15,12 +15,12 @@ Every figure is checked against the servers' own truth (check_plain_record, chec
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
 from h2_checks import check_grpc, truths
-from plaintext_checks import DEBIAN_PYTHON, check_plain_record, wait_file
+from plaintext_checks import (DEBIAN_PYTHON, check_plain_record, free_port, run_nginx,
+                              wait_file)
 
 NGINX_UNIX_CONF = """
 user root;  # the Unix socket lies in the test's private work folder
@@ -65,25 +65,8 @@ def start(cmd, work, name, port_file):
 
 
 def start_nginx(work, sock):
-    from plaintext_checks import free_port
     port = free_port()
-    conf = os.path.join(work, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(NGINX_UNIX_CONF.format(work=work, port=port, sock=sock))
-    p = subprocess.Popen(["nginx", "-c", conf, "-p", work, "-g", "daemon off;"],
-                         stdout=subprocess.DEVNULL,
-                         stderr=open(os.path.join(work, "nginx.stderr"), "w"))
-    import time
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return p, port
-        except OSError:
-            if p.poll() is not None:
-                break
-            time.sleep(0.05)
-    raise SystemExit(f"nginx did not start: {open(os.path.join(work, 'nginx.stderr')).read()}")
+    return run_nginx(work, NGINX_UNIX_CONF.format(work=work, port=port, sock=sock), port)
 
 
 def curl_args(model):
