@@ -313,8 +313,8 @@ static __always_inline void ts_fill_hdr(struct ts_event_hdr *h, __u32 type, __u3
 
 /*
  * A fixed-size record of the current task, stamped now, its header filled: the caller fills
- * the body and calls bpf_ringbuf_submit(rec, ts_submit_flags()). NULL when the ring buffer is full, counted
- * under drop_counter: nothing is lost silently. size must be a constant.
+ * the body and calls bpf_ringbuf_submit(rec, ts_submit_flags()). NULL when the ring buffer is
+ * full, counted under drop_counter: nothing is lost silently. size must be a constant.
  */
 static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_counter)
 {

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Plaintext TCP and Unix-socket capture on syscall tracepoints: read, readv, recvfrom, recvmsg and write,
- * writev, sendto, sendmsg (entry and exit), close, and the calls whose bytes cannot be seen
- * (sendfile, splice, io_uring), which are counted and said.
+ * Plaintext TCP and Unix-socket capture on syscall tracepoints: read, readv, recvfrom,
+ * recvmsg and write, writev, sendto, sendmsg (entry and exit), close, and the calls whose
+ * bytes cannot be seen (sendfile, splice, io_uring), which are counted and said.
  *
  * At entry the fd is resolved to its file (CO-RE, through the task's fd table): only a stream
  * socket, TCP (IPv4 or IPv6) or Unix, goes further, so pipes, files and datagram sockets cost
- * those few reads and are never copied. A socket is named by its inode number (socket:[N]), which a
- * new socket never shares with a closed one even when the kernel reuses its memory or its fd.
+ * those few reads and are never copied. A socket is named by its inode number (socket:[N]),
+ * which a new socket never shares with a closed one even when the kernel reuses its memory
+ * or its fd.
  *
  * The first bytes of a socket decide what it carries: an HTTP/1.x request or status line is
  * captured; a TLS record header is left to the OpenSSL probes, which learn from it which
@@ -54,8 +55,9 @@ struct sock_state {
 	__u8 _pad[5];
 };
 
-/* Every TCP socket a traced process moved bytes on, by inode number; LRU so that sockets
- * whose close was not seen (the process died, the fd was passed on) cannot fill it. */
+/* Every TCP or Unix stream socket a traced process moved bytes on, by inode number; LRU so
+ * that sockets whose close was not seen (the process died, the fd was passed on) cannot fill
+ * it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
@@ -667,7 +669,7 @@ int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-/* io_uring moves socket bytes with no syscall per transfer: each request on a TCP socket of a
+/* io_uring moves socket bytes with no syscall per transfer: each request on a stream socket of a
  * traced process is counted, and a captured stream is told its bytes are no longer all seen. */
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)

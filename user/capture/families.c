@@ -141,8 +141,8 @@ static bool plaintext_legacy_wanted(const struct live_opts *o)
 /*
  * A new probe family: its bpf/NAME.bpf.c (including common.bpf.h), a SKELETON_GLUE(NAME) and
  * a line here (FAMILY_BUILDS in families.h counts them); its uprobe sets (if any) in attach.c;
- * its record types in bpf/tokenscope.h and their row in stream/pipeline.c's record_kinds. Tracepoint, tp_btf, fentry and fexit programs attach by
- * themselves.
+ * its record types in bpf/tokenscope.h and their row in stream/pipeline.c's record_kinds.
+ * Tracepoint, tp_btf, fentry and fexit programs attach by themselves.
  * The first family loaded owns the shared maps: TLS, not optional, in one of its builds.
  */
 static const struct probe_family families[] = {

@@ -211,7 +211,8 @@ static void on_event(void *ctx, const void *data, size_t size)
 		return;
 	}
 	memcpy(lv->buf, data, size);
-	if (h->type == TS_EV_EXIT && size == sizeof(struct ts_proc) && families__loaded(&lv->fams, "sock")) {
+	if (h->type == TS_EV_EXIT && size == sizeof(struct ts_proc) &&
+	    families__loaded(&lv->fams, "sock")) {
 		/* the socket family sends the kernel's closes of the dead process's sockets */
 		struct ts_exit *x = (void *)lv->buf;
 

@@ -35,7 +35,8 @@ static uint32_t parent_of(uint32_t pid)
 	return ppid;
 }
 
-#define KNOWN_PIDS 65536 /* live processes whose trees are kept; past this many, the set starts over */
+/* live processes whose trees are kept; past this many, the set starts over */
+#define KNOWN_PIDS 65536
 
 void proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
 {
