@@ -10,8 +10,9 @@
  * which a new socket never shares with a closed one even when the kernel reuses its memory
  * or its fd.
  *
- * The first bytes of a socket decide what it carries: an HTTP/1.x request or status line is
- * captured; a TLS record header is left to the OpenSSL probes, which learn from it which
+ * The first bytes of a socket decide what it carries: an HTTP/1.x request or status line, an
+ * HTTP/2 preface or frames, or a ZeroMQ greeting (vLLM's engine wire) is captured; a TLS
+ * record header is left to the OpenSSL probes, which learn from it which
  * addresses their stream has (tls_link.bpf.h); anything else is ignored, and later calls on a
  * decided socket cost one map lookup.
  */
@@ -42,6 +43,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * this). */
 #define SEQ_LOCK(dir) (2ull << 62 | ((dir) & 1))
 
+/* PROTO_HTTP: captured (HTTP, or ZeroMQ: userspace tells them apart) */
 enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
 
 struct sock_state {
@@ -172,9 +174,33 @@ static __always_inline bool h2_frame_start(__u64 head)
 	return false;
 }
 
+/* ZeroMQ (ZMTP 3), whose messages userspace reads (vLLM's engine wire): the greeting's
+ * signature, 0xFF and eight bytes of padding whose first seven libzmq leaves zero; or, on a
+ * Unix socket opened before capture, the first frames of a vLLM engine message (the checks
+ * of vllm_wire__looks_like_frames that eight bytes allow). */
+static __always_inline bool zmtp_start(__u64 head, __u32 is_unix)
+{
+	__u8 b[8];
+
+	__builtin_memcpy(b, &head, sizeof(b));
+	if (b[0] == 0xff && !(head >> 8))
+		return true;
+	if (!is_unix)
+		return false;
+	/* a request: its type frame (MORE, size 1, ADD..UTILITY), then its body's flags */
+	if (b[0] == 0x01 && b[1] == 0x01 && b[2] <= 3 && b[3] <= 3)
+		return true;
+	/* outputs: a short frame whose body is an array of at least 4, a small engine index,
+	 * and an array or nil; or a long frame (its size's high half zero) */
+	if (b[0] <= 1 && (b[2] & 0xf0) == 0x90 && b[2] >= 0x94 && b[3] < 0x80 &&
+	    ((b[4] & 0xf0) == 0x90 || b[4] == 0xdc || b[4] == 0xc0))
+		return true;
+	return (b[0] == 2 || b[0] == 3) && !b[1] && !b[2] && !b[3] && !b[4];
+}
+
 /* What the first bytes of a socket (n of them, in head, little-endian) say it carries;
  * PROTO_UNKNOWN while too few to tell. A global function: verified once, on its own. */
-__noinline int classify(__u64 head, __u32 n)
+__noinline int classify(__u64 head, __u32 n, __u32 is_unix)
 {
 	__u32 w = (__u32)head;
 
@@ -196,6 +222,8 @@ __noinline int classify(__u64 head, __u32 n)
 		return PROTO_HTTP;
 	}
 	if (n >= 8 && h2_frame_start(head))
+		return PROTO_HTTP;
+	if (n >= 8 && zmtp_start(head, is_unix))
 		return PROTO_HTTP;
 	return PROTO_IGNORED;
 }
@@ -400,7 +428,7 @@ static __always_inline struct sock_state *decide(struct sock_state *st, struct s
 		/* ((n - 1) & 7) + 1 is n for 1..8, in a form Linux 6.1's verifier bounds */
 		if (!n || bpf_probe_read_user(&head, ((n - 1) & 7) + 1, (void *)cs->seg_base))
 			n = 0;
-		proto = classify(head, n);
+		proto = classify(head, n, addr->family == AF_UNIX);
 	}
 	if (!st) {
 		st = ts_lookup_or_init(&sock_states, &c->sock, &init);

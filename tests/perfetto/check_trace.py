@@ -12,6 +12,7 @@ numbers of Perfetto's own protos, then checks what a person would look for:
   request attributed has queued, prefill and emit slices that add up to its TTFT (in ns),
   a gap slice per token gap, and an instant per token event;
 - every step record (gpu_step, engine_step) has its slice;
+- every vllm_step record's running, waiting and KV cache use are on their counter tracks;
 - every flow has one start and one end.
 Prints what it found; exits 1 on the first kind of problem it finds (all of them said).
 """
@@ -181,9 +182,27 @@ def main():
     if step_slices != len(steps):
         problems.append(f"{step_slices} step slices for {len(steps)} step records")
 
+    # vLLM's scheduler stats: each vllm_step record's values on its counter tracks, at its time
+    counters = collections.defaultdict(dict)  # track name -> {ts: value}
+    for track, evs in events.items():
+        for ts, _, e in evs:
+            if one(e, "type") == "TYPE_COUNTER":
+                v = one(e, "counter_value")
+                counters[one(tracks[track], "name")][ts] = (
+                    v if v is not None else one(e, "double_counter_value"))
+    sched = [x for x in records if x.get("type") == "vllm_step"]
+    for x in sched:
+        for what, key in (("running", "running"), ("waiting", "waiting"),
+                          ("kv cache use", "kv_cache_usage")):
+            got = counters.get(f"vllm {what} [engine {x['engine_index']}]", {}).get(x["ts_ns"])
+            if x[key] is not None and (got is None or abs(got - x[key]) > 1e-12):
+                problems.append(f"vllm step at {x['ts_ns']}: {what} {got} on its counter "
+                                f"track, {x[key]} in the record")
+                break
+
     print(f"perfetto: {len(packets)} packets, {len(tracks)} tracks, {len(requests)} requests "
           f"({split_ok}/{attributed} attributed ones' phases add up to their TTFT), "
-          f"{step_slices} steps, {len(flows_in)} flows")
+          f"{step_slices} steps, {len(flows_in)} flows, {len(sched)} vllm steps' counters")
     for line in problems[:20]:
         print(f"  perfetto: {line}")
     return 1 if problems else 0

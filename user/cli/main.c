@@ -208,6 +208,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	pipeline__set_exit_fn(out.pl, sinks__exit);
+	pipeline__set_sched_fn(out.pl, sinks__sched);
 	if (wire_outputs(&out))
 		goto cleanup;
 	if (o.replay_path) {

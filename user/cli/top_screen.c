@@ -316,6 +316,29 @@ static void draw_engines(struct top_screen *s, int *y, int last)
 	(*y)++;
 }
 
+/* vLLM engines' queue depth, from their scheduler's stats on the engine wire. */
+static void draw_sched(struct top_screen *s, int *y, int last)
+{
+	const struct top_view *v = &s->view;
+	char line[256], kv[16];
+
+	if (!v->nsched || *y >= last)
+		return;
+	attron(A_BOLD | A_UNDERLINE);
+	put((*y)++, 0, -1, "vllm scheduler         engine  running  waiting  kv%    as of", false);
+	attroff(A_BOLD | A_UNDERLINE);
+	for (size_t i = 0; i < v->nsched && *y < last; i++) {
+		const struct top_sched_row *q = &v->sched[i];
+
+		fmt_num(kv, sizeof(kv), q->kv_cache_usage * 100.0, "%.0f");
+		snprintf(line, sizeof(line), "%-22.22s %6u %8llu %8llu %4s %6.1fs ago", q->name,
+			 q->engine, (unsigned long long)q->running, (unsigned long long)q->waiting,
+			 kv, (double)q->age_ns / 1e9);
+		put((*y)++, 0, -1, line, false);
+	}
+	(*y)++;
+}
+
 static void draw_slow(struct top_screen *s, int *y, int last)
 {
 	const struct top_view *v = &s->view;
@@ -426,6 +449,7 @@ static void draw(struct top_screen *s)
 	draw_requests(s, &y, last);
 	if (!s->details) {
 		draw_engines(s, &y, last);
+		draw_sched(s, &y, last);
 		if (y < last)
 			put(y++, 0, -1, "ttft tail: B queued behind engine work, I queued idle, P prefill, "
 					"E emit (requests at or above the TTFT p90)", false);

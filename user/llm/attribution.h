@@ -42,6 +42,32 @@ struct attrib_gap {
 	uint64_t shift_ns;
 };
 
+/* vLLM's engine wire (engine/vllm_wire.c): the engine's own account of the request. */
+#define ATTRIB_ENGINE_ID_MAX 96
+struct attrib_wire {
+	bool joined;
+	bool events; /* the engine sent its events (stats logging on); else the messages' times */
+	char engine_request_id[ATTRIB_ENGINE_ID_MAX]; /* the first (n>1: child 0's) */
+	uint32_t engine_requests;		      /* n>1: its children */
+	const char *layout;			      /* the release whose layout was read */
+	uint64_t queued_ns, scheduled_ns, first_output_ns; /* the engine's clock (monotonic) */
+	uint64_t frontend_ns;	  /* arrival to QUEUED (to the ADD sent, without events) */
+	uint64_t engine_queue_ns; /* QUEUED to SCHEDULED */
+	uint64_t engine_ns;	  /* without events: the ADD sent to the first output */
+	uint32_t preemptions;
+	uint64_t preempted_ns;	  /* PREEMPTED to SCHEDULED again, summed */
+	int64_t prompt_tokens;	  /* -1: unknown */
+	int64_t cached_tokens;	  /* -1: unknown */
+	uint32_t output_steps;	  /* engine outputs that carried its tokens */
+	uint64_t output_tokens;
+	char finish_reason[16];
+	/* CUDA steps attributed it too: their split, kept beside the engine's (queue_ns and
+	 * prefill_ns here: the engine's, with its events) */
+	bool cuda;
+	uint64_t cuda_queue_ns, cuda_prefill_ns;
+	uint64_t queue_ns, prefill_ns;
+};
+
 struct attribution {
 	bool ok;			 /* false: error says why nothing is attributed */
 	char error[ATTRIB_ERROR_MAX];
@@ -70,6 +96,7 @@ struct attribution {
 	 * tokens in and out): the split stands, from the run. */
 	bool usage_mismatch;
 	uint64_t usage_reported, usage_evaluated;
+	struct attrib_wire wire; /* wire.joined: the split above is the engine's own */
 };
 
 void attribution__free(struct attribution *a);

@@ -65,6 +65,14 @@ static void set_model(const char **dst, const struct jval *v)
 		request__set_str(dst, v->s, REQ_MODEL_MAX - 1);
 }
 
+/* The id the response carried, from its first event that had one: what an engine's own
+ * records name the request by (vLLM's engine wire: engine/vllm_wire.c). */
+static void set_response_id(struct request *r, const struct jval *v)
+{
+	if (!r->response_id[0])
+		set_str(r->response_id, sizeof(r->response_id), v);
+}
+
 /* Error objects carry a type or code we may show; never their message (it can echo input). */
 static void set_api_error(struct request *r, const struct jval *err)
 {
@@ -138,6 +146,7 @@ static void openai_chunk(struct request *r, const struct jval *o, uint64_t ts, b
 		return;
 	}
 	set_model(&r->response_model, get(o, "model"));
+	set_response_id(r, get(o, "id"));
 	jv_array_foreach(choices, i, c) {
 		text |= openai_choice_has_text(c, completions, whole);
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finish_reason"));
@@ -201,6 +210,7 @@ static void responses_final(struct request *r, const struct jval *resp)
 	const struct jval *u = get(resp, "usage"), *st = get(resp, "status");
 
 	set_model(&r->response_model, get(resp, "model"));
+	set_response_id(r, get(resp, "id"));
 	if (jv_is(u, J_OBJECT)) {
 		set_count(&r->input_tokens, get(u, "input_tokens"));
 		set_count(&r->output_tokens, get(u, "output_tokens"));
@@ -235,6 +245,7 @@ static void responses_event(struct request *r, const char *event, const struct j
 	}
 	if (!strcmp(t, "response.created") || !strcmp(t, "response.in_progress")) {
 		set_model(&r->response_model, dig(o, "response", "model", NULL));
+		set_response_id(r, dig(o, "response", "id", NULL));
 	} else if (!strcmp(t, "response.completed") || !strcmp(t, "response.failed") ||
 		   !strcmp(t, "response.incomplete")) {
 		responses_final(r, get(o, "response"));
@@ -293,6 +304,7 @@ static void anthropic_event(struct request *r, const char *event, const struct j
 		const struct jval *m = get(o, "message");
 
 		set_model(&r->response_model, get(m, "model"));
+		set_response_id(r, get(m, "id"));
 		anthropic_usage(r, get(m, "usage"));
 		/* message_start's output_tokens is provisional: only message_delta's counts. */
 		r->output_tokens.set = false;
@@ -352,6 +364,7 @@ static void gemini_event(struct request *r, const char *event, const struct jval
 		return;
 	}
 	set_model(&r->response_model, get(o, "modelVersion"));
+	set_response_id(r, get(o, "responseId"));
 	jv_array_foreach(cands, i, c) {
 		const struct jval *parts = dig(c, "content", "parts", NULL), *part;
 

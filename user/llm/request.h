@@ -36,6 +36,7 @@ enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 #define REQ_ADDR_MAX 136 /* "[IPv6]:port", "unix:PATH#INODE" (a path of up to 108 bytes) */
 #define REQ_REASON_MAX 32
 #define REQ_ERROR_MAX 64
+#define REQ_RESPONSE_ID_MAX 80
 
 /* A count that may be unknown (null in JSON, never 0). */
 struct opt_u64 {
@@ -90,6 +91,8 @@ struct request {
 	struct opt_u64 input_tokens;  /* whole prompt, cached part included */
 	struct opt_u64 cached_tokens;
 	char finish_reason[REQ_REASON_MAX];
+	/* the id the response carried (chatcmpl-..., msg_..., resp_...): "" when none */
+	char response_id[REQ_RESPONSE_ID_MAX];
 
 	/* health */
 	bool response_done; /* the response body ended where its framing said */

@@ -50,18 +50,77 @@ static json_t *ms(uint64_t ns)
 	return json_real((double)ns / 1e6);
 }
 
+static json_t *ms_or_null(bool known, uint64_t ns)
+{
+	return known ? ms(ns) : json_null();
+}
+
+/* What vLLM's engine wire said of the request (engine/vllm_wire.c). */
+static json_t *engine_wire_json(const struct attrib_wire *w)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "engine_requests", json_integer(w->engine_requests));
+	json_object_set_new(o, "layout", str_or_null(w->layout));
+	json_object_set_new(o, "times", json_string(w->events ? "events" : "messages"));
+	json_object_set_new(o, "queued_ns", w->queued_ns ? json_integer((json_int_t)w->queued_ns)
+							 : json_null());
+	json_object_set_new(o, "scheduled_ns",
+			    w->scheduled_ns ? json_integer((json_int_t)w->scheduled_ns) : json_null());
+	json_object_set_new(o, "first_output_ns",
+			    w->first_output_ns ? json_integer((json_int_t)w->first_output_ns)
+					       : json_null());
+	if (!w->events)
+		json_object_set_new(o, "engine_ms", ms(w->engine_ns));
+	/* PREEMPTED is an event: unknown without them */
+	json_object_set_new(o, "preemptions", w->events ? json_integer(w->preemptions) : json_null());
+	json_object_set_new(o, "preempted_ms", ms_or_null(w->events, w->preempted_ns));
+	json_object_set_new(o, "prompt_tokens",
+			    w->prompt_tokens >= 0 ? json_integer(w->prompt_tokens) : json_null());
+	json_object_set_new(o, "cached_tokens",
+			    w->cached_tokens >= 0 ? json_integer(w->cached_tokens) : json_null());
+	json_object_set_new(o, "output_steps", json_integer(w->output_steps));
+	json_object_set_new(o, "output_tokens", json_integer((json_int_t)w->output_tokens));
+	json_object_set_new(o, "finish_reason", str_or_null(w->finish_reason));
+	if (w->cuda) { /* CUDA steps split it too: theirs, and how far from the engine's */
+		json_object_set_new(o, "cuda_queue_ms", ms(w->cuda_queue_ns));
+		json_object_set_new(o, "cuda_prefill_ms", ms(w->cuda_prefill_ns));
+		if (w->events) { /* the engine's minus CUDA's */
+			json_object_set_new(o, "cuda_queue_apart_ms",
+					    json_real(((double)w->queue_ns - (double)w->cuda_queue_ns) / 1e6));
+			json_object_set_new(o, "cuda_prefill_apart_ms",
+					    json_real(((double)w->prefill_ns - (double)w->cuda_prefill_ns) /
+						      1e6));
+		}
+	}
+	return o;
+}
+
 static json_t *attribution_json(const struct attribution *a, bool gaps)
 {
 	json_t *o = json_object(), *v;
+	/* the engine wire without events and no CUDA split: queue and prefill are one span */
+	bool split = !a->wire.joined || a->wire.events || a->wire.cuda;
 
 	v = json_array();
 	for (uint32_t i = 0; i < a->nengine_pids; i++)
 		json_array_append_new(v, json_integer(a->engine_pids[i]));
 	json_object_set_new(o, "engine_pids", v);
-	json_object_set_new(o, "queue_ms", ms(a->queue_ns));
+	/* whose split: the engine wire's (its events, or its one span where no step was seen),
+	 * or the steps' (CUDA, llama.cpp) */
+	json_object_set_new(o, "source",
+			    json_string(a->wire.joined && (a->wire.events || !a->wire.cuda)
+						? "engine_wire"
+						: "steps"));
+	json_object_set_new(o, "queue_ms", ms_or_null(split, a->queue_ns));
+	if (a->wire.joined) {
+		json_object_set_new(o, "frontend_ms", ms(a->wire.frontend_ns));
+		json_object_set_new(o, "engine_queue_ms", ms_or_null(a->wire.events,
+								     a->wire.engine_queue_ns));
+	}
 	json_object_set_new(o, "queue_busy_ms", ms(a->queue_busy_ns));
 	json_object_set_new(o, "queue_idle_ms", ms(a->queue_idle_ns));
-	json_object_set_new(o, "prefill_ms", ms(a->prefill_ns));
+	json_object_set_new(o, "prefill_ms", ms_or_null(split, a->prefill_ns));
 	json_object_set_new(o, "prefill_steps", json_integer(a->prefill_steps));
 	json_object_set_new(o, "emit_ms", ms(a->emit_ns));
 	json_object_set_new(o, "prefill_start_ns", json_integer((json_int_t)a->prefill_start_ns));
@@ -79,6 +138,8 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 			json_array_append_new(v, json_string(attribution__estimate_name(bit)));
 	}
 	json_object_set_new(o, "estimated", v);
+	if (a->wire.joined)
+		json_object_set_new(o, "engine_wire", engine_wire_json(&a->wire));
 	if (a->by_sequence) {
 		char hex[32];
 
@@ -176,6 +237,10 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "cached_tokens", count_or_null(r->cached_tokens));
 	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
 	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
+	json_object_set_new(o, "response_id", str_or_null(r->response_id));
+	json_object_set_new(o, "engine_request_id",
+			    r->attr && r->attr->wire.joined ? json_string(r->attr->wire.engine_request_id)
+							    : json_null());
 	json_object_set_new(o, "complete", json_boolean(m.complete));
 	json_object_set_new(o, "error", str_or_null(r->error));
 	if (r->role == ROLE_CLIENT) {
@@ -232,4 +297,29 @@ static void on_step(void *self, const struct engine_step *s)
 		write_line(j->out, steps__json(s));
 }
 
-const struct sink_ops jsonl_sink = { .name = "jsonl", .on_request = on_request, .on_step = on_step };
+/* vLLM's scheduler stats, one engine step's (engine/vllm_wire.h). */
+static void on_sched(void *self, const struct vllm_sched *s)
+{
+	struct jsonl *j = self;
+	json_t *o = json_object();
+	char *line;
+
+	json_object_set_new(o, "type", json_string("vllm_step"));
+	json_object_set_new(o, "pid", json_integer(s->pid));
+	json_object_set_new(o, "comm", str_or_null(s->comm));
+	json_object_set_new(o, "engine_index", json_integer(s->engine_index));
+	json_object_set_new(o, "ts_ns", json_integer((json_int_t)s->ts));
+	json_object_set_new(o, "step_counter", json_integer((json_int_t)s->step_counter));
+	json_object_set_new(o, "running", json_integer((json_int_t)s->running));
+	json_object_set_new(o, "waiting", json_integer((json_int_t)s->waiting));
+	json_object_set_new(o, "kv_cache_usage",
+			    isnan(s->kv_cache_usage) ? json_null() : json_real(s->kv_cache_usage));
+	json_object_set_new(o, "prefix_cache_queries", json_integer((json_int_t)s->prefix_queries));
+	json_object_set_new(o, "prefix_cache_hits", json_integer((json_int_t)s->prefix_hits));
+	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	json_decref(o);
+	write_line(j->out, line);
+}
+
+const struct sink_ops jsonl_sink = { .name = "jsonl", .on_request = on_request, .on_step = on_step,
+				     .on_sched = on_sched };

@@ -44,7 +44,23 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 		fprintf(f, " INCOMPLETE");
 	if (r->error[0])
 		fprintf(f, " error=%s", text__safe(error, sizeof(error), r->error));
-	if (r->attr && r->attr->ok)
+	if (r->attr && r->attr->ok && r->attr->wire.joined && r->attr->wire.events) {
+		const struct attribution *a = r->attr;
+
+		/* vLLM's engine wire: the engine's own split */
+		fprintf(f, " [vllm: frontend=%.1f engine_queue=%.1f prefill=%.1f emit=%.1f",
+			a->wire.frontend_ns / 1e6, a->wire.engine_queue_ns / 1e6, a->prefill_ns / 1e6,
+			a->emit_ns / 1e6);
+		if (a->wire.preemptions)
+			fprintf(f, " preempted=%u (%.1f)", a->wire.preemptions, a->wire.preempted_ns / 1e6);
+		if (a->wire.cached_tokens >= 0)
+			fprintf(f, " cached=%lld", (long long)a->wire.cached_tokens);
+		fputc(']', f);
+	} else if (r->attr && r->attr->ok && r->attr->wire.joined && !r->attr->wire.cuda) {
+		fprintf(f, " [vllm: frontend=%.1f engine=%.1f emit=%.1f]",
+			r->attr->wire.frontend_ns / 1e6, r->attr->wire.engine_ns / 1e6,
+			r->attr->emit_ns / 1e6);
+	} else if (r->attr && r->attr->ok)
 		fprintf(f, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f | gaps: decode=%.1f "
 			   "host=%.1f interference=%.1f]",
 			r->attr->queue_ns / 1e6, r->attr->queue_busy_ns / 1e6, r->attr->prefill_ns / 1e6,

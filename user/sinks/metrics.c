@@ -160,6 +160,17 @@ struct metrics {
 	bool said;	 /* the first fold was said on stderr */
 	const char *file; /* --metrics-file: written at the end (NULL: none) */
 	struct family f[F__COUNT];
+	/* vLLM's scheduler, per process and engine index: the latest step's figures, and the
+	 * prefix cache's per-step counts summed */
+	struct sched_gauges {
+		uint32_t pid;
+		char comm[TS_COMM_LEN];
+		uint32_t engine;
+		uint64_t running, waiting, steps, prefix_queries, prefix_hits;
+		double kv_cache_usage; /* NAN: never sent */
+	} sched[VLLM_ENGINES_MAX];
+	size_t nsched;
+	uint64_t sched_dropped; /* engines past VLLM_ENGINES_MAX: not shown */
 };
 
 struct metrics *metrics__new(size_t max_series, const char *file)
@@ -430,11 +441,28 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 		const char *name;
 		uint64_t ns;
 	} ttft_parts[] = { { "queue_busy", a->queue_busy_ns }, { "queue_idle", a->queue_idle_ns },
-			   { "prefill", a->prefill_ns },       { "emit", a->emit_ns } };
+			   { "prefill", a->prefill_ns },       { "emit", a->emit_ns } },
+	  /* vLLM's engine wire with its events: the engine's own split of the queue */
+	  wire_parts[] = { { "frontend", a->wire.frontend_ns },
+			   { "engine_queue", a->wire.engine_queue_ns },
+			   { "prefill", a->prefill_ns },
+			   { "emit", a->emit_ns } },
+	  /* without events (--disable-log-stats) and no CUDA split: queue and prefill are one */
+	  wire_span[] = { { "frontend", a->wire.frontend_ns }, { "engine", a->wire.engine_ns },
+			  { "emit", a->emit_ns } },
+	  *parts = ttft_parts;
+	size_t nparts = N(ttft_parts);
 
-	for (size_t i = 0; i < N(ttft_parts); i++) {
-		v[0] = r->comm, v[1] = model, v[2] = ttft_parts[i].name;
-		observe(m, F_TTFT_COMPONENT, v, (double)ttft_parts[i].ns / 1e9);
+	if (a->wire.joined && a->wire.events) {
+		parts = wire_parts;
+		nparts = N(wire_parts);
+	} else if (a->wire.joined && !a->wire.cuda) {
+		parts = wire_span;
+		nparts = N(wire_span);
+	}
+	for (size_t i = 0; i < nparts; i++) {
+		v[0] = r->comm, v[1] = model, v[2] = parts[i].name;
+		observe(m, F_TTFT_COMPONENT, v, (double)parts[i].ns / 1e9);
 	}
 	for (size_t g = 0; g < a->ngaps; g++) {
 		const struct attrib_gap *gp = &a->gaps[g];
@@ -623,6 +651,74 @@ static int put_health(struct buf *out, const struct health *h)
 	return err;
 }
 
+static void on_sched(void *self, const struct vllm_sched *s)
+{
+	struct metrics *m = self;
+	struct sched_gauges *g = NULL;
+
+	for (size_t i = 0; i < m->nsched && !g; i++) {
+		if (m->sched[i].engine == s->engine_index && !strcmp(m->sched[i].comm, s->comm))
+			g = &m->sched[i];
+	}
+	if (!g) {
+		if (m->nsched == VLLM_ENGINES_MAX) {
+			m->sched_dropped++;
+			return;
+		}
+		g = &m->sched[m->nsched++];
+		*g = (struct sched_gauges){ .pid = s->pid, .engine = s->engine_index };
+		snprintf(g->comm, sizeof(g->comm), "%s", s->comm ? s->comm : "");
+	}
+	g->running = s->running;
+	g->waiting = s->waiting;
+	g->kv_cache_usage = s->kv_cache_usage;
+	g->steps++;
+	g->prefix_queries += s->prefix_queries;
+	g->prefix_hits += s->prefix_hits;
+}
+
+/* The scheduler's gauges: one series per process and engine index. */
+static int put_sched(struct buf *out, const struct metrics *m)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fams[] = {
+		{ "tokenscope_vllm_running_requests", "gauge",
+		  "Requests the vLLM scheduler ran in its latest step (engine wire)." },
+		{ "tokenscope_vllm_waiting_requests", "gauge",
+		  "Requests waiting in the vLLM scheduler's queue after its latest step." },
+		{ "tokenscope_vllm_kv_cache_usage_ratio", "gauge",
+		  "The vLLM engine's KV cache in use, 0 to 1, after its latest step." },
+		{ "tokenscope_vllm_prefix_cache_queries_total", "counter",
+		  "Prompt tokens the vLLM prefix cache was asked for (hit rate: hits / queries)." },
+		{ "tokenscope_vllm_prefix_cache_hits_total", "counter",
+		  "Prompt tokens the vLLM prefix cache had." },
+		{ "tokenscope_vllm_steps_total", "counter",
+		  "vLLM engine steps whose scheduler stats were read." },
+	};
+	int err = 0;
+
+	if (!m->nsched)
+		return 0;
+	for (size_t f = 0; f < N(fams); f++) {
+		err |= put(out, "# HELP %s %s\n# TYPE %s %s\n", fams[f].name, fams[f].help,
+			   fams[f].name, fams[f].type);
+		for (size_t i = 0; i < m->nsched; i++) {
+			const struct sched_gauges *g = &m->sched[i];
+			double v[] = { (double)g->running, (double)g->waiting, g->kv_cache_usage,
+				       (double)g->prefix_queries, (double)g->prefix_hits,
+				       (double)g->steps };
+
+			if (isnan(v[f]))
+				continue;
+			err |= put(out, "%s{process=\"", fams[f].name);
+			err |= put_value(out, g->comm);
+			err |= put(out, "\",engine=\"%u\"} %.17g\n", g->engine, v[f]);
+		}
+	}
+	return err;
+}
+
 int metrics__render(struct metrics *m, const struct health *h, struct buf *out)
 {
 	int err = 0;
@@ -630,6 +726,7 @@ int metrics__render(struct metrics *m, const struct health *h, struct buf *out)
 	buf__reset(out);
 	for (size_t i = 0; i < F__COUNT; i++)
 		err |= put_family(out, &defs[i], &m->f[i]);
+	err |= put_sched(out, m);
 	if (h)
 		err |= put_health(out, h);
 	err |= put_counter(out, "tokenscope_metrics_series_dropped_total",
@@ -665,4 +762,4 @@ static int finish(void *self, const struct health *h)
 }
 
 const struct sink_ops metrics_sink = { .name = "metrics", .on_request = on_request,
-				       .on_step = on_step, .finish = finish };
+				       .on_step = on_step, .on_sched = on_sched, .finish = finish };

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The Perfetto timeline (perfetto.h; docs/perfetto.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@ enum track_kind {
 	T_IN_FLIGHT,   /* | server pid */
 	T_QUEUED,      /* | server pid */
 	T_TOKENS,      /* | the step stream's: tokens per step */
+	T_VLLM_RUNNING, /* | pid, engine index: vLLM's scheduler, from its engine wire */
+	T_VLLM_WAITING, /* | the same */
+	T_VLLM_KV,      /* | the same: KV cache use, 0 to 1 */
 };
 
 /* A counter change: held until the end, then written in time order as running sums. */
@@ -455,9 +459,25 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 {
 	uint64_t ps = r->start_ns + a->queue_ns, pe = ps + a->prefill_ns;
 
+	if (a->wire.joined && !a->wire.events && !a->wire.cuda) {
+		/* vLLM without its events and no CUDA split: the front end's part, then the
+		 * engine's queue and prefill as one span */
+		uint64_t add = r->start_ns + a->wire.frontend_ns;
+
+		slice(pf, track, "frontend", r->start_ns, add);
+		slice(pf, track, "engine", add, add + a->wire.engine_ns);
+		slice(pf, track, "emit", add + a->wire.engine_ns, r->first_token_ns);
+		return;
+	}
 	event(pf, r->start_ns, track, PF_TYPE_SLICE_BEGIN, "queued");
-	annotate_ms(pf, "busy_ms", a->queue_busy_ns);
-	annotate_ms(pf, "idle_ms", a->queue_idle_ns);
+	if (a->wire.joined && a->wire.events) { /* vLLM's engine wire: its own split */
+		annotate_ms(pf, "frontend_ms", a->wire.frontend_ns);
+		annotate_ms(pf, "engine_queue_ms", a->wire.engine_queue_ns);
+		annotate_uint(pf, "preemptions", a->wire.preemptions);
+	} else {
+		annotate_ms(pf, "busy_ms", a->queue_busy_ns);
+		annotate_ms(pf, "idle_ms", a->queue_idle_ns);
+	}
 	event_end(pf);
 	event(pf, ps, track, PF_TYPE_SLICE_END, NULL);
 	event_end(pf);
@@ -697,6 +717,42 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 	unit_end(pf);
 }
 
+/* vLLM's scheduler after one step (engine/vllm_wire.h): counter tracks of its running and
+ * waiting requests and its KV cache use, under the process that sent or read them. */
+static void on_sched(void *self, const struct vllm_sched *s)
+{
+	struct perfetto *pf = self;
+	uint64_t of = hash(s->pid, s->engine_index);
+	const struct {
+		enum track_kind kind;
+		const char *what;
+		double v;
+	} c[] = { { T_VLLM_RUNNING, "running", (double)s->running },
+		  { T_VLLM_WAITING, "waiting", (double)s->waiting },
+		  { T_VLLM_KV, "kv cache use", s->kv_cache_usage } };
+	char name[96];
+
+	unit_begin(pf);
+	if (!pf->started)
+		start(pf, s->ts);
+	describe_process(pf, s->pid, s->comm ? s->comm : "");
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		uint64_t track = uuid(c[i].kind, of);
+
+		if (isnan(c[i].v))
+			continue;
+		snprintf(name, sizeof(name), "vllm %s [engine %u]", c[i].what, s->engine_index);
+		describe(pf, track, s->pid, name, true);
+		event(pf, s->ts, track, PF_TYPE_COUNTER, NULL);
+		if (c[i].kind == T_VLLM_KV)
+			f_double(pf, PF_EVENT_DOUBLE_COUNTER_VALUE, c[i].v);
+		else
+			f_uint(pf, PF_EVENT_COUNTER_VALUE, (uint64_t)c[i].v);
+		event_end(pf);
+	}
+	unit_end(pf);
+}
+
 /* ---- the end ---- */
 
 static int by_track_time(const void *x, const void *y)
@@ -788,4 +844,4 @@ static void on_step(void *self, const struct engine_step *s)
 
 /* Closed by its owner (perfetto__close), also when the run failed: what was written is kept. */
 const struct sink_ops perfetto_sink = { .name = "perfetto", .on_request = on_request,
-					.on_step = on_step };
+					.on_step = on_step, .on_sched = on_sched };

@@ -27,6 +27,16 @@ void sinks__step(void *ctx, const struct engine_step *st)
 	}
 }
 
+void sinks__sched(void *ctx, const struct vllm_sched *s)
+{
+	struct sinks *l = ctx;
+
+	for (int i = 0; i < l->n; i++) {
+		if (l->v[i].ops->on_sched)
+			l->v[i].ops->on_sched(l->v[i].self, s);
+	}
+}
+
 void sinks__exit(void *ctx, uint32_t pid)
 {
 	struct sinks *s = ctx;

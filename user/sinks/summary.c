@@ -23,6 +23,8 @@ struct group {
 	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
 	/* server role, attributed requests */
 	struct sample queue, queue_busy, queue_idle, prefill, emit, prefill_steps;
+	/* from vLLM's engine wire: its events' split of the queue; without them, one span */
+	struct sample frontend, engine_queue, engine, preempted;
 	struct sample gap_decode, gap_host, gap_interference;
 	uint64_t not_attributed;
 	uint64_t usage_mismatch; /* split from a run its usage did not agree with */
@@ -72,6 +74,10 @@ static void group_free(void *group)
 	struct group *g = group;
 
 	sample__free(&g->queue);
+	sample__free(&g->frontend);
+	sample__free(&g->engine_queue);
+	sample__free(&g->engine);
+	sample__free(&g->preempted);
 	sample__free(&g->queue_busy);
 	sample__free(&g->queue_idle);
 	sample__free(&g->prefill);
@@ -109,13 +115,27 @@ static void add_attribution(struct group *g, const struct request *r)
 	g->usage_mismatch += a->usage_mismatch;
 	g->context_shifts += a->context_shifts;
 	g->shifted += a->context_shifts > 0;
-	sample__add(&g->queue, a->queue_ns / 1e6);
-	sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
-	sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
-	sample__add(&g->prefill, a->prefill_ns / 1e6);
+	if (a->wire.joined) {
+		sample__add(&g->frontend, a->wire.frontend_ns / 1e6);
+		if (a->wire.events)
+			sample__add(&g->engine_queue, a->wire.engine_queue_ns / 1e6);
+		else
+			sample__add(&g->engine, a->wire.engine_ns / 1e6);
+		if (a->wire.preemptions)
+			sample__add(&g->preempted, a->wire.preempted_ns / 1e6);
+	}
+	if (!a->wire.joined || a->wire.cuda || a->wire.events) { /* else: not split */
+		sample__add(&g->queue, a->queue_ns / 1e6);
+		sample__add(&g->prefill, a->prefill_ns / 1e6);
+	}
+	if (!a->wire.joined || !a->wire.events) { /* the engine's events say no busy or idle */
+		sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
+		sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
+	}
 	sample__add(&g->emit, a->emit_ns / 1e6);
 	sample__add(&g->prefill_steps, a->prefill_steps);
-	if (g->nsplits < TAIL_MAX &&
+	/* the tail's split is behind-work or idle: the engine's events do not say which */
+	if (!(a->wire.joined && (a->wire.events || !a->wire.cuda)) && g->nsplits < TAIL_MAX &&
 	    array__reserve((void **)&g->splits, &g->capsplits, g->nsplits + 1, sizeof(*g->splits)))
 		g->splits[g->nsplits++] = (struct ttft_split){
 			a->queue_ns + a->prefill_ns + a->emit_ns, a->queue_busy_ns, a->queue_idle_ns,
@@ -269,10 +289,22 @@ static void print_untracked(FILE *out, const struct group *g, const struct healt
 
 static void print_attribution(FILE *out, struct group *g)
 {
-	sample__print(out, "queue_ms", &g->queue);
-	sample__print(out, "queue_busy_ms", &g->queue_busy);
-	sample__print(out, "queue_idle_ms", &g->queue_idle);
-	sample__print(out, "prefill_ms", &g->prefill);
+	if (g->queue.seen)
+		sample__print(out, "queue_ms", &g->queue);
+	if (g->frontend.seen) /* vLLM's engine wire */
+		sample__print(out, "frontend_ms", &g->frontend);
+	if (g->engine_queue.seen)
+		sample__print(out, "engine_queue_ms", &g->engine_queue);
+	if (g->engine.seen)
+		sample__print(out, "engine_ms", &g->engine);
+	if (g->preempted.seen)
+		sample__print(out, "preempted_ms", &g->preempted);
+	if (g->queue_busy.seen) {
+		sample__print(out, "queue_busy_ms", &g->queue_busy);
+		sample__print(out, "queue_idle_ms", &g->queue_idle);
+	}
+	if (g->prefill.seen)
+		sample__print(out, "prefill_ms", &g->prefill);
 	sample__print(out, "prefill_steps", &g->prefill_steps);
 	sample__print(out, "emit_ms", &g->emit);
 	sample__print(out, "gap_decode_ms", &g->gap_decode);
@@ -290,6 +322,31 @@ static void print_attribution(FILE *out, struct group *g)
 		fprintf(out, "    context shifts: %llu in %llu requests (the sequence's positions went "
 			     "back mid-stream: context_shift in the records' gaps)\n",
 			(unsigned long long)g->context_shifts, (unsigned long long)g->shifted);
+}
+
+/* vLLM's engine wire: what was read of it, and what could not be. */
+static void summary_engine_wire(FILE *out, const struct health *h)
+{
+	const struct vllm_wire_counts *w = &h->engine_wire;
+
+	if (!h->streams_zmtp && !w->messages)
+		return;
+	fprintf(out, "engine wire (vLLM): zmq_connections=%llu messages=%llu adds=%llu aborts=%llu "
+		     "outputs=%llu steps_with_stats=%llu events=%llu joined=%llu unjoined=%llu "
+		     "duplicates=%llu other_zmq=%llu malformed=%llu\n",
+		(unsigned long long)h->streams_zmtp, (unsigned long long)w->messages,
+		(unsigned long long)w->adds, (unsigned long long)w->aborts,
+		(unsigned long long)w->outputs, (unsigned long long)w->sched_stats,
+		(unsigned long long)w->events, (unsigned long long)w->requests_joined,
+		(unsigned long long)w->requests_unjoined, (unsigned long long)w->duplicates,
+		(unsigned long long)w->not_engine, (unsigned long long)w->malformed);
+	if (w->unknown_layout) {
+		fprintf(out, "    %llu outputs in a layout no known vLLM release wrote (field counts",
+			(unsigned long long)w->unknown_layout);
+		for (size_t i = 0; i < 4 && w->unknown_fields[i]; i++)
+			fprintf(out, " %u", w->unknown_fields[i]);
+		fprintf(out, "): only their ids, tokens and events were read\n");
+	}
 }
 
 static void print_engine(void *ctx, const struct attrib_engine_stats *e)
@@ -429,6 +486,7 @@ static void print_capture(FILE *out, const struct health *h)
 		(unsigned long long)h->decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
 	summary_http2(out, h);
+	summary_engine_wire(out, h);
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
 		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "

@@ -77,6 +77,9 @@ struct top {
 	uint64_t *intervals;		/* scratch: steps' [start, end) pairs */
 	uint64_t unnamed_flight, unnamed_waiting; /* in flight, model not known yet */
 	size_t capintervals;
+	struct vllm_sched sched[VLLM_ENGINES_MAX]; /* each vLLM engine's latest step */
+	char sched_comm[VLLM_ENGINES_MAX][TS_COMM_LEN];
+	size_t nsched;
 };
 
 uint64_t top_window__ns(enum top_window w)
@@ -637,6 +640,16 @@ int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window 
 	}
 	v->lag_ns = now - v->as_of_ns;
 	v->window_ns = top_window__ns(win);
+	for (size_t i = 0; i < t->nsched; i++) {
+		struct top_sched_row *q = &v->sched[v->nsched++];
+
+		snprintf(q->name, sizeof(q->name), "%s[%u]", t->sched[i].comm, t->sched[i].pid);
+		q->engine = t->sched[i].engine_index;
+		q->running = t->sched[i].running;
+		q->waiting = t->sched[i].waiting;
+		q->kv_cache_usage = t->sched[i].kv_cache_usage;
+		q->age_ns = now > t->sched[i].ts ? now - t->sched[i].ts : 0;
+	}
 	w.hi = v->as_of_ns;
 	w.lo = !w.all && w.hi > v->window_ns ? w.hi - v->window_ns : 0;
 	w.secs = (double)(w.hi > t->start_ns ? w.hi - t->start_ns : 0) / 1e9;
@@ -753,10 +766,30 @@ static void on_step(void *self, const struct engine_step *s)
 	top__step(self, s);
 }
 
+/* vLLM's scheduler: its latest step per process and engine index is the queue depth shown. */
+static void on_sched(void *self, const struct vllm_sched *s)
+{
+	struct top *t = self;
+	size_t i;
+
+	for (i = 0; i < t->nsched; i++) {
+		if (t->sched[i].pid == s->pid && t->sched[i].engine_index == s->engine_index)
+			break;
+	}
+	if (i == t->nsched) {
+		if (t->nsched == VLLM_ENGINES_MAX)
+			return;
+		t->nsched++;
+	}
+	t->sched[i] = *s;
+	snprintf(t->sched_comm[i], sizeof(t->sched_comm[i]), "%s", s->comm ? s->comm : "");
+	t->sched[i].comm = t->sched_comm[i];
+}
+
 static void on_exit_(void *self, uint32_t pid)
 {
 	top__process_exit(self, pid);
 }
 
 const struct sink_ops top_sink = { .name = "top", .on_request = on_request, .on_step = on_step,
-				   .on_exit = on_exit_ };
+				   .on_sched = on_sched, .on_exit = on_exit_ };

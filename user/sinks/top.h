@@ -74,6 +74,15 @@ struct top_engine_row {
 	double prefill_share, decode_share, mixed_share, batch_p50;
 };
 
+/* A vLLM engine's scheduler, as its latest step's stats said (engine/vllm_wire.h). */
+struct top_sched_row {
+	char name[TOP_NAME_MAX]; /* the process that carried them, "comm[pid]" */
+	uint32_t engine;	 /* its engine index */
+	uint64_t running, waiting;
+	double kv_cache_usage;	 /* 0..1 (NAN: not sent) */
+	uint64_t age_ns;	 /* since that step (as of the view's end) */
+};
+
 /* A slow request: TTFT at or above its group's window p90 (groups of 10 or more). */
 struct top_slow {
 	size_t group;
@@ -99,6 +108,8 @@ struct top_view {
 	size_t nrows;
 	struct top_engine_row *engines;
 	size_t nengines;
+	struct top_sched_row sched[VLLM_ENGINES_MAX]; /* vLLM queue depths */
+	size_t nsched;
 	struct top_slow slow[TOP_SLOW_MAX]; /* newest first */
 	size_t nslow;
 };

@@ -10,6 +10,8 @@
 
 #include "proto/h2.h"
 #include "proto/http1.h"
+#include "proto/zmtp.h"
+#include "engine/vllm_wire.h"
 #include "stream/conn.h"
 #include "stream/wire.h"
 
@@ -106,7 +108,7 @@ struct conn *conn__new(const struct stream_key *key, const char *comm,
 	snprintf(c->comm, sizeof(c->comm), "%s", comm);
 	c->sink = sink;
 	c->refs = 1;
-	c->host = (struct wire_host){ .sink = sink, .comm = c->comm, .ctx = c,
+	c->host = (struct wire_host){ .sink = sink, .comm = c->comm, .pid = key->pid, .ctx = c,
 				      .begin_request = begin_request, .end_request = end_request,
 				      .role = role_of, .set_role = set_role };
 	return c;
@@ -262,7 +264,14 @@ static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t 
 		return speak(c, &http1_wire, &(struct wire_start){ .from_start = true,
 								   .client_is_write = is_write });
 	}
-	if (could_start(head, n)) {
+	/* ZeroMQ: its greeting (a connection seen from its start), or, joined, vLLM's engine
+	 * frames (no greeting to start from: the reader finds message starts) */
+	if (n >= 10 && zmtp__looks_like_greeting(head, n))
+		return speak(c, &zmtp_wire, &(struct wire_start){ .from_start = true,
+								  .client_is_write = is_write });
+	if (!c->npending && vllm_wire__looks_like_frames(data, len))
+		return speak(c, &zmtp_wire, &(struct wire_start){ .client_is_write = is_write });
+	if (could_start(head, n) || (n < 10 && zmtp__looks_like_greeting(head, n))) {
 		if (!c->npending) {
 			c->pending_write = is_write;
 			c->pending_ts = ts;

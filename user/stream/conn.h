@@ -3,7 +3,7 @@
  * One connection (a TLS object or a socket of one process) and its two byte streams. Finds
  * the role (a process that writes a request is a client, one that reads one is a server) and
  * the wire protocol from the first bytes, and hands every byte to that protocol's reader
- * (stream/wire.h: HTTP/1.1 in http1conn.c, HTTP/2 in h2conn.c), which drives each response
+ * (stream/wire.h: HTTP/1.1 in http1conn.c, HTTP/2 in h2conn.c, ZeroMQ in zmtpconn.c), which drives each response
  * body through decoding, SSE/NDJSON framing and the API dialect into a request record.
  */
 #ifndef TS_CONN_H
@@ -16,6 +16,7 @@
 #include "llm/request.h"
 
 struct pipeline;
+struct vllm_wire;
 
 /* What carries a connection's bytes: a TLS object's plaintext, or a plain socket's. */
 enum transport {
@@ -37,6 +38,7 @@ enum conn_kind {
 	CONN_HTTP1,
 	CONN_HTTP2,	  /* the client preface, an h2c upgrade, or frames (joined): stream/h2conn.h */
 	CONN_OTHER,	  /* bytes that never looked like HTTP */
+	CONN_ZMTP,	  /* ZeroMQ: a ZMTP 3 greeting, or vLLM's engine frames (joined) */
 };
 
 /* HTTP/2 in capture health. */
@@ -75,6 +77,7 @@ struct conn_sink {
 	uint64_t *decode_budget_exceeded;
 	uint64_t *no_memory; /* requests not tracked for lack of memory */
 	struct h2_counts *h2;
+	struct vllm_wire *engine_wire; /* ZeroMQ connections' messages go here (NULL: none) */
 };
 
 struct conn;

@@ -11,6 +11,7 @@
 
 #include <linux/types.h>
 
+#include "engine/vllm_wire.h"
 #include "stream/conn.h"
 #include "tokenscope.h"
 
@@ -24,6 +25,8 @@ struct health {
 	uint64_t streams_http1;
 	uint64_t streams_http2;	    /* HTTP/2 connections (h2 below says more) */
 	uint64_t streams_other;	    /* non-HTTP: unsupported */
+	struct vllm_wire_counts engine_wire; /* vLLM's engine-core messages (engine/vllm_wire.h) */
+	uint64_t streams_zmtp;	    /* ZeroMQ connections (vLLM's engine wire and others) */
 	uint64_t streams_malformed; /* HTTP framing errors */
 	uint64_t unsupported_encodings;
 	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */

@@ -9,6 +9,7 @@
 #include "llm/request.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
+#include "engine/vllm_wire.h"
 #include "stream/match.h"
 #include "stream/conn.h"
 #include "stream/pipeline.h"
@@ -34,6 +35,7 @@ struct pipeline {
 	request_fn fn;
 	step_fn on_step;
 	exit_fn on_exit;
+	sched_fn on_sched;
 	void *ctx;
 	struct cuda_steps *cuda; /* the CUDA step source */
 	struct recording *rec;
@@ -42,6 +44,7 @@ struct pipeline {
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
+	struct vllm_wire *engine_wire; /* vLLM's engine-core messages, for the join */
 	struct match *match;
 	struct settle settle;
 	uint64_t next_id;
@@ -57,6 +60,7 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	if (r->role != ROLE_SERVER)
 		return;
 	attrib__compute(p->attr, r);
+	vllm_wire__attribute(p->engine_wire, r); /* the engine's own times, where it told them */
 	if (r->attr && r->attr->ok)
 		p->h.attributed++;
 	else
@@ -115,6 +119,14 @@ static void on_first_token(void *ctx, struct request *r)
 	attrib__first_token(p->attr, r);
 }
 
+static void on_sched(void *ctx, const struct vllm_sched *s)
+{
+	struct pipeline *p = ctx;
+
+	if (p->on_sched)
+		p->on_sched(p->ctx, s);
+}
+
 static void on_step(void *ctx, const struct engine_step *s)
 {
 	struct pipeline *p = ctx;
@@ -139,7 +151,9 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->cuda = cuda_steps__new(on_step, p);
 	p->attr = attrib__new();
 	p->match = match__new();
-	if (!p->cuda || !p->attr || !p->match) {
+	p->engine_wire = vllm_wire__new(on_sched, p);
+	if (!p->cuda || !p->attr || !p->match || !p->engine_wire) {
+		vllm_wire__free(p->engine_wire);
 		cuda_steps__free(p->cuda);
 		attrib__free(p->attr);
 		match__free(p->match);
@@ -159,6 +173,7 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->sink.decode_budget_exceeded = &p->h.decode_budget_exceeded;
 	p->sink.no_memory = &p->h.no_memory;
 	p->sink.h2 = &p->h.h2;
+	p->sink.engine_wire = p->engine_wire;
 	streams__init(&p->streams, &p->sink, &p->h);
 	settle__init(&p->settle, &(struct settle_out){ deliver_request, deliver_exit, p });
 	return p;
@@ -173,6 +188,7 @@ void pipeline__free(struct pipeline *p)
 	attrib__free(p->attr);
 	match__free(p->match);
 	streams__free(&p->streams);
+	vllm_wire__free(p->engine_wire);
 	free(p);
 }
 
@@ -489,6 +505,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		if (p->next_sweep_ns)
 			streams__sweep_idle(&p->streams, p->last_ts);
 		attrib__prune(p->attr, p->last_ts);
+		vllm_wire__prune(p->engine_wire, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
 	k = kind_of(h->type);
@@ -515,6 +532,11 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn)
 {
 	p->on_exit = fn;
+}
+
+void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn)
+{
+	p->on_sched = fn;
 }
 
 struct attrib *pipeline__attrib(struct pipeline *p)
@@ -560,5 +582,6 @@ const struct health *pipeline__health(struct pipeline *p)
 {
 	p->h.gpu_marks = cuda_steps__marks(p->cuda);
 	p->h.gpu_unobserved = cuda_steps__unobserved(p->cuda);
+	p->h.engine_wire = *vllm_wire__counts(p->engine_wire);
 	return &p->h;
 }

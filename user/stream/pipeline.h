@@ -7,8 +7,10 @@
  *               -> decode -> sse -> dialect -> request -> report (line, JSON Lines, summary)
  *   GPU mark    -> pipeline__feed -> gpu (segments, steps) -> report
  *                                                          -> attrib (kept for correlation)
+ *   ZeroMQ message -> pipeline__feed -> stream -> conn -> zmtp -> engine/vllm_wire (kept)
+ *                                                               -> scheduler stats -> report
  *   finished request -> (while GPU steps are seen) held ATTRIB_SETTLE_NS of record time
- *                    -> attrib__compute (server role) -> report
+ *                    -> attrib__compute, vllm_wire__attribute (server role) -> report
  * Requests leave in the order their responses ended, whatever their role.
  */
 #ifndef TS_PIPELINE_H
@@ -22,6 +24,7 @@
 
 #include "engine/attrib.h"
 #include "engine/step.h"
+#include "engine/vllm_wire.h"
 #include "stream/conn.h"
 #include "stream/health.h"
 #include "tokenscope.h"
@@ -38,6 +41,9 @@ struct pipeline;
 /* A process exited, and none of its requests is waiting any more (same ctx). */
 typedef void (*exit_fn)(void *ctx, uint32_t pid);
 
+/* One step's scheduler stats from vLLM's engine wire (same ctx). */
+typedef void (*sched_fn)(void *ctx, const struct vllm_sched *s);
+
 /* on_step may be NULL. */
 struct pipeline *pipeline__new(request_fn fn, step_fn on_step, void *ctx);
 void pipeline__free(struct pipeline *p);
@@ -53,6 +59,7 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
 void pipeline__finish(struct pipeline *p, uint64_t ts);
 const struct health *pipeline__health(struct pipeline *p);
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
+void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn);
 /* Calls fn for each LLM request in flight (its API known, its response not ended). */
 void pipeline__each_open(struct pipeline *p, open_request_fn fn, void *ctx);
 /* The time (record time, at most now) before which every request that finished has been

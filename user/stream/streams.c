@@ -90,6 +90,7 @@ static void count_kind(struct health *h, const struct conn *c)
 	case CONN_HTTP1: h->streams_http1++; break;
 	case CONN_HTTP2: h->streams_http2++; break;
 	case CONN_OTHER: h->streams_other++; break;
+	case CONN_ZMTP: h->streams_zmtp++; break;
 	default: break;
 	}
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The wire protocol a connection speaks, behind one table of operations: HTTP/1.1
- * (stream/http1conn.c) and HTTP/2 (stream/h2conn.c). The connection (stream/conn.c) is the
+ * (stream/http1conn.c), HTTP/2 (stream/h2conn.c) and ZeroMQ (stream/zmtpconn.c). The connection (stream/conn.c) is the
  * shell: its identity, addresses and role, and which protocol its first bytes are. It makes
  * the protocol's reader and hands it every byte; the reader makes and finishes requests
- * through the host it was given, and never calls the connection. A new protocol (the ZMQ
- * engine wire is next) is a reader and a row where conn.c classifies, not a branch in each of
- * conn.c's functions. Pixie's protocols/common/interface.h is the model.
+ * through the host it was given, and never calls the connection. A new protocol is a reader
+ * and a row where conn.c classifies (as ZeroMQ was), not a branch in each of conn.c's
+ * functions. Pixie's protocols/common/interface.h is the model.
  */
 #ifndef TS_WIRE_H
 #define TS_WIRE_H
@@ -22,6 +22,7 @@
 struct wire_host {
 	const struct conn_sink *sink; /* counts; finished requests go through end_request */
 	const char *comm;	      /* the process's command name, for as long as the reader */
+	uint32_t pid;		      /* the process whose connection this is */
 	void *ctx;		      /* the connection's, for the calls below */
 	/* A new request of this connection: id, process, transport, addresses and role filled
 	 * in. NULL without memory (counted). */
@@ -74,5 +75,6 @@ struct wire_ops {
 
 extern const struct wire_ops http1_wire; /* stream/http1conn.c */
 extern const struct wire_ops h2_wire;	 /* stream/h2conn.c */
+extern const struct wire_ops zmtp_wire;	 /* stream/zmtpconn.c */
 
 #endif

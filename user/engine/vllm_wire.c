@@ -1,0 +1,888 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* vLLM V1's engine-core wire (engine/vllm_wire.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "llm/attribution.h"
+#include "llm/request.h"
+#include "proto/msgpack.h"
+#include "engine/vllm_wire.h"
+
+#define ID_MAX ATTRIB_ENGINE_ID_MAX
+#define BUCKETS 1024
+#define SEEN_OUTPUTS 512	       /* outputs messages remembered to skip the other end's copy */
+#define KEEP_FINISHED_NS (120ull * 1000000000ull) /* a finished request waits for its join */
+#define KEEP_SILENT_NS (600ull * 1000000000ull)	  /* one never finished (aborted unseen) */
+
+/* Request types of the input socket (vllm/v1/engine/__init__.py, EngineCoreRequestType). */
+enum { REQ_ADD = 0, REQ_ABORT = 1, REQ_START_DP_WAVE = 2, REQ_UTILITY = 3 };
+/* EngineCoreEventType */
+enum { EV_QUEUED = 1, EV_SCHEDULED = 2, EV_PREEMPTED = 3 };
+
+/*
+ * EngineCoreOutput's field orders, by release. msgspec writes an array-like struct with all of
+ * its fields (omit_defaults does not drop them), so an array's length names its layout.
+ * request_id (0) and new_token_ids (1) never moved; fields were inserted mid-struct since.
+ * An entry is used only where the fields it names have the types they must have.
+ */
+const struct vllm_layout vllm_layouts[] = {
+	/* +finish_reason, stop_reason, events (2025-02-26) */
+	{ "v0.8.0-v0.8.4 (2025-03)", 7, 4, 6, -1 },
+	/* +kv_transfer_params */
+	{ "v0.8.5 (2025-04)", 8, 4, 6, -1 },
+	/* +num_cached_tokens (2025-05-23) */
+	{ "v0.9.0 (2025-05)", 9, 4, 6, 8 },
+	/* +pooling_output at 4 (2025-06) */
+	{ "v0.9.1-v0.10.1 (2025-06 to 2025-08)", 10, 5, 7, 9 },
+	/* +trace_headers at 9 (2025-09) */
+	{ "v0.10.2-v0.11.0 (2025-09)", 11, 5, 7, 10 },
+	/* +num_nans_in_logits last */
+	{ "v0.11.1-v0.13 (2025-10 to 2025-12)", 12, 5, 7, 10 },
+	/* prefill_stats at 10 in num_cached_tokens' place (2026-04-14), or (a 13-field build of
+	 * 2026-01) num_cached_tokens still there: told apart by the field's type */
+	{ "v0.20-v0.21 (2026-04 on)", 13, 5, 7, 10 },
+	/* +num_external_computed_tokens, routed_experts (2026-01/02) */
+	{ "v0.14-v0.19 (2026-01 to 2026-04)", 14, 5, 7, 10 },
+};
+const size_t vllm_nlayouts = sizeof(vllm_layouts) / sizeof(vllm_layouts[0]);
+
+struct vw_req {
+	char id[ID_MAX];       /* the engine's request_id (NUL-terminated: idlen bytes of it) */
+	size_t idlen;	       /* its bytes, a NUL among them included (the table's key) */
+	char external[ID_MAX]; /* external_req_id (since 2025-12): the API's id */
+	struct vw_req *next;   /* in its bucket */
+	struct vw_req *older, *newer; /* in the age list */
+	const char *layout;
+	uint32_t engine_pid; /* the process that wrote its outputs (0: only their reader seen) */
+	bool added, events, finished, aborted;
+	uint64_t touched_ns;
+	uint64_t add_ns;       /* the ADD message's capture time */
+	uint64_t queued_ns, scheduled_ns, first_output_ns, first_output_seen_ns;
+	uint64_t preempted_at;
+	uint32_t preemptions;
+	uint64_t preempted_ns;
+	int64_t prompt_tokens, cached_tokens;
+	uint32_t steps;
+	uint64_t tokens;
+	int finish_reason;
+};
+
+struct vllm_wire {
+	vllm_sched_fn on_sched;
+	void *ctx;
+	struct vw_req *buckets[BUCKETS];
+	struct vw_req *oldest, *newest;
+	size_t nreqs;
+	struct { uint32_t engine, pid; uint64_t ts; char comm[16]; } seen[SEEN_OUTPUTS];
+	size_t nseen, seen_next;
+	/* Both ends traced: the end whose copy of a message came second is reported as the one
+	 * whose copy came first, so that one engine's stats stay one series whichever copy wins
+	 * (ring buffer order between two CPUs). */
+	struct { uint32_t from, to; char comm[16]; } alias[16];
+	size_t nalias;
+	struct vllm_wire_counts n;
+};
+
+struct vllm_wire *vllm_wire__new(vllm_sched_fn on_sched, void *ctx)
+{
+	struct vllm_wire *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	w->on_sched = on_sched;
+	w->ctx = ctx;
+	return w;
+}
+
+void vllm_wire__free(struct vllm_wire *w)
+{
+	if (!w)
+		return;
+	while (w->oldest) {
+		struct vw_req *q = w->oldest;
+
+		w->oldest = q->newer;
+		free(q);
+	}
+	free(w);
+}
+
+bool vllm_wire__seen(const struct vllm_wire *w)
+{
+	return w->n.output_messages || w->n.adds;
+}
+
+const struct vllm_wire_counts *vllm_wire__counts(const struct vllm_wire *w)
+{
+	return &w->n;
+}
+
+/* ---- the request table ---- */
+
+static uint32_t hash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h % BUCKETS;
+}
+
+static struct vw_req *find(struct vllm_wire *w, const uint8_t *id, size_t n)
+{
+	if (n >= ID_MAX)
+		n = ID_MAX - 1;
+	for (struct vw_req *q = w->buckets[hash((const char *)id, n)]; q; q = q->next) {
+		if (q->idlen == n && !memcmp(q->id, id, n))
+			return q;
+	}
+	return NULL;
+}
+
+/* The request id (made when new). NULL without memory (counted). */
+static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint64_t ts)
+{
+	struct vw_req *q = find(w, id, n);
+	uint32_t b;
+
+	if (n >= ID_MAX)
+		n = ID_MAX - 1;
+	if (q) {
+		/* to the young end of the age list */
+		if (q != w->newest) {
+			if (q->older)
+				q->older->newer = q->newer;
+			else
+				w->oldest = q->newer;
+			q->newer->older = q->older;
+			q->older = w->newest;
+			q->newer = NULL;
+			w->newest->newer = q;
+			w->newest = q;
+		}
+		q->touched_ns = ts > q->touched_ns ? ts : q->touched_ns;
+		return q;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		w->n.no_memory++;
+		return NULL;
+	}
+	memcpy(q->id, id, n);
+	q->idlen = n;
+	q->prompt_tokens = q->cached_tokens = -1;
+	q->finish_reason = -1;
+	q->touched_ns = ts;
+	b = hash(q->id, n);
+	q->next = w->buckets[b];
+	w->buckets[b] = q;
+	q->older = w->newest;
+	if (w->newest)
+		w->newest->newer = q;
+	else
+		w->oldest = q;
+	w->newest = q;
+	w->nreqs++;
+	return q;
+}
+
+static void drop(struct vllm_wire *w, struct vw_req *q)
+{
+	struct vw_req **link = &w->buckets[hash(q->id, q->idlen)];
+
+	while (*link != q)
+		link = &(*link)->next;
+	*link = q->next;
+	if (q->older)
+		q->older->newer = q->newer;
+	else
+		w->oldest = q->newer;
+	if (q->newer)
+		q->newer->older = q->older;
+	else
+		w->newest = q->older;
+	w->nreqs--;
+	free(q);
+}
+
+void vllm_wire__prune(struct vllm_wire *w, uint64_t ts)
+{
+	struct vw_req *q = w->oldest;
+
+	while (q) {
+		struct vw_req *next = q->newer;
+		uint64_t keep = q->finished || q->aborted ? KEEP_FINISHED_NS : KEEP_SILENT_NS;
+
+		if (q->touched_ns + keep >= ts)
+			break; /* the list is in touch order: the rest are younger */
+		drop(w, q);
+		q = next;
+	}
+}
+
+/* ---- decoding ---- */
+
+static uint64_t mono_ns(double seconds)
+{
+	return seconds > 0 && seconds < 1e10 ? (uint64_t)llround(seconds * 1e9) : 0;
+}
+
+/* One EngineCoreEvent {type, timestamp}, at *p. */
+static int read_event(struct vllm_wire *w, struct vw_req *q, const uint8_t **p, const uint8_t *end)
+{
+	struct mp_obj o, k, v;
+	int64_t type = 0;
+	double t = 0;
+
+	if (mp__next(p, end, &o) || o.type != MP_MAP)
+		return -1;
+	for (uint32_t i = 0; i < o.len; i++) {
+		if (mp__next(p, end, &k))
+			return -1;
+		if (k.type == MP_STR && (mp__str_is(&k, "type") || mp__str_is(&k, "timestamp"))) {
+			if (mp__next(p, end, &v))
+				return -1;
+			if (mp__str_is(&k, "type") ? !mp__int(&v, &type) : !mp__number(&v, &t))
+				return -1;
+		} else if (mp__skip(p, end)) {
+			return -1;
+		}
+	}
+	w->n.events++;
+	q->events = true;
+	switch (type) {
+	case EV_QUEUED:
+		if (!q->queued_ns)
+			q->queued_ns = mono_ns(t);
+		break;
+	case EV_SCHEDULED:
+		if (q->preempted_at) {
+			uint64_t s = mono_ns(t);
+
+			q->preempted_ns += s > q->preempted_at ? s - q->preempted_at : 0;
+			q->preempted_at = 0;
+		}
+		/* the step that began the prefill the first output came from: the last SCHEDULED
+		 * before it (a preemption before the first token starts the prefill again) */
+		if (!q->first_output_ns)
+			q->scheduled_ns = mono_ns(t);
+		break;
+	case EV_PREEMPTED:
+		q->preemptions++;
+		q->preempted_at = mono_ns(t);
+		break;
+	}
+	return 0;
+}
+
+/* The value of key name in the map at *p (a number); *p moves past the map. */
+static int map_number(const uint8_t **p, const uint8_t *end, const char *name, double *out,
+		      bool *found)
+{
+	struct mp_obj o, k, v;
+
+	*found = false;
+	if (mp__next(p, end, &o) || o.type != MP_MAP)
+		return -1;
+	for (uint32_t i = 0; i < o.len; i++) {
+		if (mp__next(p, end, &k))
+			return -1;
+		if (k.type == MP_STR && mp__str_is(&k, name)) {
+			if (mp__next(p, end, &v))
+				return -1;
+			*found = mp__number(&v, out);
+		} else if (mp__skip(p, end)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static const struct vllm_layout *layout_of(uint32_t fields)
+{
+	for (size_t i = 0; i < vllm_nlayouts; i++) {
+		if (vllm_layouts[i].fields == fields)
+			return &vllm_layouts[i];
+	}
+	return NULL;
+}
+
+static void note_unknown(struct vllm_wire *w, uint32_t fields)
+{
+	w->n.unknown_layout++;
+	for (size_t i = 0; i < 4; i++) {
+		if (w->n.unknown_fields[i] == fields)
+			return;
+		if (!w->n.unknown_fields[i]) {
+			w->n.unknown_fields[i] = fields;
+			return;
+		}
+	}
+}
+
+/* An unknown layout's events, by their shape: the field (of n, from p) that is an array of
+ * maps whose first key is "type"; nothing else in EngineCoreOutput has that shape. */
+static const uint8_t *events_by_shape(const uint8_t *p, const uint8_t *end, uint32_t n)
+{
+	struct mp_obj o, k;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *f = p, *e;
+
+		if (mp__next(&f, end, &o) == 0 && o.type == MP_ARRAY && o.len) {
+			e = f;
+			if (mp__next(&e, end, &k) == 0 && k.type == MP_MAP && k.len >= 2 &&
+			    mp__next(&e, end, &k) == 0 && mp__str_is(&k, "type"))
+				return p;
+		}
+		if (mp__skip(&p, end))
+			return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * One EngineCoreOutput at *p, from an outputs message of engine time ts (seen at seen_ns).
+ * The layout's fields are read into a scratch copy first, and kept only when each has the
+ * type it must have: an array of another release's order is never read as this one.
+ */
+static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *end, uint64_t ts,
+		       uint64_t seen_ns, uint32_t writer)
+{
+	struct mp_obj arr, id, toks, o;
+	const struct vllm_layout *lay;
+	const uint8_t *events = NULL, *cached = NULL, *start, *fields;
+	int64_t finish = -1, ncached = -1;
+	struct vw_req *q;
+	bool fits = true;
+
+	if (mp__next(p, end, &arr) || arr.type != MP_ARRAY || arr.len < 2)
+		return -1;
+	if (mp__next(p, end, &id) || id.type != MP_STR || mp__next(p, end, &toks))
+		return -1;
+	if (toks.type == MP_ARRAY) {
+		for (uint32_t i = 0; i < toks.len; i++) {
+			if (mp__skip(p, end))
+				return -1;
+		}
+	} else if (toks.type != MP_NIL && toks.type != MP_BIN && toks.type != MP_EXT) {
+		return -1;
+	}
+	lay = layout_of(arr.len);
+	fields = *p;
+	for (uint32_t i = 2; i < arr.len; i++) {
+		start = *p;
+		if (lay && (int)i == lay->events) {
+			events = start;
+		} else if (lay && (int)i == lay->finish) {
+			if (mp__next(p, end, &o))
+				return -1;
+			if (o.type != MP_NIL && (!mp__int(&o, &finish) || finish < 0 || finish > 15))
+				fits = false;
+			continue;
+		} else if (lay && (int)i == lay->cached) {
+			cached = start;
+		}
+		if (mp__skip(p, end))
+			return -1;
+	}
+	/* the events field: nil or an array of maps */
+	if (events) {
+		const uint8_t *e = events;
+
+		if (mp__next(&e, end, &o) || (o.type != MP_NIL && o.type != MP_ARRAY))
+			fits = false;
+	}
+	if (cached) {
+		const uint8_t *c = cached;
+		double v;
+		bool found;
+
+		if (mp__next(&c, end, &o))
+			return -1;
+		if (o.type == MP_MAP) { /* prefill_stats */
+			c = cached;
+			if (map_number(&c, end, "num_cached_tokens", &v, &found) == 0 && found)
+				ncached = (int64_t)v;
+		} else if (o.type == MP_UINT || o.type == MP_INT) {
+			/* num_cached_tokens: on every output, its value fixed from the first */
+			mp__int(&o, &ncached);
+		} else if (o.type != MP_NIL) {
+			fits = false;
+		}
+	}
+	if (!lay || !fits) {
+		note_unknown(w, arr.len);
+		lay = NULL;
+		events = events_by_shape(fields, end, arr.len - 2);
+	}
+	w->n.outputs++;
+	q = get(w, id.p, id.len, seen_ns);
+	if (!q)
+		return 0;
+	if (lay)
+		q->layout = lay->releases;
+	if (writer)
+		q->engine_pid = writer;
+	/* Events first: QUEUED and SCHEDULED come with the first token they led to. */
+	if (events) {
+		const uint8_t *e = events;
+
+		if (mp__next(&e, end, &o) == 0 && o.type == MP_ARRAY) {
+			for (uint32_t i = 0; i < o.len; i++) {
+				if (read_event(w, q, &e, end))
+					return -1;
+			}
+		}
+	}
+	if (toks.type == MP_ARRAY && toks.len) {
+		if (!q->first_output_ns) {
+			q->first_output_ns = ts;
+			q->first_output_seen_ns = seen_ns;
+		}
+		q->steps++;
+		q->tokens += toks.len;
+	}
+	if (ncached >= 0 && q->cached_tokens < 0)
+		q->cached_tokens = ncached;
+	if (lay && finish >= 0) {
+		q->finish_reason = (int)finish;
+		q->finished = true;
+	}
+	return 0;
+}
+
+/* SchedulerStats: a map of named fields. */
+static int read_sched(struct vllm_wire *w, const uint8_t **p, const uint8_t *end,
+		      struct vllm_sched *s)
+{
+	struct mp_obj o, k, v;
+	int64_t iv;
+	double d;
+
+	if (mp__next(p, end, &o) || o.type != MP_MAP)
+		return -1;
+	s->kv_cache_usage = NAN;
+	for (uint32_t i = 0; i < o.len; i++) {
+		if (mp__next(p, end, &k))
+			return -1;
+		if (k.type != MP_STR) {
+			if (mp__skip(p, end))
+				return -1;
+			continue;
+		}
+		if (mp__str_is(&k, "prefix_cache_stats")) {
+			const uint8_t *m = *p;
+			bool found;
+
+			if (map_number(&m, end, "queries", &d, &found) == 0 && found)
+				s->prefix_queries = (uint64_t)d;
+			m = *p;
+			if (map_number(&m, end, "hits", &d, &found) == 0 && found)
+				s->prefix_hits = (uint64_t)d;
+			if (mp__skip(p, end))
+				return -1;
+			continue;
+		}
+		if (mp__next(p, end, &v))
+			return -1;
+		if (v.type == MP_ARRAY || v.type == MP_MAP) {
+			/* a nested value: skip its elements (the header was read) */
+			uint32_t n = v.type == MP_MAP ? 2 * v.len : v.len;
+
+			for (uint32_t j = 0; j < n; j++) {
+				if (mp__skip(p, end))
+					return -1;
+			}
+			continue;
+		}
+		if (mp__str_is(&k, "num_running_reqs") && mp__int(&v, &iv))
+			s->running = (uint64_t)iv;
+		else if (mp__str_is(&k, "num_waiting_reqs") && mp__int(&v, &iv))
+			s->waiting = (uint64_t)iv;
+		else if (mp__str_is(&k, "step_counter") && mp__int(&v, &iv))
+			s->step_counter = (uint64_t)iv;
+		else if ((mp__str_is(&k, "kv_cache_usage") || mp__str_is(&k, "gpu_cache_usage")) &&
+			 mp__number(&v, &d))
+			s->kv_cache_usage = d;
+	}
+	(void)w;
+	return 0;
+}
+
+static void alias(struct vllm_wire *w, uint32_t from, uint32_t to, const char *comm)
+{
+	for (size_t i = 0; i < w->nalias; i++) {
+		if (w->alias[i].from == from || w->alias[i].to == from)
+			return;
+	}
+	if (w->nalias == sizeof(w->alias) / sizeof(w->alias[0]))
+		return;
+	w->alias[w->nalias].from = from;
+	w->alias[w->nalias].to = to;
+	memcpy(w->alias[w->nalias].comm, comm, sizeof(w->alias[0].comm)); /* a seen[] comm */
+	w->nalias++;
+}
+
+/* Was this outputs message read already (the other end's copy)? Remembers it if not. */
+static bool seen_before(struct vllm_wire *w, uint32_t engine, uint64_t ts, uint32_t pid,
+			const char *comm)
+{
+	for (size_t i = 0; i < w->nseen; i++) {
+		if (w->seen[i].engine == engine && w->seen[i].ts == ts) {
+			if (w->seen[i].pid != pid)
+				alias(w, pid, w->seen[i].pid, w->seen[i].comm);
+			return true;
+		}
+	}
+	snprintf(w->seen[w->seen_next].comm, sizeof(w->seen[0].comm), "%s", comm ? comm : "");
+	w->seen[w->seen_next].engine = engine;
+	w->seen[w->seen_next].pid = pid;
+	w->seen[w->seen_next].ts = ts;
+	w->seen_next = (w->seen_next + 1) % SEEN_OUTPUTS;
+	if (w->nseen < SEEN_OUTPUTS)
+		w->nseen++;
+	return false;
+}
+
+/* EngineCoreOutputs: engine_index, outputs, scheduler_stats, timestamp, ... (the envelope
+ * has kept these four first since 2025-03-27). */
+static int read_outputs(struct vllm_wire *w, uint32_t pid, const char *comm, bool is_write,
+			const uint8_t *p, const uint8_t *end, uint64_t seen_ns)
+{
+	struct mp_obj arr, o;
+	const uint8_t *outs, *stats, *e;
+	int64_t engine = 0;
+	double t = 0;
+	uint64_t ts;
+	struct vllm_sched s = { .pid = pid, .comm = comm };
+
+	if (mp__next(&p, end, &arr) || arr.type != MP_ARRAY || arr.len < 4)
+		return -1;
+	if (mp__next(&p, end, &o) || !mp__int(&o, &engine) || engine < 0)
+		return -1;
+	outs = p;
+	if (mp__skip(&p, end))
+		return -1;
+	stats = p;
+	if (mp__skip(&p, end) || mp__next(&p, end, &o) || !mp__number(&o, &t))
+		return -1;
+	ts = mono_ns(t);
+	if (seen_before(w, (uint32_t)engine, ts, pid, comm)) {
+		w->n.duplicates++;
+		return 0;
+	}
+	w->n.output_messages++;
+	e = outs;
+	if (mp__next(&e, end, &o) || (o.type != MP_ARRAY && o.type != MP_NIL))
+		return -1;
+	for (uint32_t i = 0; o.type == MP_ARRAY && i < o.len; i++) {
+		if (read_output(w, &e, end, ts ? ts : seen_ns, seen_ns, is_write ? pid : 0))
+			return -1;
+	}
+	e = stats;
+	if (mp__next(&e, end, &o))
+		return -1;
+	if (o.type == MP_MAP) {
+		e = stats;
+		if (read_sched(w, &e, end, &s))
+			return -1;
+		s.engine_index = (uint32_t)engine;
+		for (size_t i = 0; i < w->nalias; i++) {
+			if (w->alias[i].from == pid) {
+				s.pid = w->alias[i].to;
+				s.comm = w->alias[i].comm[0] ? w->alias[i].comm : comm;
+			}
+		}
+		s.ts = ts ? ts : seen_ns;
+		w->n.sched_stats++;
+		if (w->on_sched)
+			w->on_sched(w->ctx, &s);
+	}
+	return 0;
+}
+
+/* ADD: EngineCoreRequest. Its prompt_token_ids are at 1 (at 2 in releases that sent the
+ * prompt's text at 1); external_req_id only in the layout that has it (20 fields, 2026). */
+static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, uint64_t seen_ns)
+{
+	struct mp_obj arr, id, o;
+	struct vw_req *q;
+	int64_t prompt = -1;
+	const uint8_t *ext = NULL;
+
+	if (mp__next(&p, end, &arr) || arr.type != MP_ARRAY || arr.len < 2)
+		return -1;
+	if (mp__next(&p, end, &id) || id.type != MP_STR)
+		return -1;
+	for (uint32_t i = 1; i < arr.len; i++) {
+		const uint8_t *f = p;
+
+		if (mp__next(&f, end, &o))
+			return -1;
+		if (prompt < 0 && i <= 2 && o.type == MP_ARRAY)
+			prompt = o.len;
+		if (arr.len == 20 && i == 16 && o.type == MP_STR)
+			ext = p;
+		if (mp__skip(&p, end))
+			return -1;
+	}
+	if (find(w, id.p, id.len) && find(w, id.p, id.len)->added) {
+		w->n.duplicates++;
+		return 0;
+	}
+	w->n.adds++;
+	q = get(w, id.p, id.len, seen_ns);
+	if (!q)
+		return 0;
+	q->added = true;
+	q->add_ns = seen_ns;
+	q->prompt_tokens = prompt;
+	if (ext) {
+		mp__next(&ext, end, &o);
+		snprintf(q->external, sizeof(q->external), "%.*s", (int)o.len, (const char *)o.p);
+	}
+	return 0;
+}
+
+/* ABORT: a list of request ids. */
+static int read_abort(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, uint64_t seen_ns)
+{
+	struct mp_obj arr, id;
+	struct vw_req *q;
+
+	bool news = false;
+
+	if (mp__next(&p, end, &arr) || arr.type != MP_ARRAY)
+		return -1;
+	for (uint32_t i = 0; i < arr.len; i++) {
+		if (mp__next(&p, end, &id) || id.type != MP_STR)
+			return -1;
+		q = find(w, id.p, id.len);
+		if (q) {
+			news |= !q->aborted;
+			q->aborted = true;
+			q->touched_ns = seen_ns > q->touched_ns ? seen_ns : q->touched_ns;
+		}
+	}
+	w->n.aborts += news; /* the other end's copy aborts nothing new */
+	return 0;
+}
+
+void vllm_wire__message(struct vllm_wire *w, uint32_t pid, const char *comm, bool is_write,
+			const struct zmtp_message *m)
+{
+	const struct zmtp_frame *f;
+	const uint8_t *p, *end;
+	int rc = 0;
+
+	if (!m->nframes)
+		return;
+	f = &m->frames[0];
+	p = f->data;
+	end = f->data + (f->cut ? ZMTP_FRAME_KEEP : f->len);
+	w->n.messages++;
+	if (f->len == 1 && m->nframes >= 2 && p[0] <= REQ_UTILITY) {
+		const struct zmtp_frame *body = &m->frames[1];
+
+		if (body->cut) {
+			w->n.malformed++;
+			return;
+		}
+		switch (p[0]) {
+		case REQ_ADD:
+			rc = read_add(w, body->data, body->data + body->len, m->end_ns);
+			break;
+		case REQ_ABORT:
+			rc = read_abort(w, body->data, body->data + body->len, m->end_ns);
+			break;
+		default: /* START_DP_WAVE, UTILITY (v0.8.0: 0x02) */
+			w->n.utility++;
+			break;
+		}
+	} else if (f->len && ((p[0] & 0xf0) == 0x90 || p[0] == 0xdc || p[0] == 0xdd)) {
+		if (f->cut) {
+			w->n.malformed++;
+			return;
+		}
+		rc = read_outputs(w, pid, comm, is_write, p, end, m->end_ns);
+	} else {
+		w->n.messages--;
+		w->n.not_engine++;
+		return;
+	}
+	if (rc)
+		w->n.malformed++;
+}
+
+static bool array_head(uint8_t b)
+{
+	return (b & 0xf0) == 0x90 || b == 0xdc || b == 0xdd;
+}
+
+bool vllm_wire__looks_like_frames(const uint8_t *d, size_t n)
+{
+	size_t body;
+
+	if (n < 5)
+		return false;
+	/* [type byte] (MORE, size 1, ADD..UTILITY), then the body's frame: an array */
+	if (d[0] == 0x01 && d[1] == 0x01 && d[2] <= REQ_UTILITY && d[3] <= 0x03) {
+		body = d[3] & 0x02 ? 12 : 5; /* past the body frame's flags and size */
+		return n > body && array_head(d[body]);
+	}
+	/* EngineCoreOutputs: an array of at least 4 whose engine_index is a small integer and
+	 * whose outputs are an array or nil; its frame short or long */
+	if (d[0] <= 0x01)
+		body = 2;
+	else if (d[0] <= 0x03 && n >= 9 && !d[1] && !d[2] && !d[3] && !d[4])
+		body = 9;
+	else
+		return false;
+	return n > body + 2 && d[body] >= 0x94 && (d[body] & 0xf0) == 0x90 && d[body + 1] < 0x80 &&
+	       (array_head(d[body + 2]) || d[body + 2] == 0xc0);
+}
+
+/* ---- the join ---- */
+
+/* Is engine request q one of the API request whose response id is rid? Its id is rid itself
+ * (vLLM until 2025-12), its external_req_id is (since), its id is rid + "-" and 8 characters
+ * (since, where the ADD was not seen), and any of these behind an n>1 child's "{i}_". */
+static bool names(const struct vw_req *q, const char *rid, size_t n)
+{
+	const char *id = q->id;
+
+	if (!strcmp(q->external, rid))
+		return true;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t len = strlen(id);
+
+		if (!strcmp(id, rid))
+			return true;
+		if (len == n + 9 && !strncmp(id, rid, n) && id[n] == '-')
+			return true;
+		/* an n>1 child: digits and '_' */
+		{
+			const char *u = id;
+
+			while (*u >= '0' && *u <= '9')
+				u++;
+			if (u == id || *u != '_')
+				return false;
+			id = u + 1;
+		}
+	}
+	return false;
+}
+
+static const char *finish_name(int f)
+{
+	static const char *const names_[] = { "stop", "length", "abort", "error", "repetition" };
+
+	return f >= 0 && f < 5 ? names_[f] : f >= 0 ? "other" : "";
+}
+
+bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
+{
+	struct vw_req *first = NULL;
+	struct attrib_wire aw = { .prompt_tokens = -1, .cached_tokens = -1 };
+	struct attribution *a;
+	size_t n = strlen(r->response_id);
+	uint64_t queued = 0, scheduled = 0, out = 0, add = 0;
+
+	if (!n || !vllm_wire__seen(w))
+		return false;
+	for (struct vw_req *q = w->oldest; q; q = q->newer) {
+		if (!names(q, r->response_id, n))
+			continue;
+		aw.engine_requests++;
+		if (!first || strcmp(q->id, first->id) < 0)
+			first = q; /* child 0 of n>1 ("0_..." sorts first), or the one */
+		/* n>1: the children's earliest of each (the first prefill that began, the first
+		 * token that came) */
+		if (q->first_output_ns && (!out || q->first_output_ns < out))
+			out = q->first_output_ns;
+		if (q->scheduled_ns && (!scheduled || q->scheduled_ns < scheduled))
+			scheduled = q->scheduled_ns;
+		if (q->queued_ns && (!queued || q->queued_ns < queued))
+			queued = q->queued_ns;
+		if (q->add_ns && (!add || q->add_ns < add))
+			add = q->add_ns;
+		aw.preemptions += q->preemptions;
+		aw.preempted_ns += q->preempted_ns;
+		aw.output_steps += q->steps;
+		aw.output_tokens += q->tokens;
+		aw.events |= q->events;
+	}
+	if (!first) {
+		w->n.requests_unjoined++;
+		return false;
+	}
+	w->n.requests_joined++;
+	if (!r->attr) {
+		r->attr = calloc(1, sizeof(*r->attr));
+		if (!r->attr) {
+			w->n.no_memory++;
+			return false;
+		}
+	}
+	a = r->attr;
+	aw.joined = true;
+	snprintf(aw.engine_request_id, sizeof(aw.engine_request_id), "%s", first->id);
+	aw.layout = first->layout;
+	aw.prompt_tokens = first->prompt_tokens;
+	aw.cached_tokens = first->cached_tokens;
+	snprintf(aw.finish_reason, sizeof(aw.finish_reason), "%s",
+		 first->finish_reason < 0 && first->aborted ? "abort"
+							    : finish_name(first->finish_reason));
+	aw.queued_ns = queued;
+	aw.scheduled_ns = scheduled;
+	aw.first_output_ns = out;
+	if (a->ok) { /* CUDA steps split it too: kept beside */
+		aw.cuda = true;
+		aw.cuda_queue_ns = a->queue_ns;
+		aw.cuda_prefill_ns = a->prefill_ns;
+	}
+	a->wire = aw;
+	if (!a->nengine_pids && first->engine_pid)
+		a->engine_pids[a->nengine_pids++] = first->engine_pid;
+	/* The engine's times must fall inside the request (the same clock): else they are
+	 * another clock's (a container's time namespace) and nothing is split from them. */
+	if (!out || out < r->start_ns || (r->first_token_ns && out > r->first_token_ns) ||
+	    (aw.events && (!queued || !scheduled || queued < r->start_ns || scheduled < queued ||
+			   out < scheduled))) {
+		if (!a->ok)
+			snprintf(a->error, sizeof(a->error), "%s",
+				 !out ? "engine_wire: no output of its engine request was seen"
+				      : "engine_wire: the engine's times fall outside the request");
+		return true;
+	}
+	if (aw.events) {
+		a->wire.frontend_ns = queued - r->start_ns;
+		a->wire.engine_queue_ns = scheduled - queued;
+		a->queue_ns = a->wire.queue_ns = scheduled - r->start_ns;
+		a->prefill_ns = a->wire.prefill_ns = out - scheduled;
+		a->prefill_start_ns = scheduled;
+		a->estimated &= ~(uint32_t)(EST_PREFILL_START | EST_ENGINE);
+	} else {
+		/* --disable-log-stats: the ADD's capture time stands for the arrival in the
+		 * engine; queue and prefill are one span */
+		a->wire.frontend_ns = add > r->start_ns ? add - r->start_ns : 0;
+		a->wire.engine_ns = out > add && add ? out - add : 0;
+		if (!a->ok) {
+			a->queue_ns = 0;
+			a->prefill_ns = 0;
+		}
+	}
+	if (r->first_token_ns && (aw.events || !a->ok))
+		a->emit_ns = r->first_token_ns - out;
+	if (!a->ok) {
+		a->ok = true;
+		a->error[0] = 0;
+		a->queue_busy_ns = a->queue_idle_ns = 0;
+	}
+	return true;
+}
