@@ -143,8 +143,10 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
         f["linked"] += (len(cs) == 1 and cs[0]["upstream_ms"] is not None and
                         abs(cs[0]["upstream_ms"] - (cs[0]["ttft_ms"] - r["ttft_ms"])) < 0.01)
         a = r.get("attribution")
-        if not a:
-            problems.append(f"rid {t['rid']}: not attributed: {r.get('attribution_error')}")
+        if not a or a.get("source") != "steps":
+            # (the engine wire's span alone, where no step split it, is no step split)
+            problems.append(f"rid {t['rid']}: not attributed by steps: "
+                            f"{r.get('attribution_error') or (a or {}).get('source')}")
             continue
         f["attributed"] += 1
         er = ereqs[t["rid"]]
@@ -253,7 +255,9 @@ def run_mode(ctx, name, front, engine_args, interval, chunked, extra_tracer_args
     try:
         cmd = [PY, os.path.join(root, "tests", "fixtures", "vllm", "api_server.py"),
                "--port", str(port), "--truth", truth_path, "--stream-interval", str(interval),
-               *engine_args]
+               # the engine's events off (vLLM's --disable-log-stats): these runs check the
+               # split from CUDA steps; vllm_wire_checks.py checks the engine wire's own
+               "--disable-log-stats", *engine_args]
         if front == "tls":
             cmd += ["--tls", cert, key]
         api = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -361,14 +365,17 @@ def check_bars(check, name, f, chunked, slack):
 
 
 def check_untraced(ctx):
-    """-p API_PID: the engine's steps are never seen; every server record says why."""
+    """-p API_PID: the engine's steps are never seen, so no record has a split from them; what
+    the API server's own socket carries of vLLM's engine wire (--disable-log-stats: no
+    events) still splits each TTFT into the front end's part and the engine's, unsplit."""
     check, Tracer, root = ctx["check"], ctx["Tracer"], ctx["root"]
     work = os.path.join(ctx["work"], "attr-untraced")
     os.makedirs(work, exist_ok=True)
     env = dict(os.environ, VGPU_LIB=os.path.join(root, ".output", "gpu", "libcuda.so.1"))
     port = free_port()
     api = subprocess.Popen([PY, os.path.join(root, "tests", "fixtures", "vllm", "api_server.py"),
-                            "--port", str(port), "--truth", os.path.join(work, "truth.jsonl")],
+                            "--port", str(port), "--truth", os.path.join(work, "truth.jsonl"),
+                            "--disable-log-stats"],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, api, "the vLLM-shaped API server")
@@ -385,10 +392,17 @@ def check_untraced(ctx):
             api.terminate()
     server = [json.loads(l) for l in open(tracer.out)]
     server = [r for r in server if r["type"] == "request" and r["role"] == "server"]
-    check(len(server) == 16 and all(r["attribution"] is None and r["attribution_error"]
-                                    for r in server),
-          f"untraced engine: all {len(server)}/16 server records unattributed, with a reason "
-          f"({set(r['attribution_error'] for r in server)})")
+    def wire_only(r):
+        a = r["attribution"] or {}
+        w = a.get("engine_wire") or {}
+        return (a.get("source") == "engine_wire" and a["queue_ms"] is None and
+                a["prefill_ms"] is None and a["steps"] == 0 and w.get("times") == "messages"
+                and a["engine_pids"] == [] and abs(a["frontend_ms"] + w["engine_ms"] +
+                                                   a["emit_ms"] - r["ttft_ms"]) < 0.002)
+    check(len(server) == 16 and all(wire_only(r) for r in server),
+          f"untraced engine: all {len(server)}/16 server records split by the engine wire "
+          f"alone, no step's split in any "
+          f"({[r['attribution'] for r in server if not wire_only(r)][:1]})")
 
 
 if __name__ == "__main__":

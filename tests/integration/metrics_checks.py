@@ -289,7 +289,8 @@ def run_metrics_checks(ctx):
     final = os.path.join(work, "final.prom")
     tracer = Tracer(work, "--metrics", f"127.0.0.1:{mport}", "--metrics-file", final)
     api = subprocess.Popen([PY, os.path.join(root, "tests", "fixtures", "vllm", "api_server.py"),
-                            "--port", str(port), "--truth", os.path.join(work, "truth.jsonl")],
+                            "--port", str(port), "--truth", os.path.join(work, "truth.jsonl"),
+                            "--disable-log-stats"],
                            env=env, stdout=subprocess.DEVNULL,
                            stderr=open(os.path.join(work, "api.stderr"), "w"))
     scraper = Scraper(mport)

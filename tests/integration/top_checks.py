@@ -2,6 +2,8 @@
 
     run_top_checks(ctx)                          live, under load (run.py; root)
     top_checks.py replay TOKENSCOPE RECORDING    a kept recording (tests/replay/run.sh; no root)
+    top_checks.py sched TOKENSCOPE RECORDING     vLLM's scheduler table, from a recording of its
+                                                 engine wire (tests/fixtures/vllm/capture)
 
 Live: the vLLM-shaped service (tests/fixtures/vllm) under a load of streamed requests, and one
 request whose model name carries escape sequences; the view's per-group request counts and
@@ -263,6 +265,33 @@ def replay_checks(tokenscope, recording, work):
           "replay: each row's count and TTFT p50 are the JSON Lines' for the window")
 
 
+def sched_checks(tokenscope, recording, work):
+    """The vllm scheduler table at the end of a replay: one row per engine, its running and
+    waiting requests and KV use those of the last vllm_step record."""
+    check = _check
+    tsrec = os.path.join(work, "sched.tsrec")
+    with open(tsrec, "wb") as f:
+        subprocess.run(["gunzip", "-c", recording], stdout=f, check=True)
+    jsonl = os.path.join(work, "sched-report.jsonl")
+    subprocess.run([tokenscope, "report", tsrec, "-q", "-o", jsonl], check=True,
+                   capture_output=True)
+    steps = [r for r in map(json.loads, open(jsonl)) if r.get("type") == "vllm_step"]
+    s = Screen("top-sched", f"{tokenscope} top --replay {tsrec} --speed 10; sleep 600")
+    try:
+        t = s.wait(lambda t: "(end of recording)" in t)
+    finally:
+        s.close()
+    rows = re.findall(r"^(\S+\[\d+\])\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+|-)\s+[\d.]+s ago",
+                      t or "", re.M)
+    last = steps[-1] if steps else {}
+    want = (f"{last.get('comm')}[{last.get('pid')}]", str(last.get("engine_index")),
+            str(last.get("running")), str(last.get("waiting")),
+            f"{100 * last['kv_cache_usage']:.0f}" if last.get("kv_cache_usage") is not None
+            else "-")
+    check(t is not None and "vllm scheduler" in t and rows == [want],
+          f"top: the vllm scheduler table shows the last step's queue ({rows}, want {want})")
+
+
 def key_checks(s, records, rc_path):
     check = _check
     base = s.text()
@@ -392,7 +421,7 @@ def run_top_checks(ctx):
     rc = os.path.join(work, "top.rc")
     api = subprocess.Popen([PY, os.path.join(root, "tests", "fixtures", "vllm", "api_server.py"),
                             "--port", str(port), "--truth", os.path.join(work, "truth.jsonl"),
-                            "--mode", "sync"], env=env, stdout=subprocess.DEVNULL,
+                            "--mode", "sync", "--disable-log-stats"], env=env, stdout=subprocess.DEVNULL,
                            stderr=open(os.path.join(work, "api.stderr"), "w"))
     s = Screen("top-live", f"{tokenscope} top -c python3 -o {out}; echo $? > {rc}; sleep 600")
     screens = []
@@ -468,11 +497,12 @@ def run_top_checks(ctx):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] != "replay":
-        raise SystemExit("usage: top_checks.py replay TOKENSCOPE RECORDING")
+    if len(sys.argv) != 4 or sys.argv[1] not in ("replay", "sched"):
+        raise SystemExit("usage: top_checks.py replay|sched TOKENSCOPE RECORDING")
     work = tempfile.mkdtemp(prefix="tokenscope-top-")
     try:
-        replay_checks(os.path.abspath(sys.argv[2]), sys.argv[3], work)
+        (replay_checks if sys.argv[1] == "replay" else sched_checks)(
+            os.path.abspath(sys.argv[2]), sys.argv[3], work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         subprocess.run(TMUX + ["kill-server"], capture_output=True)

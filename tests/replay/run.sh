@@ -16,6 +16,8 @@
 #   llama/capture      llama.cpp (node-llama-cpp) serving 16 streams: its own steps, and the
 #                      split from the sequences they carried
 #   h2/capture         HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node
+#   vllm/capture       vLLM's engine wire (ZeroMQ over Unix sockets) beside its HTTP: the
+#                      engine's own split, scheduler stats
 # Then `tokenscope top --replay` of tls-clients/capture, driven in tmux.
 set -u
 cd "$(dirname "$0")/../.."
@@ -108,7 +110,8 @@ else
 fi
 # `tokenscope top --replay` in tmux: the same final screen twice, its rows against the
 # report's records, the keys, a resize, no terminal (tests/integration/top_checks.py).
-if python3 tests/integration/top_checks.py replay "$TOKENSCOPE" tests/fixtures/tls-clients/capture.tsrec.gz; then
+if python3 tests/integration/top_checks.py replay "$TOKENSCOPE" tests/fixtures/tls-clients/capture.tsrec.gz &&
+	python3 tests/integration/top_checks.py sched "$TOKENSCOPE" tests/fixtures/vllm/capture.tsrec.gz; then
 	pass=$((pass + 1))
 else
 	echo "FAIL: top --replay (above)"
