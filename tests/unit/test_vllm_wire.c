@@ -425,6 +425,71 @@ static void test_no_events(void **state)
 	vllm_wire__free(w);
 }
 
+/* The join's keys: an id of 2026 whose ADD was not seen (its "-" and 8 characters), an older
+ * id that ends so itself (an X-Request-Id of that shape: joined as it is, and the shorter id's
+ * own request, where there is one, keeps it), n>1 children of the former; one named by
+ * none. */
+static void test_join_keys(void **state)
+{
+	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
+	uint64_t t0 = 15000 * S;
+	struct out o[5] = {
+		{ "chatcmpl-new-0a1b2c3d", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 2 * MS } },
+		{ "cmpl-old-12345678", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 3 * MS } },
+		{ "0_cmpl-kids-deadbeef", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 4 * MS } },
+		{ "1_cmpl-kids-deadbeef", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 5 * MS } },
+		{ "cmpl-old", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 6 * MS } },
+	};
+	static const struct {
+		const char *rid, *engine_id;
+		unsigned n;
+	} want[] = {
+		{ "chatcmpl-new", "chatcmpl-new-0a1b2c3d", 1 },
+		{ "cmpl-old-12345678", "cmpl-old-12345678", 1 },
+		{ "cmpl-kids", "0_cmpl-kids-deadbeef", 2 },
+		{ "cmpl-old", "cmpl-old", 1 },
+	};
+	struct request *r;
+
+	(void)state;
+	outputs(w, V021, t0 + 10 * MS, o, 5, false, t0 + 10 * MS);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		r = server_request(want[i].rid, t0, t0 + 11 * MS);
+		assert_true(vllm_wire__attribute(w, r));
+		assert_string_equal(r->attr->wire.engine_request_id, want[i].engine_id);
+		assert_int_equal(r->attr->wire.engine_requests, want[i].n);
+		request__free(r);
+	}
+	r = server_request("cmpl-none", t0, t0 + 11 * MS); /* no engine request is this one's */
+	assert_false(vllm_wire__attribute(w, r));
+	request__free(r);
+	vllm_wire__free(w);
+}
+
+/* More engine requests than the table keeps: the oldest go, counted; the newest still join. */
+static void test_table_limit(void **state)
+{
+	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
+	struct out o = { NULL, 1, -1, -1, 0, { 0 }, { 0 } };
+	char id[32];
+	struct request *r;
+
+	(void)state;
+	for (unsigned i = 0; i < 70000; i++) {
+		snprintf(id, sizeof(id), "cmpl-%u", i);
+		o.id = id;
+		outputs(w, V08, (20000 + i) * MS, &o, 1, false, (20000 + i) * MS);
+	}
+	assert_int_equal(vllm_wire__counts(w)->evicted, 70000 - 65536);
+	r = server_request("cmpl-69999", 0, UINT64_MAX / 2);
+	assert_true(vllm_wire__attribute(w, r));
+	request__free(r);
+	r = server_request("cmpl-0", 0, UINT64_MAX / 2);
+	assert_false(vllm_wire__attribute(w, r));
+	request__free(r);
+	vllm_wire__free(w);
+}
+
 static void test_malformed_and_shapes(void **state)
 {
 	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
@@ -485,6 +550,8 @@ int main(void)
 		cmocka_unit_test(test_v010_children),
 		cmocka_unit_test(test_unknown_layout),
 		cmocka_unit_test(test_no_events),
+		cmocka_unit_test(test_join_keys),
+		cmocka_unit_test(test_table_limit),
 		cmocka_unit_test(test_malformed_and_shapes),
 	};
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* vLLM V1's engine-core wire (engine/vllm_wire.h). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,14 @@
 #define ID_MAX ATTRIB_ENGINE_ID_MAX
 #define BUCKETS 1024
 #define SEEN_OUTPUTS 512	       /* outputs messages remembered to skip the other end's copy */
-#define KEEP_FINISHED_NS (120ull * 1000000000ull) /* a finished request waits for its join */
-#define KEEP_SILENT_NS (600ull * 1000000000ull)	  /* one never finished (aborted unseen) */
+/* A finished request waits for its server request's join: that leaves the settle queue at
+ * most ATTRIB_SETTLE_NS after its response ended, which was after the engine's last output. */
+#define KEEP_FINISHED_NS (10ull * 1000000000ull)
+/* One with no message for this long (its abort or end unseen: capture joined late, bytes
+ * lost) is let go; a request that streams is touched by every output. */
+#define KEEP_SILENT_NS (120ull * 1000000000ull)
+/* The most engine requests kept; past it the least recently touched goes (counted). */
+#define REQS_MAX 65536
 
 /* Request types of the input socket (vllm/v1/engine/__init__.py, EngineCoreRequestType). */
 enum { REQ_ADD = 0, REQ_ABORT = 1, REQ_START_DP_WAVE = 2, REQ_UTILITY = 3 };
@@ -53,7 +60,12 @@ struct vw_req {
 	char id[ID_MAX];       /* the engine's request_id (NUL-terminated: idlen bytes of it) */
 	size_t idlen;	       /* its bytes, a NUL among them included (the table's key) */
 	char external[ID_MAX]; /* external_req_id (since 2025-12): the API's id */
+	/* The API ids it may belong to, for the join: key1 its id without an n>1 child's "{i}_";
+	 * key2 its external_req_id, else key1 without a "-" and 8 characters at its end (vLLM's
+	 * ids since 2025-12), else none. */
+	char key1[ID_MAX], key2[ID_MAX];
 	struct vw_req *next;   /* in its bucket */
+	struct vw_req *next1, *next2; /* in its keys' buckets */
 	struct vw_req *older, *newer; /* in the age list */
 	const char *layout;
 	uint32_t engine_pid; /* the process that wrote its outputs (0: only their reader seen) */
@@ -74,6 +86,7 @@ struct vllm_wire {
 	vllm_sched_fn on_sched;
 	void *ctx;
 	struct vw_req *buckets[BUCKETS];
+	struct vw_req *by_key1[BUCKETS], *by_key2[BUCKETS];
 	struct vw_req *oldest, *newest;
 	size_t nreqs;
 	struct { uint32_t engine, pid; uint64_t ts; char comm[16]; } seen[SEEN_OUTPUTS];
@@ -142,6 +155,63 @@ static struct vw_req *find(struct vllm_wire *w, const uint8_t *id, size_t n)
 	return NULL;
 }
 
+/* key1: the id without an n>1 child's "{i}_" (digits, then '_'). */
+static void key1_of(const char *id, char *key)
+{
+	const char *u = id;
+
+	while (*u >= '0' && *u <= '9')
+		u++;
+	snprintf(key, ID_MAX, "%s", u != id && *u == '_' ? u + 1 : id);
+}
+
+/* key2: external_req_id where known, else key1 without a trailing "-" and 8 characters. */
+static void key2_of(const struct vw_req *q, char *key)
+{
+	size_t n = strlen(q->key1);
+
+	if (q->external[0])
+		snprintf(key, ID_MAX, "%s", q->external);
+	else if (n > 9 && q->key1[n - 9] == '-')
+		snprintf(key, ID_MAX, "%.*s", (int)(n - 9), q->key1);
+	else
+		key[0] = 0;
+}
+
+static void unlink_key(struct vw_req **head, struct vw_req *q, size_t off)
+{
+	struct vw_req **link = head;
+
+	while (*link && *link != q)
+		link = (struct vw_req **)((char *)*link + off);
+	if (*link)
+		*link = *(struct vw_req **)((char *)q + off);
+}
+
+/* (Re)files q under its keys. */
+static void index_keys(struct vllm_wire *w, struct vw_req *q, bool again)
+{
+	uint32_t b;
+
+	if (again && q->key2[0])
+		unlink_key(&w->by_key2[hash(q->key2, strlen(q->key2))], q,
+			   offsetof(struct vw_req, next2));
+	if (!again) {
+		key1_of(q->id, q->key1);
+		b = hash(q->key1, strlen(q->key1));
+		q->next1 = w->by_key1[b];
+		w->by_key1[b] = q;
+	}
+	key2_of(q, q->key2);
+	if (q->key2[0]) {
+		b = hash(q->key2, strlen(q->key2));
+		q->next2 = w->by_key2[b];
+		w->by_key2[b] = q;
+	}
+}
+
+static void drop(struct vllm_wire *w, struct vw_req *q);
+
 /* The request id (made when new). NULL without memory (counted). */
 static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint64_t ts)
 {
@@ -171,6 +241,10 @@ static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint
 		w->n.no_memory++;
 		return NULL;
 	}
+	if (w->nreqs >= REQS_MAX) {
+		w->n.evicted++;
+		drop(w, w->oldest);
+	}
 	memcpy(q->id, id, n);
 	q->idlen = n;
 	q->prompt_tokens = q->cached_tokens = -1;
@@ -186,6 +260,7 @@ static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint
 		w->oldest = q;
 	w->newest = q;
 	w->nreqs++;
+	index_keys(w, q, false);
 	return q;
 }
 
@@ -196,6 +271,10 @@ static void drop(struct vllm_wire *w, struct vw_req *q)
 	while (*link != q)
 		link = &(*link)->next;
 	*link = q->next;
+	unlink_key(&w->by_key1[hash(q->key1, strlen(q->key1))], q, offsetof(struct vw_req, next1));
+	if (q->key2[0])
+		unlink_key(&w->by_key2[hash(q->key2, strlen(q->key2))], q,
+			   offsetof(struct vw_req, next2));
 	if (q->older)
 		q->older->newer = q->newer;
 	else
@@ -644,6 +723,7 @@ static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, u
 	if (ext) {
 		mp__next(&ext, end, &o);
 		snprintf(q->external, sizeof(q->external), "%.*s", (int)o.len, (const char *)o.p);
+		index_keys(w, q, true);
 	}
 	return 0;
 }
@@ -748,41 +828,17 @@ bool vllm_wire__looks_like_frames(const uint8_t *d, size_t n)
 
 /* ---- the join ---- */
 
-/* Is engine request q one of the API request whose response id is rid? Its id is rid itself
- * (vLLM until 2025-12), its external_req_id is (since), its id is rid + "-" and 8 characters
- * (since, where the ADD was not seen), and any of these behind an n>1 child's "{i}_". */
-static bool names(const struct vw_req *q, const char *rid, size_t n)
-{
-	const char *id = q->id;
-
-	if (!strcmp(q->external, rid))
-		return true;
-	for (int pass = 0; pass < 2; pass++) {
-		size_t len = strlen(id);
-
-		if (!strcmp(id, rid))
-			return true;
-		if (len == n + 9 && !strncmp(id, rid, n) && id[n] == '-')
-			return true;
-		/* an n>1 child: digits and '_' */
-		{
-			const char *u = id;
-
-			while (*u >= '0' && *u <= '9')
-				u++;
-			if (u == id || *u != '_')
-				return false;
-			id = u + 1;
-		}
-	}
-	return false;
-}
-
 static const char *finish_name(int f)
 {
 	static const char *const names_[] = { "stop", "length", "abort", "error", "repetition" };
 
 	return f >= 0 && f < 5 ? names_[f] : f >= 0 ? "other" : "";
+}
+
+/* The earlier of two times, 0 being none. */
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+	return !a || (b && b < a) ? b : a;
 }
 
 bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
@@ -795,27 +851,33 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
 
 	if (!n || !vllm_wire__seen(w))
 		return false;
-	for (struct vw_req *q = w->oldest; q; q = q->newer) {
-		if (!names(q, r->response_id, n))
-			continue;
-		aw.engine_requests++;
-		if (!first || strcmp(q->id, first->id) < 0)
-			first = q; /* child 0 of n>1 ("0_..." sorts first), or the one */
-		/* n>1: the children's earliest of each (the first prefill that began, the first
-		 * token that came) */
-		if (q->first_output_ns && (!out || q->first_output_ns < out))
-			out = q->first_output_ns;
-		if (q->scheduled_ns && (!scheduled || q->scheduled_ns < scheduled))
-			scheduled = q->scheduled_ns;
-		if (q->queued_ns && (!queued || q->queued_ns < queued))
-			queued = q->queued_ns;
-		if (q->add_ns && (!add || q->add_ns < add))
-			add = q->add_ns;
-		aw.preemptions += q->preemptions;
-		aw.preempted_ns += q->preempted_ns;
-		aw.output_steps += q->steps;
-		aw.output_tokens += q->tokens;
-		aw.events |= q->events;
+	/* Its engine requests: those whose id, less an n>1 child's "{i}_", is the response's id
+	 * (vLLM until 2025-12), else those whose external_req_id is (since), or whose id is it
+	 * and a "-" and 8 characters (since, where the ADD was not seen). The id itself first:
+	 * where it names any, the suffix form's are another request's (a 2025 X-Request-Id that
+	 * ended so). */
+	for (int k = 0; k < 2 && !first; k++) {
+		struct vw_req *q = k ? w->by_key2[hash(r->response_id, n)]
+				     : w->by_key1[hash(r->response_id, n)];
+
+		for (; q; q = k ? q->next2 : q->next1) {
+			if (strcmp(k ? q->key2 : q->key1, r->response_id))
+				continue;
+			if (!first || strcmp(q->id, first->id) < 0)
+				first = q; /* child 0 of n>1 ("0_..." sorts first), or the one */
+			/* n>1: the children's earliest of each (the first prefill that began, the
+			 * first token that came) */
+			out = earliest(out, q->first_output_ns);
+			scheduled = earliest(scheduled, q->scheduled_ns);
+			queued = earliest(queued, q->queued_ns);
+			add = earliest(add, q->add_ns);
+			aw.engine_requests++;
+			aw.preemptions += q->preemptions;
+			aw.preempted_ns += q->preempted_ns;
+			aw.output_steps += q->steps;
+			aw.output_tokens += q->tokens;
+			aw.events |= q->events;
+		}
 	}
 	if (!first) {
 		w->n.requests_unjoined++;

@@ -57,6 +57,7 @@ struct vllm_wire_counts {
 	uint64_t requests_unjoined; /* server requests with a response id no engine request had,
 				       while the wire was read */
 	uint64_t no_memory;
+	uint64_t evicted;	 /* engine requests let go past the table's limit, unjoined */
 	uint32_t unknown_fields[4]; /* the first unknown field counts seen */
 };
 

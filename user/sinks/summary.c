@@ -340,6 +340,10 @@ static void summary_engine_wire(FILE *out, const struct health *h)
 		(unsigned long long)w->events, (unsigned long long)w->requests_joined,
 		(unsigned long long)w->requests_unjoined, (unsigned long long)w->duplicates,
 		(unsigned long long)w->not_engine, (unsigned long long)w->malformed);
+	if (w->evicted || w->no_memory)
+		fprintf(out, "    %llu engine requests let go past the table's limit, %llu not kept "
+			     "for lack of memory: their server requests are not joined\n",
+			(unsigned long long)w->evicted, (unsigned long long)w->no_memory);
 	if (w->unknown_layout) {
 		fprintf(out, "    %llu outputs in a layout no known vLLM release wrote (field counts",
 			(unsigned long long)w->unknown_layout);
