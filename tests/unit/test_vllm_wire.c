@@ -99,12 +99,19 @@ static void event(struct mp *m, int type, uint64_t ns)
 
 /* ---- messages ---- */
 
-static void send(struct vllm_wire *w, const struct mp *f0, const struct mp *f1, uint64_t ts)
+/* A message as process pid wrote (is_write) or read it. */
+static void send_as(struct vllm_wire *w, const struct mp *f0, const struct mp *f1, uint64_t ts,
+		    uint32_t pid, bool is_write)
 {
 	struct zmtp_frame fr[2] = { { f0->b, f0->n, false }, { f1 ? f1->b : NULL, f1 ? f1->n : 0 } };
 	struct zmtp_message msg = { fr, f1 ? 2 : 1, 0, ts, ts };
 
-	vllm_wire__message(w, 100, "python3", false, &msg);
+	vllm_wire__message(w, pid, "python3", is_write, &msg);
+}
+
+static void send(struct vllm_wire *w, const struct mp *f0, const struct mp *f1, uint64_t ts)
+{
+	send_as(w, f0, f1, ts, 100, false);
 }
 
 enum layout { V08 = 7, V010 = 10, V021 = 13 };
@@ -490,6 +497,38 @@ static void test_table_limit(void **state)
 	vllm_wire__free(w);
 }
 
+/* The API server wrote the ADD: only its own server records are joined, not a proxy's in
+ * front of it (which carry the same response id). */
+static void test_front_end_only(void **state)
+{
+	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
+	uint64_t t0 = 30000 * S;
+	struct mp type = { .n = 0 }, m = { .n = 0 };
+	struct out o = { "cmpl-px", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 2 * MS } };
+	struct request *r;
+
+	(void)state;
+	byte(&type, 0);
+	arr(&m, 10);
+	str(&m, "cmpl-px");
+	nil(&m);
+	arr(&m, 0);
+	for (int i = 3; i < 10; i++)
+		nil(&m);
+	send_as(w, &type, &m, t0, 4242, true);
+	send_as(w, &type, &m, t0 + 1000, 77, false); /* the engine's copy */
+	outputs(w, V08, t0 + 5 * MS, &o, 1, false, t0 + 5 * MS);
+	r = server_request("cmpl-px", t0 - MS, t0 + 6 * MS);
+	r->pid = 99; /* nginx, say */
+	assert_false(vllm_wire__attribute(w, r));
+	r->pid = 4242;
+	assert_true(vllm_wire__attribute(w, r));
+	assert_int_equal(vllm_wire__counts(w)->adds, 1);
+	assert_int_equal(vllm_wire__counts(w)->duplicates, 1);
+	request__free(r);
+	vllm_wire__free(w);
+}
+
 static void test_malformed_and_shapes(void **state)
 {
 	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
@@ -552,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_no_events),
 		cmocka_unit_test(test_join_keys),
 		cmocka_unit_test(test_table_limit),
+		cmocka_unit_test(test_front_end_only),
 		cmocka_unit_test(test_malformed_and_shapes),
 	};
 

@@ -69,7 +69,9 @@ struct vw_req {
 	struct vw_req *older, *newer; /* in the age list */
 	const char *layout;
 	uint32_t engine_pid; /* the process that wrote its outputs (0: only their reader seen) */
+	uint32_t frontend_pid; /* the process that wrote its ADD: the API server (0: unseen) */
 	bool added, events, finished, aborted;
+	bool joined; /* a server request was joined to it */
 	uint64_t touched_ns;
 	uint64_t add_ns;       /* the ADD message's capture time */
 	uint64_t queued_ns, scheduled_ns, first_output_ns, first_output_seen_ns;
@@ -293,7 +295,8 @@ void vllm_wire__prune(struct vllm_wire *w, uint64_t ts)
 
 	while (q) {
 		struct vw_req *next = q->newer;
-		uint64_t keep = q->finished || q->aborted ? KEEP_FINISHED_NS : KEEP_SILENT_NS;
+		uint64_t keep = (q->finished || q->aborted) && q->joined ? KEEP_FINISHED_NS
+									  : KEEP_SILENT_NS;
 
 		if (q->touched_ns + keep >= ts)
 			break; /* the list is in touch order: the rest are younger */
@@ -686,7 +689,8 @@ static int read_outputs(struct vllm_wire *w, uint32_t pid, const char *comm, boo
 
 /* ADD: EngineCoreRequest. Its prompt_token_ids are at 1 (at 2 in releases that sent the
  * prompt's text at 1); external_req_id only in the layout that has it (20 fields, 2026). */
-static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, uint64_t seen_ns)
+static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, uint64_t seen_ns,
+		    uint32_t writer)
 {
 	struct mp_obj arr, id, o;
 	struct vw_req *q;
@@ -709,8 +713,15 @@ static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, u
 		if (mp__skip(&p, end))
 			return -1;
 	}
-	if (find(w, id.p, id.len) && find(w, id.p, id.len)->added) {
+	q = find(w, id.p, id.len);
+	if (q && q->added) {
+		/* the other end's copy: the front end's, where this one is its write; the send's
+		 * time, the earlier of the two */
 		w->n.duplicates++;
+		if (writer)
+			q->frontend_pid = writer;
+		if (seen_ns < q->add_ns)
+			q->add_ns = seen_ns;
 		return 0;
 	}
 	w->n.adds++;
@@ -719,6 +730,7 @@ static int read_add(struct vllm_wire *w, const uint8_t *p, const uint8_t *end, u
 		return 0;
 	q->added = true;
 	q->add_ns = seen_ns;
+	q->frontend_pid = writer;
 	q->prompt_tokens = prompt;
 	if (ext) {
 		mp__next(&ext, end, &o);
@@ -774,7 +786,8 @@ void vllm_wire__message(struct vllm_wire *w, uint32_t pid, const char *comm, boo
 		}
 		switch (p[0]) {
 		case REQ_ADD:
-			rc = read_add(w, body->data, body->data + body->len, m->end_ns);
+			rc = read_add(w, body->data, body->data + body->len, m->end_ns,
+				      is_write ? pid : 0);
 			break;
 		case REQ_ABORT:
 			rc = read_abort(w, body->data, body->data + body->len, m->end_ns);
@@ -861,8 +874,12 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
 				     : w->by_key1[hash(r->response_id, n)];
 
 		for (; q; q = k ? q->next2 : q->next1) {
-			if (strcmp(k ? q->key2 : q->key1, r->response_id))
+			/* the front end's own records only (not a proxy's before it, which carry
+			 * the same id), where its ADD's writer was seen */
+			if (strcmp(k ? q->key2 : q->key1, r->response_id) ||
+			    (q->frontend_pid && q->frontend_pid != r->pid))
 				continue;
+			q->joined = true;
 			if (!first || strcmp(q->id, first->id) < 0)
 				first = q; /* child 0 of n>1 ("0_..." sorts first), or the one */
 			/* n>1: the children's earliest of each (the first prefill that began, the

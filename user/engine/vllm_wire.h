@@ -54,8 +54,9 @@ struct vllm_wire_counts {
 	uint64_t malformed;	 /* messages that did not decode: skipped */
 	uint64_t not_engine;	 /* ZMTP messages of other applications */
 	uint64_t requests_joined; /* server requests joined to engine requests */
-	uint64_t requests_unjoined; /* server requests with a response id no engine request had,
-				       while the wire was read */
+	uint64_t requests_unjoined; /* server requests with a response id that named no engine
+				       request of theirs, while the wire was read (a proxy's in
+				       front of vLLM among them: only the ADD's writer is joined) */
 	uint64_t no_memory;
 	uint64_t evicted;	 /* engine requests let go past the table's limit, unjoined */
 	uint32_t unknown_fields[4]; /* the first unknown field counts seen */
