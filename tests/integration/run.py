@@ -5,7 +5,7 @@ then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) an
 attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
-engine wire (vllm_wire_checks.py),
+engine wire (vllm_wire_checks.py), container and pod identity (identity_checks.py),
 `tokenscope top` in tmux (top_checks.py), and Go's crypto/tls (go_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
@@ -32,6 +32,7 @@ from plaintext_checks import run_plaintext_checks, wait_file
 from top_checks import run_top_checks
 from unix_checks import run_unix_checks
 from vllm_wire_checks import run_vllm_wire_checks
+from identity_checks import run_identity_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # TOKENSCOPE=./tokenscope-asan: the same tests against the sanitized build (make asan).
@@ -215,7 +216,8 @@ def main():
     phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
               "attribution": run_attribution_checks, "metrics": run_metrics_checks,
               "llama": run_llama_checks, "h2": run_h2_checks, "top": run_top_checks,
-              "go": run_go_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks}
+              "go": run_go_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
+              "identity": run_identity_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -232,7 +234,7 @@ def main():
         return 1 if failed else 0
     if sys.argv[1:]:
         raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2|top|go|"
-                         "unix|vllm_wire]")
+                         "unix|vllm_wire|identity]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -678,6 +680,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: vLLM's engine wire (ZMQ over Unix sockets, three releases' layouts), no CUDA
     run_vllm_wire_checks(ctx)
+
+    # phase: container and pod identity: cgroups, a service account, HOSTNAME
+    run_identity_checks(ctx)
 
     # phase: `tokenscope top` in tmux, on the vLLM-shaped service under load
     run_top_checks(ctx)

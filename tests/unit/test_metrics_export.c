@@ -54,7 +54,8 @@ static void test_server_histogram_lines(void **state)
 	t = render(m, &b);
 #define L "gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"llama\"," \
 	  "gen_ai_response_model=\"\",server_address=\"127.0.0.1\",server_port=\"8000\",error_type=\"\"," \
-	  "process=\"vllm\",network_protocol_version=\"1.1\""
+	  "process=\"vllm\",network_protocol_version=\"1.1\",k8s_namespace_name=\"\",k8s_pod_name=\"\"," \
+	  "container_id=\"\""
 	assert_non_null(strstr(t, "# HELP gen_ai_server_time_to_first_token_seconds "));
 	assert_non_null(strstr(t, "# TYPE gen_ai_server_time_to_first_token_seconds histogram\n"));
 	/* 0.03 s: above 0.02, at or below 0.04 */
@@ -71,6 +72,47 @@ static void test_server_histogram_lines(void **state)
 	assert_non_null(strstr(t, "tokenscope_ttft_seconds_count{process=\"vllm\",role=\"server\","
 				  "gen_ai_request_model=\"llama\",cache=\"unknown\"} 1\n"));
 	assert_non_null(strstr(t, "tokenscope_metrics_series_dropped_total 0\n"));
+	request__free(r);
+	buf__free(&b);
+	metrics__free(m);
+}
+
+/* A server in a pod: its namespace, pod and container are labels (OpenTelemetry's resource
+ * attributes, as Prometheus names them); past the series limit, pod and container fold with
+ * the models. */
+static void test_pod_labels(void **state)
+{
+	struct metrics *m = metrics__new(1, NULL);
+	struct request *r = server_request("llama", 30), *r2 = server_request("qwen", 30);
+	struct request_metrics rm;
+	struct buf b = { 0 };
+	const char *t;
+
+	(void)state;
+	snprintf(r->k8s_namespace, sizeof(r->k8s_namespace), "inference");
+	snprintf(r->pod_name, sizeof(r->pod_name), "vllm-0");
+	snprintf(r->container_id, sizeof(r->container_id), "%s",
+		 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	/* another pod's, of another model: past the limit of one series */
+	memcpy(r2->k8s_namespace, r->k8s_namespace, sizeof(r->k8s_namespace));
+	memcpy(r2->container_id, r->container_id, sizeof(r->container_id));
+	snprintf(r2->pod_name, sizeof(r2->pod_name), "vllm-1");
+	request__metrics(r, &rm);
+	metrics__request(m, r, &rm);
+	metrics__request(m, r2, &rm);
+	t = render(m, &b);
+	assert_non_null(strstr(t, "gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="
+				  "\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"llama\","
+				  "gen_ai_response_model=\"\",server_address=\"127.0.0.1\",server_port=\"8000\","
+				  "error_type=\"\",process=\"vllm\",network_protocol_version=\"1.1\","
+				  "k8s_namespace_name=\"inference\",k8s_pod_name=\"vllm-0\",container_id="
+				  "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"} 1\n"));
+	assert_non_null(strstr(t, "gen_ai_request_model=\"other\",gen_ai_response_model=\"other\","
+				  "server_address=\"127.0.0.1\",server_port=\"8000\",error_type=\"\","
+				  "process=\"vllm\",network_protocol_version=\"1.1\","
+				  "k8s_namespace_name=\"inference\",k8s_pod_name=\"other\","
+				  "container_id=\"other\"} 1\n"));
+	request__free(r2);
 	request__free(r);
 	buf__free(&b);
 	metrics__free(m);
@@ -259,6 +301,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_server_histogram_lines),
+		cmocka_unit_test(test_pod_labels),
 		cmocka_unit_test(test_unix_server_address),
 		cmocka_unit_test(test_well_formed),
 		cmocka_unit_test(test_escaping_and_limit),

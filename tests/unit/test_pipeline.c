@@ -162,6 +162,46 @@ static void test_server_role(void **state)
 	run__free(&r);
 }
 
+/* A process in a pod (TS_REC_PROC_IDENTITY before its first record): its requests carry its
+ * container, pod and namespace, a string the record left unterminated cut; another
+ * process's carry none. */
+static void test_identity(void **state)
+{
+	struct ts_rec_proc_identity id = { 0 };
+	struct run r;
+
+	(void)state;
+	run__init(&r);
+	id.hdr.type = TS_REC_PROC_IDENTITY;
+	id.hdr.size = sizeof(id);
+	id.hdr.ts_ns = T0 - MS;
+	id.hdr.pid = r.pid;
+	snprintf(id.container_id, sizeof(id.container_id), "%s",
+		 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	snprintf(id.runtime, sizeof(id.runtime), "containerd");
+	snprintf(id.pod_uid, sizeof(id.pod_uid), "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9");
+	snprintf(id.pod_name, sizeof(id.pod_name), "vllm-0");
+	memset(id.k8s_namespace, 'n', sizeof(id.k8s_namespace)); /* unterminated: cut */
+	assert_int_equal(pipeline__feed(r.pl, &id, sizeof(id)), 0);
+	run__data(&r, false, T0, req_chat, strlen(req_chat));
+	run__data(&r, true, T0 + 1 * MS, resp_head, strlen(resp_head));
+	run__data(&r, true, T0 + 30 * MS, "0\r\n\r\n", 5);
+	r.pid = 101; /* another process: none */
+	run__data(&r, false, T0 + 40 * MS, req_chat, strlen(req_chat));
+	run__data(&r, true, T0 + 41 * MS, resp_head, strlen(resp_head));
+	run__data(&r, true, T0 + 60 * MS, "0\r\n\r\n", 5);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(json_str(r.json[0], "container_id"),
+			    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	assert_string_equal(json_str(r.json[0], "k8s_pod_uid"), "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9");
+	assert_string_equal(json_str(r.json[0], "k8s_pod_name"), "vllm-0");
+	assert_int_equal(strlen(json_str(r.json[0], "k8s_namespace_name")), 63);
+	assert_string_equal(json_str(r.json[1], "container_id"), ""); /* null */
+	assert_string_equal(json_str(r.json[1], "k8s_pod_name"), "");
+	run__free(&r);
+}
+
 /* A sequence gap (ring buffer full): the request is incomplete and has no TTFT at all, and
  * the next request on the same connection is measured again. */
 static void test_lost_pieces(void **state)
@@ -1148,6 +1188,7 @@ int main(void)
 		cmocka_unit_test(test_keepalive_three_requests),
 		cmocka_unit_test(test_big_header_lines),
 		cmocka_unit_test(test_server_role),
+		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_lost_pieces),
 		cmocka_unit_test(test_process_dies_midstream),
 		cmocka_unit_test(test_ssl_free_and_capture_end),

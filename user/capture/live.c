@@ -25,6 +25,7 @@
 #include "capture/families.h"
 #include "capture/kernel.h"
 #include "capture/live.h"
+#include "capture/identity.h"
 #include "capture/proc_tree.h"
 #include "capture/ring.h"
 #include "capture/tracefs.h"
@@ -221,8 +222,10 @@ static void on_event(void *ctx, const void *data, size_t size)
 		x->_pad = 0;
 	}
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK ||
-	    h->type == TS_EV_LLAMA_STEP)
-		proc_tree__note(&lv->known, lv->pl, h->pid);
+	    h->type == TS_EV_LLAMA_STEP) {
+		if (proc_tree__note(&lv->known, lv->pl, h->pid))
+			identity__note(lv->pl, h->pid); /* its container and pod, if any */
+	}
 	/* what needs the process's /proc first: a short program may be gone by the end of a
 	 * probe attach */
 	families__before(&lv->fams, &lv->work, lv->buf, size);

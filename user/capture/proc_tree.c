@@ -38,18 +38,18 @@ static uint32_t parent_of(uint32_t pid)
 /* live processes whose trees are kept; past this many, the set starts over */
 #define KNOWN_PIDS 65536
 
-void proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
+bool proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
 {
 	struct ts_rec_proc_tree t = { 0 };
 
 	if (!pid)
-		return;
+		return false;
 	/* exits take processes out (a reused pid gets its new tree); processes whose exit was
 	 * never reported must not hold memory forever */
 	if (known->n >= KNOWN_PIDS)
 		pidset__free(known);
 	if (!pidset__add(known, pid))
-		return;
+		return false;
 	for (uint32_t p = parent_of(pid); p && t.n < TS_REC_MAX_ANCESTORS; p = parent_of(p)) {
 		t.ancestors[t.n++] = p;
 		if (p == 1)
@@ -60,5 +60,6 @@ void proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
 	t.hdr.ts_ns = clock__now_ns();
 	t.hdr.pid = pid;
 	pipeline__feed(pl, &t, sizeof(t));
+	return true;
 }
 

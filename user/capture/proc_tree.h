@@ -8,13 +8,14 @@
 #ifndef TS_PROC_TREE_H
 #define TS_PROC_TREE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct pidset;
 struct pipeline;
 
-/* pid's ancestry to pl, unless known holds pid (which it then does). An exit takes pid out
- * of known (pidset__del), so that a reused pid gets its new tree. */
-void proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid);
+/* pid's ancestry to pl, unless known holds pid (which it then does): whether it was new. An
+ * exit takes pid out of known (pidset__del), so that a reused pid gets its new tree. */
+bool proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid);
 
 #endif

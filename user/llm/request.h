@@ -56,6 +56,9 @@ struct request {
 	char local[REQ_ADDR_MAX];  /* "ip:port" of this end, "unix:PATH#INODE"; "" when unknown */
 	char peer[REQ_ADDR_MAX];   /* of the other end */
 	uint32_t peer_pid;	   /* unix: the other end's process (0: unknown) */
+	/* the process's container and pod (capture/identity.h; "" when unknown), set when the
+	 * request is delivered */
+	char container_id[72], pod_uid[40], pod_name[64], k8s_namespace[64];
 	/* what */
 	enum api api;
 	/* Strings of their own size, "" (not freed) until set (request__set_str): most requests

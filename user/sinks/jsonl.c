@@ -198,6 +198,11 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "peer", str_or_null(r->peer));
 	if (r->peer_pid) /* a Unix socket's other end: its process */
 		json_object_set_new(o, "peer_pid", json_integer(r->peer_pid));
+	/* its process's container and pod (OpenTelemetry's resource attribute names) */
+	json_object_set_new(o, "container_id", str_or_null(r->container_id));
+	json_object_set_new(o, "k8s_pod_uid", str_or_null(r->pod_uid));
+	json_object_set_new(o, "k8s_pod_name", str_or_null(r->pod_name));
+	json_object_set_new(o, "k8s_namespace_name", str_or_null(r->k8s_namespace));
 	json_object_set_new(o, "api", json_string(api__name(r->api)));
 	json_object_set_new(o, "model", str_or_null(request__model(r)));
 	json_object_set_new(o, "response_model", str_or_null(r->response_model));

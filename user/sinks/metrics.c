@@ -13,7 +13,7 @@
 #include "engine/cuda_steps.h"
 #include "sinks/metrics.h"
 
-#define MAX_LABELS 10
+#define MAX_LABELS 13
 #define EXPO_MAX (64u << 20) /* an exposition larger than this is cut (and fails the render) */
 /* What the series may cost, all families together, in the exposition's bytes (an upper bound
  * per series, counted when it is made): past it new label sets fold into "other", so that any
@@ -40,7 +40,7 @@ static const double b_fine[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 
 #define GENAI_LABELS                                                                              \
 	"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model",                  \
 		"gen_ai_response_model", "server_address", "server_port", "error_type", "process",   \
-		"network_protocol_version"
+		"network_protocol_version", "k8s_namespace_name", "k8s_pod_name", "container_id"
 static const char *const l_genai[] = { GENAI_LABELS };
 static const char *const l_usage[] = { GENAI_LABELS, "gen_ai_token_type" };
 static const char *const l_cache[] = { "process", "role", "gen_ai_request_model", "cache" };
@@ -256,7 +256,7 @@ static size_t series_cost(const struct family_def *d, const char *const *v)
 }
 
 /* The series of these label values; past max_series in the family or EXPO_BUDGET in all,
- * the one whose models are "other" (NULL, counted, when the family has no model label or
+ * the one whose models (and pod and container, where set) are "other" (NULL, counted, when the family has no model label or
  * memory ran out). Both models fold: a response's model follows its request's, and a folded
  * series that kept it would grow with every new name as much as an unfolded one. */
 static struct series *series_of(struct metrics *m, enum fam_id id, const char **v)
@@ -289,6 +289,10 @@ static struct series *series_of(struct metrics *m, enum fam_id id, const char **
 			v[i] = "other";
 			model = true;
 		}
+		/* pods and containers come and go: they fold too */
+		if ((!strcmp(d->labels[i], "k8s_pod_name") || !strcmp(d->labels[i], "container_id")) &&
+		    v[i][0])
+			v[i] = "other";
 	}
 	if (!model)
 		return NULL;
@@ -388,6 +392,10 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 	l->v[6] = l->error;
 	l->v[7] = r->comm;
 	l->v[8] = r->http_version == 2 ? "2" : "1.1";
+	/* the process's pod and container ("" where it has none: no label, to Prometheus) */
+	l->v[9] = r->k8s_namespace;
+	l->v[10] = r->pod_name;
+	l->v[11] = r->container_id;
 }
 
 static const char *role_name(const struct request *r)
@@ -417,12 +425,12 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 		}
 		if (r->input_tokens.set) {
 			memcpy(v, l.v, sizeof(v));
-			v[9] = "input";
+			v[12] = "input";
 			observe(m, F_CLIENT_TOKENS, v, (double)r->input_tokens.v);
 		}
 		if (rm->output_tokens.set && !rm->output_tokens_estimated) {
 			memcpy(v, l.v, sizeof(v));
-			v[9] = "output";
+			v[12] = "output";
 			observe(m, F_CLIENT_TOKENS, v, (double)rm->output_tokens.v);
 		}
 	}

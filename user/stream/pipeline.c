@@ -45,6 +45,10 @@ struct pipeline {
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
 	struct vllm_wire *engine_wire; /* vLLM's engine-core messages, for the join */
+	/* processes in a container or pod, and which (TS_REC_PROC_IDENTITY); let go at exit.
+	 * A short array: one entry per traced process that has one. */
+	struct ts_rec_proc_identity *idents;
+	size_t nidents, capidents;
 	struct match *match;
 	struct settle settle;
 	uint64_t next_id;
@@ -67,12 +71,35 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 		p->h.not_attributed++;
 }
 
+static struct ts_rec_proc_identity *identity_of(struct pipeline *p, uint32_t pid)
+{
+	for (size_t i = 0; i < p->nidents; i++) {
+		if (p->idents[i].hdr.pid == pid)
+			return &p->idents[i];
+	}
+	return NULL;
+}
+
+/* The request's process's container and pod, where it has one. */
+static void identify(struct pipeline *p, struct request *r)
+{
+	const struct ts_rec_proc_identity *id = identity_of(p, r->pid);
+
+	if (!id)
+		return;
+	memcpy(r->container_id, id->container_id, sizeof(r->container_id));
+	memcpy(r->pod_uid, id->pod_uid, sizeof(r->pod_uid));
+	memcpy(r->pod_name, id->pod_name, sizeof(r->pod_name));
+	memcpy(r->k8s_namespace, id->k8s_namespace, sizeof(r->k8s_namespace));
+}
+
 /* Out of the settle queue: joined, attributed, counted, handed on, freed. */
 static void deliver_request(void *ctx, struct request *r)
 {
 	struct pipeline *p = ctx;
 	struct request_metrics m;
 
+	identify(p, r);
 	join_and_attribute(p, r);
 	request__metrics(r, &m);
 	p->h.requests++;
@@ -86,7 +113,10 @@ static void deliver_request(void *ctx, struct request *r)
 static void deliver_exit(void *ctx, uint32_t pid)
 {
 	struct pipeline *p = ctx;
+	struct ts_rec_proc_identity *id = identity_of(p, pid);
 
+	if (id) /* the last one takes its place */
+		*id = p->idents[--p->nidents];
 	attrib__exit(p->attr, pid);
 	if (p->on_exit)
 		p->on_exit(p->ctx, pid);
@@ -189,6 +219,7 @@ void pipeline__free(struct pipeline *p)
 	match__free(p->match);
 	streams__free(&p->streams);
 	vllm_wire__free(p->engine_wire);
+	free(p->idents);
 	free(p);
 }
 
@@ -454,6 +485,29 @@ static int on_proc_tree(struct pipeline *p, void *rec, size_t size)
 	return 0;
 }
 
+static int on_proc_identity(struct pipeline *p, void *rec, size_t size)
+{
+	struct ts_rec_proc_identity *id = rec, *to = identity_of(p, id->hdr.pid);
+
+	(void)size;
+	/* strings as they came, but NUL-terminated whatever the record says */
+	id->container_id[sizeof(id->container_id) - 1] = 0;
+	id->runtime[sizeof(id->runtime) - 1] = 0;
+	id->pod_uid[sizeof(id->pod_uid) - 1] = 0;
+	id->pod_name[sizeof(id->pod_name) - 1] = 0;
+	id->k8s_namespace[sizeof(id->k8s_namespace) - 1] = 0;
+	if (!to) {
+		if (!array__reserve((void **)&p->idents, &p->capidents, p->nidents + 1,
+				    sizeof(*p->idents))) {
+			p->h.no_memory++;
+			return 0;
+		}
+		to = &p->idents[p->nidents++];
+	}
+	*to = *id; /* a reused pid's new process replaces the old one's */
+	return 0;
+}
+
 /*
  * Every record type the pipeline reads: at least min_size bytes, then its handler (which may
  * check more, and returns -1 for a malformed record). A new probe family is one row here.
@@ -479,6 +533,7 @@ static const struct record_kind {
 	{ TS_EV_LLAMA_STEP, sizeof(struct ts_event_hdr), on_llama_step }, /* checks its own */
 	{ TS_REC_COUNTERS, sizeof(struct ts_event_hdr), on_counters },
 	{ TS_REC_PROC_TREE, sizeof(struct ts_rec_proc_tree), on_proc_tree },
+	{ TS_REC_PROC_IDENTITY, sizeof(struct ts_rec_proc_identity), on_proc_identity },
 };
 
 static const struct record_kind *kind_of(uint32_t type)

@@ -24,6 +24,8 @@ enum ts_rec_type {
 				  the end) */
 	TS_REC_PROC_TREE = 101, /* struct ts_rec_proc_tree: a process's ancestors, read from /proc
 				   when it was first seen */
+	TS_REC_PROC_IDENTITY = 102, /* struct ts_rec_proc_identity: a process's container and pod,
+				       read from /proc when it was first seen (where it has one) */
 };
 
 #define TS_REC_MAX_ANCESTORS 16
@@ -33,6 +35,17 @@ struct ts_rec_proc_tree {
 	__u32 n;		 /* ancestors known */
 	__u32 pad;
 	__u32 ancestors[TS_REC_MAX_ANCESTORS]; /* parent first, up to init (1) */
+};
+
+/* A process's container and pod (capture/identity.h); each string NUL-terminated, "" when
+ * unknown. */
+struct ts_rec_proc_identity {
+	struct ts_event_hdr hdr; /* pid: the process */
+	char container_id[72];	 /* 64 hex digits */
+	char runtime[16];	 /* containerd, cri-o, docker, podman, cgroupfs */
+	char pod_uid[40];
+	char pod_name[64];	 /* its HOSTNAME, which Kubernetes sets to the pod's name */
+	char k8s_namespace[64];	 /* its service account's namespace */
 };
 
 struct ts_rec_counters {
