@@ -70,9 +70,14 @@ def main():
     if page["health_requests"] != len(requests):
         bad.append(f"the page says {page['health_requests']} requests, the records "
                    f"{len(requests)}")
+    def pod(x):  # llm/group.c's "NAMESPACE/NAME", "" for a process in no pod
+        ns, name = x.get("k8s_namespace_name"), x.get("k8s_pod_name")
+        return f"{ns or '-'}/{name or '-'}" if ns or name else ""
+
     for g in page["groups"]:
         mine = [x for x in requests if x["comm"] == g["comm"] and x["role"] == g["role"] and
-                x["api"] == g["api"] and (x["model"] or x["response_model"] or "") == g["model"]]
+                x["api"] == g["api"] and (x["model"] or x["response_model"] or "") == g["model"]
+                and pod(x) == (g.get("pod") or "")]
         who = f"{g['comm']} {g['role']} {g['api']} {g['model']}"
         if len(mine) != g["requests"]:
             bad.append(f"{who}: {g['requests']} requests on the page, {len(mine)} records")

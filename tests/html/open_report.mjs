@@ -42,6 +42,7 @@ const found = await page.evaluate(() => {
     return {
         groups: [...document.querySelectorAll("section.group")].map((s) => ({
             comm: s.dataset.comm, role: s.dataset.role, api: s.dataset.api, model: s.dataset.model,
+            pod: s.dataset.pod,
             requests: num(s, "data-requests"), charts: charts(s), stats: stats(s)})),
         slowest: Object.fromEntries([...document.querySelectorAll("table[data-table]")].map(
             (t) => [t.dataset.table, [...t.querySelectorAll("tr[data-id]")].map((tr) => Number(tr.dataset.id))])),

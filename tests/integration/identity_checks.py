@@ -12,7 +12,9 @@ The test builds the layouts itself, as a node's runtime would leave them:
 curl, on the host, calls each. Checked: each server's records carry its container id, pod uid,
 pod name and namespace, exactly those the test made (null where none); curl's carry none;
 the metrics' GenAI series of the pod's server carry k8s_namespace_name, k8s_pod_name and
-container_id.
+container_id; the summary's group names the pod; a second tracer with --pod keeps only the
+pod's server's records (its processes were running before it started: the filter applies
+as each is first seen).
 """
 import json
 import os
@@ -83,13 +85,27 @@ def run_identity_checks(ctx):
                                     os.path.join(work, "docker.truth")], work, "docker",
                         os.path.join(work, "docker.port"), hostname="not-a-pod")
         procs.append(cont)
-        for name, pf in (("pod", "pod.port"), ("docker", "docker.port")):
-            port = open(os.path.join(work, pf)).read().strip()
-            check(run(curl_args(f"fx-ttft15-itl5-n4-id{name}") +
-                      [f"http://127.0.0.1:{port}/v1/chat/completions"]),
-                  f"identity: curl to the {name} server ran")
+        ports = {name: open(os.path.join(work, f"{name}.port")).read().strip()
+                 for name in ("pod", "docker")}
+
+        def calls(tag):
+            for name, port in ports.items():
+                check(run(curl_args(f"fx-ttft15-itl5-n4-{tag}{name}") +
+                          [f"http://127.0.0.1:{port}/v1/chat/completions"]),
+                      f"identity: curl to the {name} server ran")
+        calls("id")
         rc, out, err = tracer.stop()
         check(rc == 0, f"identity: tokenscope exited 0 ({err[-300:]})")
+        check(re.search(rf"^python3\[\d+\] server openai\.chat model=\S+idpod "
+                        rf"pod={NAMESPACE}/{POD_NAME} requests=1 ", out, re.M) is not None and
+              re.search(r"^python3\[\d+\] server openai\.chat model=\S+iddocker requests=1 ",
+                        out, re.M) is not None,
+              "identity: the summary's groups name the pod (and none for the other server)")
+        # the same servers, a tracer that keeps only the pod's processes
+        filtered = Tracer(os.path.join(work, "filtered"), "--pod", POD_NAME)
+        calls("fl")
+        rc, out, err = filtered.stop()
+        check(rc == 0, f"identity: tokenscope --pod exited 0 ({err[-300:]})")
     finally:
         for p in procs:
             p.terminate()
@@ -121,6 +137,12 @@ def run_identity_checks(ctx):
               f"({[ident(r) for r in srv]}, want {w})")
         check(len(cli) == 1 and ident(cli[0]) == (None, None, None, None),
               f"identity: curl's record (on the host) names none ({[ident(r) for r in cli]})")
+    kept = [json.loads(l) for l in open(filtered.out) if l.strip()]
+    kept = [r for r in kept if r.get("type") == "request"]
+    check(len(kept) == 1 and kept[0]["role"] == "server" and
+          kept[0]["model"].endswith("flpod") and kept[0]["k8s_pod_name"] == POD_NAME,
+          f"identity: --pod {POD_NAME} keeps only the pod's records (not the other server's, "
+          f"not curl's on the host) ({[(r['role'], r['model']) for r in kept]})")
     text = open(metrics).read() if os.path.exists(metrics) else ""
     check(re.search(r'^gen_ai_server_time_to_first_token_seconds_count\{[^}]*'
                     rf'k8s_namespace_name="{NAMESPACE}",k8s_pod_name="{POD_NAME}",'

@@ -83,7 +83,7 @@ static void hostname_of(const char *env, size_t n, char *out, size_t cap)
 	}
 }
 
-void identity__note(struct pipeline *pl, uint32_t pid)
+void identity__note(struct pipeline *pl, uint32_t pid, struct ts_rec_proc_identity *out)
 {
 	struct ts_rec_proc_identity id = { 0 };
 	struct container_ids ids;
@@ -92,6 +92,7 @@ void identity__note(struct pipeline *pl, uint32_t pid)
 	int pfd, root;
 
 	snprintf(dir, sizeof(dir), "/proc/%u", pid);
+	*out = id;
 	pfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
 		return;
@@ -117,6 +118,7 @@ void identity__note(struct pipeline *pl, uint32_t pid)
 		explicit_bzero(env, sizeof(env));
 	}
 	close(pfd);
+	*out = id;
 	if (!id.container_id[0] && !id.pod_uid[0] && !id.k8s_namespace[0])
 		return;
 	id.hdr.type = TS_REC_PROC_IDENTITY;

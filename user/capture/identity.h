@@ -15,7 +15,9 @@
 
 struct pipeline;
 
-/* pid's identity to pl, where it has one. */
-void identity__note(struct pipeline *pl, uint32_t pid);
+struct ts_rec_proc_identity;
+
+/* pid's identity to pl, where it has one; into id too (all "" where none). */
+void identity__note(struct pipeline *pl, uint32_t pid, struct ts_rec_proc_identity *id);
 
 #endif

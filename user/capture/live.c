@@ -54,6 +54,7 @@ struct live {
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	struct pidset known;		/* live processes whose tree was recorded */
+	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
 	/* A writable copy of one record (credentials are masked in place): the largest data
 	 * record, a socket piece with its addresses, fits. */
 	uint8_t buf[(sizeof(struct ts_sock_data) > sizeof(struct ts_tls_data)
@@ -69,6 +70,17 @@ static void on_signal(int sig)
 	if (exiting) /* a second Ctrl-C: leave now */
 		_exit(130);
 	exiting = 1;
+}
+
+/* Is a process of this identity one the --namespace, --pod and --container filters keep? */
+static bool identity_wanted(const struct live_opts *o, const struct ts_rec_proc_identity *id)
+{
+	if (o->k8s_namespace && strcmp(o->k8s_namespace, id->k8s_namespace))
+		return false;
+	if (o->pod && strcmp(o->pod, id->pod_name))
+		return false;
+	return !o->container ||
+	       (id->container_id[0] && !strncmp(o->container, id->container_id, strlen(o->container)));
 }
 
 static void snapshot_maps(void *ctx, uint32_t pid)
@@ -223,8 +235,16 @@ static void on_event(void *ctx, const void *data, size_t size)
 	}
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK ||
 	    h->type == TS_EV_LLAMA_STEP) {
-		if (proc_tree__note(&lv->known, lv->pl, h->pid))
-			identity__note(lv->pl, h->pid); /* its container and pod, if any */
+		if (proc_tree__note(&lv->known, lv->pl, h->pid)) {
+			struct ts_rec_proc_identity id;
+
+			identity__note(lv->pl, h->pid, &id); /* its container and pod, if any */
+			if (!identity_wanted(lv->o, &id))
+				pidset__add(&lv->excluded, h->pid);
+		}
+		/* a process the identity filters leave out: its bytes and steps go no further */
+		if (lv->excluded.n && pidset__has(&lv->excluded, h->pid))
+			return;
 	}
 	/* what needs the process's /proc first: a short program may be gone by the end of a
 	 * probe attach */
@@ -235,8 +255,10 @@ static void on_event(void *ctx, const void *data, size_t size)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
 	pipeline__feed(lv->pl, lv->buf, size);
 	families__after(&lv->fams, &lv->work, lv->buf);
-	if (h->type == TS_EV_EXIT)
+	if (h->type == TS_EV_EXIT) {
 		pidset__del(&lv->known, h->pid);
+		pidset__del(&lv->excluded, h->pid);
+	}
 }
 
 /* The per-CPU counters of all families (they share the first one's map), summed. */
@@ -469,6 +491,7 @@ cleanup:
 	if (detacher >= 0)
 		close(detacher); /* this process holds no probe now: the child may drop them */
 	pidset__free(&lv->known);
+	pidset__free(&lv->excluded);
 	free(lv);
 	return err;
 }

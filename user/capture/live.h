@@ -18,6 +18,9 @@ struct live_opts {
 	const pid_t *pids; /* -p: only these processes (npids 0: all) */
 	int npids;
 	const char *comm;  /* -c: only processes with this command name (NULL: all) */
+	/* --namespace, --pod, --container: only processes whose identity (capture/identity.h)
+	 * matches each given (NULL: any); decided when a process is first seen */
+	const char *k8s_namespace, *pod, *container;
 	const uint16_t *ports; /* --port: plaintext sockets with one of these local or peer ports */
 	int nports;
 	bool no_plaintext; /* --no-plaintext: TLS (and CUDA) only */

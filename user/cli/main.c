@@ -188,6 +188,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	lo = (struct live_opts){ .pids = o.pids, .npids = o.npids, .comm = o.comm,
+				 .k8s_namespace = o.k8s_namespace, .pod = o.pod,
+				 .container = o.container,
 				 .ports = o.ports, .nports = o.nports,
 				 .no_plaintext = o.no_plaintext, .ringbuf_mb = o.ringbuf_mb,
 				 .duration_s = o.duration_s, .verbose = o.verbose,

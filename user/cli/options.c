@@ -188,6 +188,12 @@ static const struct opt_spec specs[] = {
 	{ "pid", 'p', "PID", FN(set_pid), false, "trace only this process (repeatable)" },
 	{ "comm", 'c', "NAME", FN(set_comm), false,
 	  "trace only processes with this command name" },
+	{ "namespace", 0, "NS", FIELD(SET_PATH, k8s_namespace), false,
+	  "only processes of pods in this Kubernetes namespace\n(from their service account)" },
+	{ "pod", 0, "NAME", FIELD(SET_PATH, pod), false,
+	  "only processes of the pod with this name (its hostname)" },
+	{ "container", 0, "ID-PREFIX", FIELD(SET_PATH, container), false,
+	  "only processes whose container id begins with ID-PREFIX" },
 	{ "port", 0, "PORT", FN(set_port), false,
 	  "plaintext TCP: only sockets with this local or peer port\n(repeatable; Unix sockets "
 	  "have none)" },

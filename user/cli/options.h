@@ -19,6 +19,9 @@ struct options {
 	pid_t pids[OPTIONS_MAX_PIDS];
 	int npids;
 	const char *comm;
+	const char *k8s_namespace; /* --namespace: only processes of pods in it */
+	const char *pod;	   /* --pod: only processes of the pod with this name */
+	const char *container;	   /* --container: only processes whose container id begins so */
 	uint16_t ports[OPTIONS_MAX_PORTS];
 	int nports;
 	bool no_plaintext;

@@ -30,19 +30,31 @@ void request_groups__init(struct request_groups *t, size_t size)
 	*t = (struct request_groups){ .size = size };
 }
 
-static bool same(const struct request_group *g, const struct request *r, const char *model)
+void request__pod(const struct request *r, char *out, size_t n)
+{
+	if (r->pod_name[0] || r->k8s_namespace[0])
+		snprintf(out, n, "%s/%s", r->k8s_namespace[0] ? r->k8s_namespace : "-",
+			 r->pod_name[0] ? r->pod_name : "-");
+	else
+		out[0] = 0;
+}
+
+static bool same(const struct request_group *g, const struct request *r, const char *model,
+		 const char *pod)
 {
 	return g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
-	       !strcmp(g->model, model);
+	       !strcmp(g->model, model) && !strcmp(g->pod, pod);
 }
 
 void *request_groups__of(struct request_groups *t, const struct request *r)
 {
 	const char *model = request__model(r);
 	struct request_group *g;
+	char pod[sizeof(g->pod)];
 
+	request__pod(r, pod, sizeof(pod));
 	for (size_t i = 0; i < t->n; i++) {
-		if (same(t->v[i], r, model))
+		if (same(t->v[i], r, model, pod))
 			return t->v[i];
 	}
 	if (!array__reserve((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
@@ -54,6 +66,7 @@ void *request_groups__of(struct request_groups *t, const struct request *r)
 	g->role = r->role;
 	g->api = r->api;
 	snprintf(g->model, sizeof(g->model), "%s", model);
+	memcpy(g->pod, pod, sizeof(g->pod));
 	g->pid = r->pid;
 	t->v[t->n++] = g;
 	return g;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * What every output groups requests by: the command, the role, the API and the model, from
+ * What every output groups requests by: the command, the role, the API and the model (and the
+ * pod, for processes in one: capture/identity.h), from
  * however many processes (a fork-per-request client, cron jobs, CLI calls: a group per
  * process would grow without bound). The summary, the HTML report, `top` and the metrics'
  * labels all take the key and the model rule from here.
@@ -17,12 +18,16 @@
 /* The model a request is grouped and labelled by: as the request named it, else as its
  * response did ("" for neither). */
 const char *request__model(const struct request *r);
+/* "NAMESPACE/NAME" of the pod of the request's process ("-" for a part unknown), "" for a
+ * process in no pod: what groups split by, and outputs name. */
+void request__pod(const struct request *r, char *out, size_t n);
 
 struct request_group {
 	char comm[TS_COMM_LEN];
 	enum role role;
 	enum api api;
 	char model[REQ_MODEL_MAX];
+	char pod[144];	    /* "NAMESPACE/NAME" of its processes' pod ("" when none) */
 	uint32_t pid;	    /* the first process */
 	uint64_t npids;	    /* processes seen */
 	struct pidset live; /* those not known to have exited */

@@ -508,6 +508,7 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	uint64_t ttft[3][NBUCKETS] = { { 0 } }, tpot[1][NBUCKETS] = { { 0 } };
 	struct sample s_ttft = { 0 }, s_tpot = { 0 };
 	char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6], model[TEXT_SAFE_MAX(REQ_MODEL_MAX) * 6];
+	char pod[TEXT_SAFE_MAX(144) * 6];
 	uint64_t attributed = 0;
 
 	concurrency(g);
@@ -525,10 +526,12 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 		attributed += w->attributed;
 	}
 	put(h, "<section class=\"group\" id=\"group-%d\" data-comm=\"%s\" data-role=\"%s\" "
-	       "data-api=\"%s\" data-model=\"%s\" data-requests=\"%zu\"><h2>%s %s %s %s</h2>",
+	       "data-api=\"%s\" data-model=\"%s\" data-pod=\"%s\" data-requests=\"%zu\">"
+	       "<h2>%s %s %s %s%s%s</h2>",
 	    index, esc(g->key.comm, comm, sizeof(comm)), role__name(g->key.role),
-	    api__name(g->key.api), esc(g->key.model, model, sizeof(model)), g->nrows, comm,
-	    role__name(g->key.role), api__name(g->key.api), *g->key.model ? model : "-");
+	    api__name(g->key.api), esc(g->key.model, model, sizeof(model)),
+	    esc(g->key.pod, pod, sizeof(pod)), g->nrows, comm, role__name(g->key.role),
+	    api__name(g->key.api), *g->key.model ? model : "-", *g->key.pod ? " pod " : "", pod);
 	put(h, "<table class=\"stats\"><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th>"
 	       "<th>max</th></tr><tr data-stat=\"ttft\"><th>TTFT</th>");
 	stat_cells(h, &s_ttft);

@@ -9,6 +9,7 @@
 #include "base/text.h"
 #include "llm/attribution.h"
 #include "llm/dialect.h"
+#include "llm/group.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
 #include "sinks/perfetto.h"
@@ -321,9 +322,13 @@ static bool described(struct perfetto *pf, uint64_t id)
 	return false;
 }
 
-static void describe_process(struct perfetto *pf, uint32_t pid, const char *comm)
+/* A process's track, named by its command (and, in a pod, "comm (namespace/pod)": pod is
+ * NULL or "" for none). */
+static void describe_process_in(struct perfetto *pf, uint32_t pid, const char *comm,
+				const char *pod)
 {
-	char safe[TEXT_SAFE_MAX(TS_COMM_LEN)];
+	char safe[TEXT_SAFE_MAX(TS_COMM_LEN) + TEXT_SAFE_MAX(144) + 4], spod[TEXT_SAFE_MAX(144)];
+	size_t n;
 
 	if (described(pf, uuid(T_PROCESS, pid)))
 		return;
@@ -332,10 +337,19 @@ static void describe_process(struct perfetto *pf, uint32_t pid, const char *comm
 	f_uint(pf, PF_TRACK_UUID, uuid(T_PROCESS, pid));
 	begin(pf, PF_TRACK_PROCESS);
 	f_uint(pf, PF_PROCESS_PID, pid);
-	f_string(pf, PF_PROCESS_NAME, text__safe(safe, sizeof(safe), comm));
+	text__safe(safe, sizeof(safe), comm);
+	n = strlen(safe);
+	if (pod && *pod)
+		snprintf(safe + n, sizeof(safe) - n, " (%s)", text__safe(spod, sizeof(spod), pod));
+	f_string(pf, PF_PROCESS_NAME, safe);
 	end(pf);
 	end(pf);
 	packet_end(pf);
+}
+
+static void describe_process(struct perfetto *pf, uint32_t pid, const char *comm)
+{
+	describe_process_in(pf, pid, comm, NULL);
 }
 
 /* A track under a process's (a request's, a step stream's, a counter). */
@@ -616,7 +630,12 @@ void perfetto__request(struct perfetto *pf, const struct request *r,
 	end_ns = r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns;
 	if (end_ns < r->start_ns)
 		end_ns = r->start_ns;
-	describe_process(pf, r->pid, r->comm);
+	{
+		char pod[144];
+
+		request__pod(r, pod, sizeof(pod));
+		describe_process_in(pf, r->pid, r->comm, pod);
+	}
 	snprintf(name, sizeof(name), "%s %llu %s %s", role__name(r->role), (unsigned long long)r->id,
 		 api__name(r->api), *r->model ? text__safe(model, sizeof(model), r->model) : "-");
 	describe(pf, track, r->pid, name, false);

@@ -421,12 +421,13 @@ void summary__print(struct summary *sm, FILE *out, const struct health *h)
 	for (size_t i = 0; i < sm->groups.n; i++) {
 		struct group *g = sm->groups.v[i];
 		const struct request_group *k = &g->key;
-		char comm[TS_COMM_LEN * 8], model[SAFE_MAX], who[32];
+		char comm[TS_COMM_LEN * 8], model[SAFE_MAX], who[32], pod[SAFE_MAX];
 
 		request_group__who(k, who, sizeof(who));
-		fprintf(out, "%s[%s] %s %s model=%s requests=%llu incomplete=%llu\n",
+		fprintf(out, "%s[%s] %s %s model=%s%s%s requests=%llu incomplete=%llu\n",
 			text__safe(comm, sizeof(comm), k->comm), who, role__name(k->role),
 			api__name(k->api), k->model[0] ? text__safe(model, sizeof(model), k->model) : "-",
+			k->pod[0] ? " pod=" : "", k->pod[0] ? text__safe(pod, sizeof(pod), k->pod) : "",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
 		sample__print(out, "ttft_ms", &g->ttft);
 		sample__print(out, "ttft_ms hit", &g->ttft_hit);

@@ -453,13 +453,18 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 {
 	struct top_row *row = &v->rows[v->nrows++];
 	struct row_acc a = { t, v, row };
-	char comm[TS_COMM_LEN * 4 + 16], who[32];
+	char comm[TS_COMM_LEN * 4 + 16], who[32], pod[TOP_NAME_MAX];
 	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1];
 
 	memset(row, 0, sizeof(*row));
 	request_group__who(&g->key, who, sizeof(who));
-	snprintf(row->name, sizeof(row->name), "%s[%s]",
-		 text__ascii(comm, sizeof(comm), g->key.comm), who);
+	if (g->key.pod[0]) /* a pod's process: its pod names the row */
+		snprintf(row->name, sizeof(row->name), "%s:%s[%s]",
+			 text__ascii(pod, sizeof(pod), g->key.pod),
+			 text__ascii(comm, sizeof(comm), g->key.comm), who);
+	else
+		snprintf(row->name, sizeof(row->name), "%s[%s]",
+			 text__ascii(comm, sizeof(comm), g->key.comm), who);
 	row->role = g->key.role;
 	row->api = g->key.api;
 	text__ascii(row->model, sizeof(row->model), g->key.model);
