@@ -22,7 +22,7 @@ import re
 import subprocess
 import uuid
 
-from plaintext_checks import DEBIAN_PYTHON, wait_file
+from plaintext_checks import DEBIAN_PYTHON, stop_all, wait_file
 from unix_checks import curl_args
 
 NAMESPACE, POD_NAME = "inference", "vllm-pod-0"
@@ -107,13 +107,7 @@ def run_identity_checks(ctx):
         rc, out, err = filtered.stop()
         check(rc == 0, f"identity: tokenscope --pod exited 0 ({err[-300:]})")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         for d in (pod_cg, os.path.dirname(pod_cg), os.path.dirname(os.path.dirname(pod_cg)),
                   docker_cg, top):
             try:

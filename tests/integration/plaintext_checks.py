@@ -100,6 +100,17 @@ def start_nginx(work, upstream, cert, key, http2=False):
     return run_nginx(work, text.replace(" ssl;", " ssl http2;") if http2 else text, port)
 
 
+def stop_all(procs, timeout=10):
+    """Terminate the servers a phase started, then wait for each (killed past timeout)."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def run_nginx(work, conf_text, port):
     """nginx with this configuration, once it accepts connections on port."""
     import socket

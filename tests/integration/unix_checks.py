@@ -20,7 +20,7 @@ import sys
 
 from h2_checks import check_grpc, truths
 from plaintext_checks import (DEBIAN_PYTHON, check_plain_record, free_port, run_nginx,
-                              wait_file)
+                              stop_all, wait_file)
 
 NGINX_UNIX_CONF = """
 user root;  # the Unix socket lies in the test's private work folder
@@ -126,13 +126,7 @@ def run_unix_checks(ctx):
         rc, out, err = tracer.stop()
         check(rc == 0, f"unix: tokenscope exited 0 ({err[-300:]})")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
     records = [json.loads(line) for line in open(tracer.out) if line.strip()]
     reqs = [x for x in records if x.get("type") == "request"]
     t = truths(app_truth, h2_truth)

@@ -497,6 +497,38 @@ static void test_table_limit(void **state)
 	vllm_wire__free(w);
 }
 
+/* Engine times outside the request (another clock: a container's time namespace): joined,
+ * but they split nothing, and a CUDA split stands as it was. */
+static void test_clock_outside(void **state)
+{
+	struct vllm_wire *w = vllm_wire__new(NULL, NULL);
+	uint64_t t0 = 40000 * S;
+	struct out o = { "cmpl-clk", 1, 1, -1, 2, { 1, 2 }, { t0 + MS, t0 + 2 * MS } };
+	struct request *r;
+
+	(void)state;
+	outputs(w, V08, t0 + 5 * MS, &o, 1, false, t0 + 5 * MS);
+	r = server_request("cmpl-clk", t0 + 100 * S, t0 + 100 * S + 7 * MS); /* later clock */
+	r->attr = calloc(1, sizeof(*r->attr));
+	assert_non_null(r->attr);
+	r->attr->ok = true; /* as CUDA steps split it */
+	r->attr->queue_ns = 3 * MS;
+	r->attr->prefill_ns = 2 * MS;
+	assert_true(vllm_wire__attribute(w, r));
+	assert_true(r->attr->wire.joined);
+	assert_false(r->attr->wire.split);
+	assert_int_equal(r->attr->queue_ns, 3 * MS);
+	assert_int_equal(r->attr->prefill_ns, 2 * MS);
+	request__free(r);
+	/* and without a CUDA split: not attributed, and why */
+	r = server_request("cmpl-clk", t0 + 100 * S, t0 + 100 * S + 7 * MS);
+	assert_true(vllm_wire__attribute(w, r));
+	assert_false(r->attr->ok);
+	assert_string_equal(r->attr->error, "engine_wire: the engine's times fall outside the request");
+	request__free(r);
+	vllm_wire__free(w);
+}
+
 /* The API server wrote the ADD: only its own server records are joined, not a proxy's in
  * front of it (which carry the same response id). */
 static void test_front_end_only(void **state)
@@ -592,6 +624,7 @@ int main(void)
 		cmocka_unit_test(test_join_keys),
 		cmocka_unit_test(test_table_limit),
 		cmocka_unit_test(test_front_end_only),
+		cmocka_unit_test(test_clock_outside),
 		cmocka_unit_test(test_malformed_and_shapes),
 	};
 

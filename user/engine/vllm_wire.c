@@ -426,6 +426,30 @@ static const uint8_t *events_by_shape(const uint8_t *p, const uint8_t *end, uint
 	return NULL;
 }
 
+/* The cached-tokens field at p: num_cached_tokens (an integer, on every output, its value
+ * fixed from the first) or prefill_stats (a map, on the first output only); nil on the
+ * others. Anything else does not fit the layout. */
+static int read_cached(const uint8_t *p, const uint8_t *end, int64_t *n, bool *fits)
+{
+	const uint8_t *c = p;
+	struct mp_obj o;
+	double v;
+	bool found;
+
+	if (mp__next(&c, end, &o))
+		return -1;
+	if (o.type == MP_MAP) {
+		c = p;
+		if (map_number(&c, end, "num_cached_tokens", &v, &found) == 0 && found)
+			*n = (int64_t)v;
+	} else if (o.type == MP_UINT || o.type == MP_INT) {
+		mp__int(&o, n);
+	} else if (o.type != MP_NIL) {
+		*fits = false;
+	}
+	return 0;
+}
+
 /*
  * One EngineCoreOutput at *p, from an outputs message of engine time ts (seen at seen_ns).
  * The layout's fields are read into a scratch copy first, and kept only when each has the
@@ -478,24 +502,8 @@ static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *en
 		if (mp__next(&e, end, &o) || (o.type != MP_NIL && o.type != MP_ARRAY))
 			fits = false;
 	}
-	if (cached) {
-		const uint8_t *c = cached;
-		double v;
-		bool found;
-
-		if (mp__next(&c, end, &o))
-			return -1;
-		if (o.type == MP_MAP) { /* prefill_stats */
-			c = cached;
-			if (map_number(&c, end, "num_cached_tokens", &v, &found) == 0 && found)
-				ncached = (int64_t)v;
-		} else if (o.type == MP_UINT || o.type == MP_INT) {
-			/* num_cached_tokens: on every output, its value fixed from the first */
-			mp__int(&o, &ncached);
-		} else if (o.type != MP_NIL) {
-			fits = false;
-		}
-	}
+	if (cached && read_cached(cached, end, &ncached, &fits))
+		return -1;
 	if (!lay || !fits) {
 		note_unknown(w, arr.len);
 		lay = NULL;
@@ -854,59 +862,105 @@ static uint64_t earliest(uint64_t a, uint64_t b)
 	return !a || (b && b < a) ? b : a;
 }
 
-bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
+/* The engine requests whose API id the response carried: those whose id, less an n>1 child's
+ * "{i}_", is it (vLLM until 2025-12), else those whose external_req_id is (since), or whose id
+ * is it and a "-" and 8 characters (since, where the ADD was not seen). The id itself first:
+ * where it names any, the suffix form's are another request's (a 2025 X-Request-Id that
+ * ended so). Only the front end's own records are joined (not a proxy's before it, which
+ * carries the same id), where its ADD's writer was seen. Their facts summed into aw, the
+ * children's earliest times into t; the first (child 0 of n>1) returned, NULL for none. */
+static struct vw_req *gather(struct vllm_wire *w, const struct request *r,
+			     struct attrib_wire *aw, uint64_t t[4])
 {
-	struct vw_req *first = NULL;
-	struct attrib_wire aw = { .prompt_tokens = -1, .cached_tokens = -1 };
-	struct attribution *a;
 	size_t n = strlen(r->response_id);
-	uint64_t queued = 0, scheduled = 0, out = 0, add = 0;
+	struct vw_req *first = NULL;
 
-	if (!n || !vllm_wire__seen(w))
-		return false;
-	/* Its engine requests: those whose id, less an n>1 child's "{i}_", is the response's id
-	 * (vLLM until 2025-12), else those whose external_req_id is (since), or whose id is it
-	 * and a "-" and 8 characters (since, where the ADD was not seen). The id itself first:
-	 * where it names any, the suffix form's are another request's (a 2025 X-Request-Id that
-	 * ended so). */
 	for (int k = 0; k < 2 && !first; k++) {
 		struct vw_req *q = k ? w->by_key2[hash(r->response_id, n)]
 				     : w->by_key1[hash(r->response_id, n)];
 
 		for (; q; q = k ? q->next2 : q->next1) {
-			/* the front end's own records only (not a proxy's before it, which carry
-			 * the same id), where its ADD's writer was seen */
 			if (strcmp(k ? q->key2 : q->key1, r->response_id) ||
 			    (q->frontend_pid && q->frontend_pid != r->pid))
 				continue;
 			q->joined = true;
 			if (!first || strcmp(q->id, first->id) < 0)
-				first = q; /* child 0 of n>1 ("0_..." sorts first), or the one */
-			/* n>1: the children's earliest of each (the first prefill that began, the
-			 * first token that came) */
-			out = earliest(out, q->first_output_ns);
-			scheduled = earliest(scheduled, q->scheduled_ns);
-			queued = earliest(queued, q->queued_ns);
-			add = earliest(add, q->add_ns);
-			aw.engine_requests++;
-			aw.preemptions += q->preemptions;
-			aw.preempted_ns += q->preempted_ns;
-			aw.output_steps += q->steps;
-			aw.output_tokens += q->tokens;
-			aw.events |= q->events;
+				first = q; /* "0_..." sorts first */
+			/* n>1: the first prefill that began, the first token that came */
+			t[0] = earliest(t[0], q->queued_ns);
+			t[1] = earliest(t[1], q->scheduled_ns);
+			t[2] = earliest(t[2], q->first_output_ns);
+			t[3] = earliest(t[3], q->add_ns);
+			aw->engine_requests++;
+			aw->preemptions += q->preemptions;
+			aw->preempted_ns += q->preempted_ns;
+			aw->output_steps += q->steps;
+			aw->output_tokens += q->tokens;
+			aw->events |= q->events;
 		}
 	}
+	return first;
+}
+
+/* The TTFT split from the engine's times (t: queued, scheduled, first output, ADD sent), where
+ * they fall inside the request, as the same clock's must; else they are another clock's (a
+ * container's time namespace) and split nothing. */
+static void split(struct attribution *a, const struct request *r, const uint64_t t[4])
+{
+	uint64_t queued = t[0], scheduled = t[1], out = t[2], add = t[3];
+
+	if (!out || out < r->start_ns || (r->first_token_ns && out > r->first_token_ns) ||
+	    (a->wire.events && (!queued || !scheduled || queued < r->start_ns ||
+				scheduled < queued || out < scheduled))) {
+		if (!a->ok)
+			snprintf(a->error, sizeof(a->error), "%s",
+				 !out ? "engine_wire: no output of its engine request was seen"
+				      : "engine_wire: the engine's times fall outside the request");
+		return;
+	}
+	a->wire.split = true;
+	if (a->wire.events) {
+		a->wire.frontend_ns = queued - r->start_ns;
+		a->wire.engine_queue_ns = scheduled - queued;
+		a->queue_ns = a->wire.queue_ns = scheduled - r->start_ns;
+		a->prefill_ns = a->wire.prefill_ns = out - scheduled;
+		a->prefill_start_ns = scheduled;
+		a->estimated &= ~(uint32_t)(EST_PREFILL_START | EST_ENGINE);
+	} else {
+		/* --disable-log-stats: the ADD's send stands for the arrival in the engine; queue
+		 * and prefill are one span */
+		a->wire.frontend_ns = add > r->start_ns ? add - r->start_ns : 0;
+		a->wire.engine_ns = out > add && add ? out - add : 0;
+		if (!a->ok)
+			a->queue_ns = a->prefill_ns = 0;
+	}
+	if (r->first_token_ns && (a->wire.events || !a->ok))
+		a->emit_ns = r->first_token_ns - out;
+	if (!a->ok) {
+		a->ok = true;
+		a->error[0] = 0;
+		a->queue_busy_ns = a->queue_idle_ns = 0;
+	}
+}
+
+bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
+{
+	struct attrib_wire aw = { .prompt_tokens = -1, .cached_tokens = -1 };
+	uint64_t t[4] = { 0 };
+	struct vw_req *first;
+	struct attribution *a;
+
+	if (!r->response_id[0] || !vllm_wire__seen(w))
+		return false;
+	first = gather(w, r, &aw, t);
 	if (!first) {
 		w->n.requests_unjoined++;
 		return false;
 	}
 	w->n.requests_joined++;
-	if (!r->attr) {
-		r->attr = calloc(1, sizeof(*r->attr));
-		if (!r->attr) {
-			w->n.no_memory++;
-			return false;
-		}
+	if (!r->attr && !(r->attr = calloc(1, sizeof(*r->attr)))) {
+		w->n.no_memory++;
+		return false;
 	}
 	a = r->attr;
 	aw.joined = true;
@@ -917,9 +971,9 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
 	snprintf(aw.finish_reason, sizeof(aw.finish_reason), "%s",
 		 first->finish_reason < 0 && first->aborted ? "abort"
 							    : finish_name(first->finish_reason));
-	aw.queued_ns = queued;
-	aw.scheduled_ns = scheduled;
-	aw.first_output_ns = out;
+	aw.queued_ns = t[0];
+	aw.scheduled_ns = t[1];
+	aw.first_output_ns = t[2];
 	if (a->ok) { /* CUDA steps split it too: kept beside */
 		aw.cuda = true;
 		aw.cuda_queue_ns = a->queue_ns;
@@ -928,40 +982,6 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
 	a->wire = aw;
 	if (!a->nengine_pids && first->engine_pid)
 		a->engine_pids[a->nengine_pids++] = first->engine_pid;
-	/* The engine's times must fall inside the request (the same clock): else they are
-	 * another clock's (a container's time namespace) and nothing is split from them. */
-	if (!out || out < r->start_ns || (r->first_token_ns && out > r->first_token_ns) ||
-	    (aw.events && (!queued || !scheduled || queued < r->start_ns || scheduled < queued ||
-			   out < scheduled))) {
-		if (!a->ok)
-			snprintf(a->error, sizeof(a->error), "%s",
-				 !out ? "engine_wire: no output of its engine request was seen"
-				      : "engine_wire: the engine's times fall outside the request");
-		return true;
-	}
-	if (aw.events) {
-		a->wire.frontend_ns = queued - r->start_ns;
-		a->wire.engine_queue_ns = scheduled - queued;
-		a->queue_ns = a->wire.queue_ns = scheduled - r->start_ns;
-		a->prefill_ns = a->wire.prefill_ns = out - scheduled;
-		a->prefill_start_ns = scheduled;
-		a->estimated &= ~(uint32_t)(EST_PREFILL_START | EST_ENGINE);
-	} else {
-		/* --disable-log-stats: the ADD's capture time stands for the arrival in the
-		 * engine; queue and prefill are one span */
-		a->wire.frontend_ns = add > r->start_ns ? add - r->start_ns : 0;
-		a->wire.engine_ns = out > add && add ? out - add : 0;
-		if (!a->ok) {
-			a->queue_ns = 0;
-			a->prefill_ns = 0;
-		}
-	}
-	if (r->first_token_ns && (aw.events || !a->ok))
-		a->emit_ns = r->first_token_ns - out;
-	if (!a->ok) {
-		a->ok = true;
-		a->error[0] = 0;
-		a->queue_busy_ns = a->queue_idle_ns = 0;
-	}
+	split(a, r, t);
 	return true;
 }

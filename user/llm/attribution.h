@@ -45,7 +45,9 @@ struct attrib_gap {
 /* vLLM's engine wire (engine/vllm_wire.c): the engine's own account of the request. */
 #define ATTRIB_ENGINE_ID_MAX 96
 struct attrib_wire {
-	bool joined;
+	bool joined; /* engine requests of the wire named it (engine_request_id) */
+	bool split;  /* and their times split it (they fell inside the request): the outputs
+		      * read the figures below only then */
 	bool events; /* the engine sent its events (stats logging on); else the messages' times */
 	char engine_request_id[ATTRIB_ENGINE_ID_MAX]; /* the first (n>1: child 0's) */
 	uint32_t engine_requests;		      /* n>1: its children */

@@ -100,7 +100,8 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 {
 	json_t *o = json_object(), *v;
 	/* the engine wire without events and no CUDA split: queue and prefill are one span */
-	bool split = !a->wire.joined || a->wire.events || a->wire.cuda;
+	bool wire = a->wire.joined && a->wire.split; /* the engine wire's times were used */
+	bool split = !wire || a->wire.events || a->wire.cuda;
 
 	v = json_array();
 	for (uint32_t i = 0; i < a->nengine_pids; i++)
@@ -109,11 +110,10 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 	/* whose split: the engine wire's (its events, or its one span where no step was seen),
 	 * or the steps' (CUDA, llama.cpp) */
 	json_object_set_new(o, "source",
-			    json_string(a->wire.joined && (a->wire.events || !a->wire.cuda)
-						? "engine_wire"
-						: "steps"));
+			    json_string(wire && (a->wire.events || !a->wire.cuda) ? "engine_wire"
+										  : "steps"));
 	json_object_set_new(o, "queue_ms", ms_or_null(split, a->queue_ns));
-	if (a->wire.joined) {
+	if (wire) {
 		json_object_set_new(o, "frontend_ms", ms(a->wire.frontend_ns));
 		json_object_set_new(o, "engine_queue_ms", ms_or_null(a->wire.events,
 								     a->wire.engine_queue_ns));

@@ -44,7 +44,7 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 		fprintf(f, " INCOMPLETE");
 	if (r->error[0])
 		fprintf(f, " error=%s", text__safe(error, sizeof(error), r->error));
-	if (r->attr && r->attr->ok && r->attr->wire.joined && r->attr->wire.events) {
+	if (r->attr && r->attr->ok && r->attr->wire.split && r->attr->wire.events) {
 		const struct attribution *a = r->attr;
 
 		/* vLLM's engine wire: the engine's own split */
@@ -56,7 +56,7 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 		if (a->wire.cached_tokens >= 0)
 			fprintf(f, " cached=%lld", (long long)a->wire.cached_tokens);
 		fputc(']', f);
-	} else if (r->attr && r->attr->ok && r->attr->wire.joined && !r->attr->wire.cuda) {
+	} else if (r->attr && r->attr->ok && r->attr->wire.split && !r->attr->wire.cuda) {
 		fprintf(f, " [vllm: frontend=%.1f engine=%.1f emit=%.1f]",
 			r->attr->wire.frontend_ns / 1e6, r->attr->wire.engine_ns / 1e6,
 			r->attr->emit_ns / 1e6);

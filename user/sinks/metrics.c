@@ -461,10 +461,10 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 	  *parts = ttft_parts;
 	size_t nparts = N(ttft_parts);
 
-	if (a->wire.joined && a->wire.events) {
+	if (a->wire.split && a->wire.events) {
 		parts = wire_parts;
 		nparts = N(wire_parts);
-	} else if (a->wire.joined && !a->wire.cuda) {
+	} else if (a->wire.split && !a->wire.cuda) {
 		parts = wire_span;
 		nparts = N(wire_span);
 	}

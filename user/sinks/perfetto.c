@@ -473,7 +473,7 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 {
 	uint64_t ps = r->start_ns + a->queue_ns, pe = ps + a->prefill_ns;
 
-	if (a->wire.joined && !a->wire.events && !a->wire.cuda) {
+	if (a->wire.split && !a->wire.events && !a->wire.cuda) {
 		/* vLLM without its events and no CUDA split: the front end's part, then the
 		 * engine's queue and prefill as one span */
 		uint64_t add = r->start_ns + a->wire.frontend_ns;
@@ -484,7 +484,7 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 		return;
 	}
 	event(pf, r->start_ns, track, PF_TYPE_SLICE_BEGIN, "queued");
-	if (a->wire.joined && a->wire.events) { /* vLLM's engine wire: its own split */
+	if (a->wire.split && a->wire.events) { /* vLLM's engine wire: its own split */
 		annotate_ms(pf, "frontend_ms", a->wire.frontend_ns);
 		annotate_ms(pf, "engine_queue_ms", a->wire.engine_queue_ns);
 		annotate_uint(pf, "preemptions", a->wire.preemptions);

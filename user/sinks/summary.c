@@ -115,7 +115,7 @@ static void add_attribution(struct group *g, const struct request *r)
 	g->usage_mismatch += a->usage_mismatch;
 	g->context_shifts += a->context_shifts;
 	g->shifted += a->context_shifts > 0;
-	if (a->wire.joined) {
+	if (a->wire.split) {
 		sample__add(&g->frontend, a->wire.frontend_ns / 1e6);
 		if (a->wire.events)
 			sample__add(&g->engine_queue, a->wire.engine_queue_ns / 1e6);
@@ -124,18 +124,18 @@ static void add_attribution(struct group *g, const struct request *r)
 		if (a->wire.preemptions)
 			sample__add(&g->preempted, a->wire.preempted_ns / 1e6);
 	}
-	if (!a->wire.joined || a->wire.cuda || a->wire.events) { /* else: not split */
+	if (!a->wire.split || a->wire.cuda || a->wire.events) { /* else: not split */
 		sample__add(&g->queue, a->queue_ns / 1e6);
 		sample__add(&g->prefill, a->prefill_ns / 1e6);
 	}
-	if (!a->wire.joined || !a->wire.events) { /* the engine's events say no busy or idle */
+	if (!a->wire.split || !a->wire.events) { /* the engine's events say no busy or idle */
 		sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
 		sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
 	}
 	sample__add(&g->emit, a->emit_ns / 1e6);
 	sample__add(&g->prefill_steps, a->prefill_steps);
 	/* the tail's split is behind-work or idle: the engine's events do not say which */
-	if (!(a->wire.joined && (a->wire.events || !a->wire.cuda)) && g->nsplits < TAIL_MAX &&
+	if (!(a->wire.split && (a->wire.events || !a->wire.cuda)) && g->nsplits < TAIL_MAX &&
 	    array__reserve((void **)&g->splits, &g->capsplits, g->nsplits + 1, sizeof(*g->splits)))
 		g->splits[g->nsplits++] = (struct ttft_split){
 			a->queue_ns + a->prefill_ns + a->emit_ns, a->queue_busy_ns, a->queue_idle_ns,
