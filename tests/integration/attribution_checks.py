@@ -92,7 +92,7 @@ def nearest_step(steps_by_launch, launches, t):
     return steps_by_launch[j], abs(launches[j] - t)
 
 
-def evaluate(records, truth, engine_truth, chunked, api_pid):
+def evaluate(records, truth, engine_truth, chunked, api_pid, interval=1):
     """Per-request comparison; returns the accuracy figures and the list of problems."""
     steps = {s["step"]: s for s in engine_truth if s["type"] == "step"}
     ereqs = {r["rid"]: r for r in engine_truth if r["type"] == "request"}
@@ -107,6 +107,7 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
     f = {"requests": len(truth), "matched": 0, "attributed": 0, "queue": 0, "prefill": 0,
          "emit": 0, "busy_idle": 0, "busy_idle_explained": 0, "prefill_start": 0, "gaps": 0,
          "gap_step": 0, "tp": 0, "fp": 0, "fn": 0, "linked": 0, "split_explained": 0,
+         "gaps_after_merge": 0,
          "host_late": 0}
     # tokenscope's steps against the truth's: |start error| + |end error| per truth step
     ours = sorted((r for r in records if r["type"] == "gpu_step"),
@@ -208,11 +209,21 @@ def evaluate(records, truth, engine_truth, chunked, api_pid):
         if len(gaps) != len(evs) - 1:
             problems.append(f"rid {t['rid']}: {len(gaps)} gaps, truth {len(evs) - 1}")
             continue
+        merged = False
         for g, ev in zip(gaps, evs[1:]):
-            f["gaps"] += 1
-            producer = steps[max(ev["steps"])]
-            got, d = nearest_step(by_launch, launches, g["step_start_ns"])
-            f["gap_step"] += got["step"] == producer["step"] and d < 1_000_000
+            # An event that carries more steps than the stream interval is the server
+            # fallen behind, merging steps' tokens: nothing on the wire tells it from a
+            # late event (the SSE does not count its tokens), so the alignment (one event
+            # per step) places it, and the request's events after it, a step early. Those
+            # gaps are counted apart, not in the producing-step bar (docs/attribution.md).
+            merged = merged or len(ev["steps"]) > interval
+            if merged:
+                f["gaps_after_merge"] += 1
+            else:
+                f["gaps"] += 1
+                producer = steps[max(ev["steps"])]
+                got, d = nearest_step(by_launch, launches, g["step_start_ns"])
+                f["gap_step"] += got["step"] == producer["step"] and d < 1_000_000
             truly = any(rid != t["rid"] for s in ev["steps"] for rid, _ in steps[s]["prefill"])
             if truly and g["interfered"]:
                 f["tp"] += 1
@@ -311,7 +322,7 @@ def run_attribution_checks(ctx):
     for name, front, engine_args, interval, chunked in MODES:
         api_pid, records, truth, engine_truth, summary, tracer = run_mode(
             ctx, name, front, engine_args, interval, chunked)
-        f, problems = evaluate(records, truth, engine_truth, chunked, api_pid)
+        f, problems = evaluate(records, truth, engine_truth, chunked, api_pid, interval)
         for p in problems[:8]:
             print(f"  {name}: {p}")
         rows.append(table_row(name, front, f))
@@ -358,8 +369,13 @@ def check_bars(check, name, f, chunked, slack):
         bar(check, f"{name}: queue busy/idle within max(1 ms, 5 %) "
             f"({f['busy_idle_explained']} with the steps' time errors allowed)",
             f["busy_idle"], n, 0.95 - slack)
-    bar(check, f"{name}: the producing step of token gaps", f["gap_step"], f["gaps"],
+    bar(check, f"{name}: the producing step of token gaps ({f['gaps_after_merge']} after the "
+        f"server merged steps into one event, not counted)", f["gap_step"], f["gaps"],
         0.99 - slack)
+    # the fixture's server keeps up nearly always: merged events stay the exception (one
+    # stall early in a run, all 32 streams merging once, leaves 85 % of the gaps before it)
+    bar(check, f"{name}: gaps not after a merged event", f["gaps"],
+        f["gaps"] + f["gaps_after_merge"], 0.75)
     bar(check, f"{name}: interference precision", f["tp"], f["tp"] + f["fp"], 0.95 - slack)
     bar(check, f"{name}: interference recall", f["tp"], f["tp"] + f["fn"], 0.95 - slack)
 
