@@ -74,7 +74,7 @@ struct vw_req {
 	bool joined; /* a server request was joined to it */
 	uint64_t touched_ns;
 	uint64_t add_ns;       /* the ADD message's capture time */
-	uint64_t queued_ns, scheduled_ns, first_output_ns, first_output_seen_ns;
+	uint64_t queued_ns, scheduled_ns, first_output_ns;
 	uint64_t preempted_at;
 	uint32_t preemptions;
 	uint64_t preempted_ns;
@@ -529,10 +529,8 @@ static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *en
 		}
 	}
 	if (toks.type == MP_ARRAY && toks.len) {
-		if (!q->first_output_ns) {
+		if (!q->first_output_ns)
 			q->first_output_ns = ts;
-			q->first_output_seen_ns = seen_ns;
-		}
 		q->steps++;
 		q->tokens += toks.len;
 	}
@@ -546,8 +544,7 @@ static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *en
 }
 
 /* SchedulerStats: a map of named fields. */
-static int read_sched(struct vllm_wire *w, const uint8_t **p, const uint8_t *end,
-		      struct vllm_sched *s)
+static int read_sched(const uint8_t **p, const uint8_t *end, struct vllm_sched *s)
 {
 	struct mp_obj o, k, v;
 	int64_t iv;
@@ -599,7 +596,6 @@ static int read_sched(struct vllm_wire *w, const uint8_t **p, const uint8_t *end
 			 mp__number(&v, &d))
 			s->kv_cache_usage = d;
 	}
-	(void)w;
 	return 0;
 }
 
@@ -678,7 +674,7 @@ static int read_outputs(struct vllm_wire *w, uint32_t pid, const char *comm, boo
 		return -1;
 	if (o.type == MP_MAP) {
 		e = stats;
-		if (read_sched(w, &e, end, &s))
+		if (read_sched(&e, end, &s))
 			return -1;
 		s.engine_index = (uint32_t)engine;
 		for (size_t i = 0; i < w->nalias; i++) {
