@@ -22,16 +22,17 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
 # libmicrohttpd (--metrics) is linked dynamically: its static form needs GnuTLS and p11-kit,
-# which Debian ships without static archives.
+# which Debian ships without static archives; libnetfilter_conntrack (joins through NAT,
+# user/capture/nat.c) too: Debian ships it without one.
 LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz \
 	-lstdc++ \
-	-Wl,-Bdynamic -lmicrohttpd -lm
+	-Wl,-Bdynamic -lmicrohttpd -lnetfilter_conntrack -lm
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 # DYNAMIC=1: every library linked dynamically, as a distribution package links (debian/rules):
 # the system's copies, updated with it, and no embedded ones.
 ifeq ($(DYNAMIC),1)
 LDLIBS_LIVE := -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz -lstdc++ \
-	-lmicrohttpd -lm
+	-lmicrohttpd -lnetfilter_conntrack -lm
 else
 LDLIBS_LIVE := $(LDLIBS_STATIC)
 endif

@@ -264,6 +264,23 @@ static __always_inline void tls_link(struct sock_state *st, __u64 ino, struct so
 	e->exact = exact;
 	e->flags = flags;
 	sock_addr(sk, &e->addr);
+	e->netns = sock_netns(sk);
+	e->_pad = 0;
+	bpf_ringbuf_submit(e, ts_submit_flags());
+}
+
+/* A captured TCP socket's namespace, once (struct ts_sock_net). */
+static __always_inline void send_sock_net(struct sock *sk, __u64 ino, __u32 owner,
+					  const struct ts_sock_addr *addr)
+{
+	struct ts_sock_net *e = ts_reserve(TS_EV_SOCK_NET, sizeof(*e), TS_CNT_OTHER_DROPS);
+
+	if (!e)
+		return;
+	e->sock = ino;
+	e->owner = owner;
+	e->netns = sock_netns(sk);
+	e->addr = *addr;
 	bpf_ringbuf_submit(e, ts_submit_flags());
 }
 
@@ -443,6 +460,8 @@ static __always_inline struct sock_state *decide(struct sock_state *st, struct s
 		bpf_map_update_elem(&sock_pids, &st->owner, &one, BPF_ANY);
 		if (st->is_unix)
 			st->unix_peer = send_unix_sock(c->sk, c->sock, st->owner, 0);
+		else
+			send_sock_net((struct sock *)c->sk, c->sock, st->owner, addr);
 	}
 	if (proto == PROTO_TLS) {
 		ts_count(TS_CNT_SOCK_TLS, 1);

@@ -94,6 +94,12 @@ static __always_inline __u64 sock_ino(struct sock *sk)
 	return sk ? BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino) : 0;
 }
 
+/* The inode number of the socket's network namespace (net:[N]). */
+static __always_inline __u32 sock_netns(struct sock *sk)
+{
+	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+}
+
 static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
 {
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);

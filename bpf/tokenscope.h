@@ -29,6 +29,7 @@ enum ts_event_type {
 	TS_EV_TLS_SOCK = 10, /* an SSL* moves its bytes over this TCP socket: its addresses */
 	TS_EV_LLAMA_STEP = 11, /* a llama_decode or llama_encode call returned: its batch, summed */
 	TS_EV_UNIX_SOCK = 12, /* a captured Unix stream socket: its path and its peer */
+	TS_EV_SOCK_NET = 13, /* a captured TCP socket: its network namespace */
 };
 
 enum ts_dir {
@@ -146,6 +147,24 @@ struct ts_tls_sock {
 	__u64 sock;
 	__u32 exact;
 	__u32 flags; /* TS_F_GO_TLS: ssl is a Go *tls.Conn (0 in recordings made before it) */
+	struct ts_sock_addr addr;
+	/* as ts_sock_net's; recordings made before 2026-12-05 end before it (104 bytes) */
+	__u32 netns;
+	__u32 _pad;
+};
+
+/*
+ * A captured TCP socket's network namespace (the inode number of its net:[N]), sent once,
+ * before its first data record: two pods may each have a server on 127.0.0.1:8000, and only
+ * the namespace tells their connections apart (stream/match.c). Its addresses too, for the
+ * conntrack lookup a live tracer makes (capture/nat.c). Unix sockets need none: their join
+ * is by inode.
+ */
+struct ts_sock_net {
+	struct ts_event_hdr hdr;
+	__u64 sock;  /* with owner, the stream key */
+	__u32 owner; /* as ts_sock_data's */
+	__u32 netns;
 	struct ts_sock_addr addr;
 };
 
@@ -362,8 +381,11 @@ TS_LAYOUT(ts_sock_close, 56);
 TS_LAYOUT(ts_unix_sock, 176);
 TS_FIELD(ts_unix_sock, owner, 56);
 TS_FIELD(ts_unix_sock, path, 68);
-TS_LAYOUT(ts_tls_sock, 104);
+TS_LAYOUT(ts_tls_sock, 112);
 TS_FIELD(ts_tls_sock, addr, 64);
+TS_FIELD(ts_tls_sock, netns, 104);
+TS_LAYOUT(ts_sock_net, 96);
+TS_FIELD(ts_sock_net, netns, 52);
 TS_LAYOUT(ts_proc, 40);
 TS_LAYOUT(ts_exit, 48);
 TS_LAYOUT(ts_exec, 336);

@@ -6,6 +6,7 @@ attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Pro
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
 engine wire (vllm_wire_checks.py), container and pod identity (identity_checks.py),
+network namespaces in the join (netns_checks.py),
 `tokenscope top` in tmux (top_checks.py), and Go's crypto/tls (go_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
@@ -33,6 +34,7 @@ from top_checks import run_top_checks
 from unix_checks import run_unix_checks
 from vllm_wire_checks import run_vllm_wire_checks
 from identity_checks import run_identity_checks
+from netns_checks import run_netns_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # TOKENSCOPE=./tokenscope-asan: the same tests against the sanitized build (make asan).
@@ -217,7 +219,7 @@ def main():
               "attribution": run_attribution_checks, "metrics": run_metrics_checks,
               "llama": run_llama_checks, "h2": run_h2_checks, "top": run_top_checks,
               "go": run_go_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
-              "identity": run_identity_checks}
+              "identity": run_identity_checks, "netns": run_netns_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
         # one phase alone (make test runs plaintext again with the sanitized build)
         try:
@@ -234,7 +236,7 @@ def main():
         return 1 if failed else 0
     if sys.argv[1:]:
         raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2|top|go|"
-                         "unix|vllm_wire|identity]")
+                         "unix|vllm_wire|identity|netns]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -683,6 +685,9 @@ def body(work, port, truth_path, server_pid):
 
     # phase: container and pod identity: cgroups, a service account, HOSTNAME
     run_identity_checks(ctx)
+
+    # phase: network namespaces: same addresses in two, a veth pair, a DNAT'd Service address
+    run_netns_checks(ctx)
 
     # phase: `tokenscope top` in tmux, on the vLLM-shaped service under load
     run_top_checks(ctx)

@@ -215,6 +215,75 @@ static void test_proxy_events(void **state)
 		request__free(r[i]);
 }
 
+/*
+ * Network namespaces: two pods each with a server on 127.0.0.1:8000 and a client that took
+ * the same port (each namespace has its own), at the same time; a client in one namespace and
+ * a server in another over a veth pair (10.78.0.x); and a client of a Service address that a
+ * DNAT rule sent to that server, joined through its ends after NAT.
+ */
+static void test_network_namespaces(void **state)
+{
+	const uint32_t ns_a = 4026532174u, ns_b = 4026532239u, ns_c = 4026532304u,
+		       ns_d = 4026532369u;
+	struct match *m = match__new();
+	struct request *r[] = {
+		req(2, 850, ROLE_SERVER, "127.0.0.1:8000", "127.0.0.1:41001", 101 * MS, 150 * MS,
+		    300 * MS),
+		req(4, 851, ROLE_SERVER, "127.0.0.1:8000", "127.0.0.1:41001", 101 * MS, 151 * MS,
+		    301 * MS),
+		req(1, 911, ROLE_CLIENT, "127.0.0.1:41001", "127.0.0.1:8000", 100 * MS, 152 * MS,
+		    302 * MS),
+		req(3, 912, ROLE_CLIENT, "127.0.0.1:41001", "127.0.0.1:8000", 100 * MS, 153 * MS,
+		    303 * MS),
+		/* veth */
+		req(6, 852, ROLE_SERVER, "10.78.0.2:8000", "10.78.0.1:58458", 401 * MS, 450 * MS,
+		    500 * MS),
+		req(5, 922, ROLE_CLIENT, "10.78.0.1:58458", "10.78.0.2:8000", 400 * MS, 451 * MS,
+		    501 * MS),
+		/* DNAT'd: the client wrote to 10.96.78.10:80 */
+		req(8, 852, ROLE_SERVER, "10.78.0.2:8000", "10.78.0.1:60870", 601 * MS, 650 * MS,
+		    700 * MS),
+		req(7, 924, ROLE_CLIENT, "10.78.0.1:60870", "10.96.78.10:80", 600 * MS, 651 * MS,
+		    701 * MS),
+	};
+	const uint32_t ns[] = { ns_a, ns_b, ns_a, ns_b, ns_d, ns_c, ns_d, ns_c };
+
+	for (size_t i = 0; i < 8; i++)
+		r[i]->netns = ns[i];
+	snprintf(r[7]->nat_local, sizeof(r[7]->nat_local), "10.78.0.1:60870");
+	snprintf(r[7]->nat_peer, sizeof(r[7]->nat_peer), "10.78.0.2:8000");
+	for (size_t i = 0; i < 8; i++)
+		match__request(m, r[i]);
+	/* by addresses alone both would take the newest server record (4): never across */
+	assert_int_equal(r[2]->server_id, 2);
+	assert_int_equal(r[3]->server_id, 4);
+	assert_int_equal(r[5]->server_id, 6);
+	assert_int_equal(r[7]->server_id, 8);
+	match__free(m);
+
+	/* a namespace's loopback, or its own address, never leaves it: no server of another */
+	m = match__new();
+	r[1]->netns = ns_b;
+	r[2]->netns = ns_a;
+	r[2]->server_id = 0;
+	match__request(m, r[1]);
+	match__request(m, r[2]);
+	assert_int_equal(r[2]->server_id, 0);
+	match__free(m);
+	for (size_t i = 0; i < 8; i++)
+		request__free(r[i]);
+
+	assert_true(conn_addr__may_meet(ns_a, ns_a, "127.0.0.1:1", "127.0.0.1:2"));
+	assert_true(conn_addr__may_meet(0, ns_a, "127.0.0.1:1", "127.0.0.1:2")); /* unknown */
+	assert_false(conn_addr__may_meet(ns_a, ns_b, "127.0.0.1:1", "127.0.0.1:2"));
+	assert_false(conn_addr__may_meet(ns_a, ns_b, "[::1]:1", "[::1]:2"));
+	assert_false(conn_addr__may_meet(ns_a, ns_b, "[::ffff:127.0.0.1]:1",
+					 "[::ffff:127.0.0.1]:2"));
+	assert_false(conn_addr__may_meet(ns_a, ns_b, "10.0.0.5:1", "10.0.0.5:2")); /* its own */
+	assert_true(conn_addr__may_meet(ns_a, ns_b, "10.0.0.5:1", "10.0.0.6:2"));
+	assert_true(conn_addr__may_meet(ns_a, ns_b, "[fd00::1]:1", "[fd00::2]:2"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -222,6 +291,7 @@ int main(void)
 		cmocka_unit_test(test_through_proxy),
 		cmocka_unit_test(test_h2_streams),
 		cmocka_unit_test(test_proxy_events),
+		cmocka_unit_test(test_network_namespaces),
 	};
 
 	return cmocka_run_group_tests_name("match", tests, NULL, NULL);

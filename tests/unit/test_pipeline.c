@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <zlib.h>
 
 #include "base/outfile.h"
@@ -573,6 +574,72 @@ static void test_tcp_stream_addresses(void **state)
 	assert_int_equal(json_bool(r.json[0], "complete"), 1);
 	assert_string_equal(json_str(r.json[1], "local"), "[::1]:8080");
 	assert_string_equal(json_str(r.json[1], "peer"), "[::1]:50000");
+	run__free(&r);
+}
+
+/*
+ * A TCP socket's network namespace (bpf/sock.bpf.c sends it before its bytes) reaches its
+ * records, and a translation found in conntrack (capture/nat.c, before it) their nat; a TLS
+ * stream's namespace comes with its socket link, and a link record from a recording made
+ * before there was one leaves it unknown.
+ */
+static void test_tcp_netns_and_nat(void **state)
+{
+	struct ts_sock_net net = { 0 };
+	struct ts_rec_sock_nat nat = { 0 };
+	struct ts_tls_sock link = { 0 };
+	uint64_t seq = 0;
+	json_t *j, *n;
+	struct run r;
+
+	run__init(&r);
+	nat.hdr = (struct ts_event_hdr){ .type = TS_REC_SOCK_NAT, .size = sizeof(nat),
+					 .ts_ns = T0 - MS, .pid = r.pid };
+	nat.id = 7001;
+	nat.stream = TS_NAT_TCP;
+	nat.after = v4;
+	nat.after.raddr[3] = 9; /* the server behind the Service address */
+	nat.after.rport = 8443;
+	assert_int_equal(pipeline__feed(r.pl, &nat, sizeof(nat)), 0);
+	net.hdr = (struct ts_event_hdr){ .type = TS_EV_SOCK_NET, .size = sizeof(net),
+					 .ts_ns = T0 - MS, .pid = r.pid };
+	net.sock = 7001;
+	net.owner = r.pid;
+	net.netns = 4026532304u;
+	net.addr = v4;
+	assert_int_equal(pipeline__feed(r.pl, &net, sizeof(net)), 0);
+	sock_exchange(&r, 7001, &seq, T0, 2);
+	nat.stream = 7; /* no such stream kind: refused */
+	assert_int_equal(pipeline__feed(r.pl, &nat, sizeof(nat)), -1);
+	/* TLS: a link record as recordings before 2026-12-05 have it, then one with its netns */
+	link.hdr = (struct ts_event_hdr){ .type = TS_EV_TLS_SOCK,
+					  .size = offsetof(struct ts_tls_sock, netns),
+					  .ts_ns = T0 + 99 * MS, .pid = r.pid };
+	link.ssl = r.ssl;
+	link.sock = 9001;
+	link.exact = 1;
+	link.addr = v4;
+	link.netns = 4026531840u; /* past the record's end: not read */
+	assert_int_equal(pipeline__feed(r.pl, &link, link.hdr.size), 0);
+	exchange(&r, T0 + 100 * MS, 2);
+	link.hdr.size = sizeof(link);
+	link.ssl = ++r.ssl;
+	assert_int_equal(pipeline__feed(r.pl, &link, sizeof(link)), 0);
+	exchange(&r, T0 + 200 * MS, 2);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 3);
+	assert_float_equal(json_num(r.json[0], "netns"), 4026532304.0, 0);
+	j = json_loads(r.json[0], 0, NULL);
+	n = json_object_get(j, "nat");
+	assert_string_equal(json_string_value(json_object_get(n, "local")), "10.0.0.1:41000");
+	assert_string_equal(json_string_value(json_object_get(n, "peer")), "10.0.0.9:8443");
+	json_decref(j);
+	j = json_loads(r.json[1], 0, NULL);
+	assert_true(json_is_null(json_object_get(j, "netns")));
+	assert_true(json_is_null(json_object_get(j, "nat")));
+	json_decref(j);
+	assert_float_equal(json_num(r.json[2], "netns"), 4026531840.0, 0);
+	assert_int_equal(pipeline__health(r.pl)->streams_nat, 1);
 	run__free(&r);
 }
 
@@ -1199,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),
 		cmocka_unit_test(test_tcp_stream_addresses),
+		cmocka_unit_test(test_tcp_netns_and_nat),
 		cmocka_unit_test(test_unix_socket),
 		cmocka_unit_test(test_tcp_seq_per_direction),
 		cmocka_unit_test(test_client_end_parsed_first),

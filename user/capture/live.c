@@ -26,6 +26,7 @@
 #include "capture/kernel.h"
 #include "capture/live.h"
 #include "capture/identity.h"
+#include "capture/nat.h"
 #include "capture/proc_tree.h"
 #include "capture/ring.h"
 #include "capture/tracefs.h"
@@ -49,6 +50,7 @@ struct live {
 	const struct live_opts *o;
 	struct pipeline *pl;
 	struct attacher *att;
+	struct nat *nat;		/* connections NAT changed: their conntrack entries */
 	struct families fams;
 	struct family_work work;	/* what the families' work on a record uses */
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
@@ -234,7 +236,7 @@ static void on_event(void *ctx, const void *data, size_t size)
 		x->_pad = 0;
 	}
 	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK ||
-	    h->type == TS_EV_LLAMA_STEP) {
+	    h->type == TS_EV_LLAMA_STEP || h->type == TS_EV_SOCK_NET) {
 		if (proc_tree__note(&lv->known, lv->pl, h->pid)) {
 			struct ts_rec_proc_identity id;
 
@@ -253,6 +255,8 @@ static void on_event(void *ctx, const void *data, size_t size)
 		attacher__on_exec(lv->att, (pid_t)h->pid, clock__now_ns());
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
+	else if (h->type == TS_EV_SOCK_NET || h->type == TS_EV_TLS_SOCK)
+		nat__note(lv->nat, lv->pl, lv->buf); /* its translation first, where NAT made one */
 	pipeline__feed(lv->pl, lv->buf, size);
 	families__after(&lv->fams, &lv->work, lv->buf);
 	if (h->type == TS_EV_EXIT) {
@@ -327,7 +331,8 @@ static int setup(struct live *lv)
 		return -1;
 	lv->att = attacher__new(o->verbose, lv->fams.uprobe_multi);
 	lv->work = (struct family_work){ cuda_names__new(), lv->pl };
-	if (!lv->att || !lv->work.cuda_names) {
+	lv->nat = nat__new();
+	if (!lv->att || !lv->work.cuda_names || !lv->nat) {
 		fprintf(stderr, "tokenscope: out of memory\n");
 		return -1;
 	}
@@ -486,6 +491,7 @@ cleanup:
 	detacher = lv->fams.nlinks || lv->att ? detacher__start() : -1;
 	ring__close(&lv->ring);
 	attacher__free(lv->att);
+	nat__free(lv->nat);
 	cuda_names__free(lv->work.cuda_names);
 	families__destroy(&lv->fams);
 	if (detacher >= 0)

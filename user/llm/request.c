@@ -50,6 +50,49 @@ bool request__set_path(struct request *r, const char *path)
 	return request__set_str(&r->path, path, strlen(path));
 }
 
+/* "1.2.3.4:80" -> "1.2.3.4", "[::1]:80" -> "::1" (n bytes at most, with the NUL). */
+static void host_of(const char *addr, char *out, size_t n)
+{
+	const char *end = strrchr(addr, ':');
+	size_t len = end ? (size_t)(end - addr) : strlen(addr);
+
+	if (addr[0] == '[' && len >= 2 && addr[len - 1] == ']') {
+		addr++;
+		len -= 2;
+	}
+	if (len >= n)
+		len = n - 1;
+	memcpy(out, addr, len);
+	out[len] = 0;
+}
+
+static bool loopback(const char *host)
+{
+	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strncmp(host, "::ffff:127.", 11);
+}
+
+bool conn_addr__may_meet(uint32_t ns_a, uint32_t ns_b, const char *local, const char *peer)
+{
+	char l[REQ_IP_ADDR_MAX], p[REQ_IP_ADDR_MAX];
+
+	if (!ns_a || !ns_b || ns_a == ns_b)
+		return true;
+	if (!strncmp(peer, "unix:", 5))
+		return false;
+	host_of(local, l, sizeof(l));
+	host_of(peer, p, sizeof(p));
+	return !loopback(p) && strcmp(l, p) != 0;
+}
+
+void request__set_addr(struct request *r, const struct conn_addr *a)
+{
+	memcpy(r->local, a->local, sizeof(r->local));
+	memcpy(r->peer, a->peer, sizeof(r->peer));
+	r->netns = a->netns;
+	memcpy(r->nat_local, a->nat_local, sizeof(r->nat_local));
+	memcpy(r->nat_peer, a->nat_peer, sizeof(r->nat_peer));
+}
+
 void request__free(struct request *r)
 {
 	if (!r)

@@ -34,9 +34,27 @@ enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 
 #define REQ_MODEL_MAX 128
 #define REQ_ADDR_MAX 136 /* "[IPv6]:port", "unix:PATH#INODE" (a path of up to 108 bytes) */
+#define REQ_IP_ADDR_MAX 48 /* "[IPv6]:port" */
 #define REQ_REASON_MAX 32
 #define REQ_ERROR_MAX 64
 #define REQ_RESPONSE_ID_MAX 80
+
+/* Where a connection runs: its two ends, its network namespace, and, where NAT changed it on
+ * its way (a Service address: DNAT, as kube-proxy sets up), its ends as the far side sees
+ * them, from its conntrack entry (capture/nat.c). */
+struct conn_addr {
+	char local[REQ_ADDR_MAX];
+	char peer[REQ_ADDR_MAX];
+	uint32_t netns;			/* inode number of its net:[N]; 0: unknown (unix, old recordings) */
+	char nat_local[REQ_IP_ADDR_MAX]; /* "" where not translated */
+	char nat_peer[REQ_IP_ADDR_MAX];
+};
+
+/* Whether a connection with these ends (local, peer), seen in network namespace ns_a, may be
+ * the same connection as one seen in ns_b: the same namespace (or either unknown), or two
+ * that it really crossed (a veth pair, a bridge): its peer neither a loopback address nor its
+ * own local one, which never leave their namespace. Two pods' 127.0.0.1:8000 never meet. */
+bool conn_addr__may_meet(uint32_t ns_a, uint32_t ns_b, const char *local, const char *peer);
 
 /* A count that may be unknown (null in JSON, never 0). */
 struct opt_u64 {
@@ -55,6 +73,8 @@ struct request {
 	const char *transport;	   /* "tls", "go_tls", "tcp" or "unix" */
 	char local[REQ_ADDR_MAX];  /* "ip:port" of this end, "unix:PATH#INODE"; "" when unknown */
 	char peer[REQ_ADDR_MAX];   /* of the other end */
+	uint32_t netns;		   /* the socket's network namespace (0: unknown) */
+	char nat_local[REQ_IP_ADDR_MAX], nat_peer[REQ_IP_ADDR_MAX]; /* struct conn_addr's */
 	uint32_t peer_pid;	   /* unix: the other end's process (0: unknown) */
 	/* the process's container and pod (capture/identity.h; "" when unknown), set when the
 	 * request is delivered */
@@ -115,6 +135,8 @@ struct request {
 };
 
 struct request *request__new(void);
+/* Its connection's addresses (a TLS stream learns them after its request began). */
+void request__set_addr(struct request *r, const struct conn_addr *a);
 void request__free(struct request *r);
 /* Set one of the request's heap strings (path, model, response_model) to a copy of the
  * first n bytes of s (cut at REQ_MODEL_MAX - 1 for the models, as before); false without

@@ -198,6 +198,14 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	json_object_set_new(o, "peer", str_or_null(r->peer));
 	if (r->peer_pid) /* a Unix socket's other end: its process */
 		json_object_set_new(o, "peer_pid", json_integer(r->peer_pid));
+	/* the socket's network namespace, and its ends as the far side sees them where NAT
+	 * changed the connection (a Service address) */
+	json_object_set_new(o, "netns", r->netns ? json_integer(r->netns) : json_null());
+	if (r->nat_peer[0])
+		json_object_set_new(o, "nat", json_pack("{s:s,s:s}", "local", r->nat_local, "peer",
+							 r->nat_peer));
+	else
+		json_object_set_new(o, "nat", json_null());
 	/* its process's container and pod (OpenTelemetry's resource attribute names) */
 	json_object_set_new(o, "container_id", str_or_null(r->container_id));
 	json_object_set_new(o, "k8s_pod_uid", str_or_null(r->pod_uid));

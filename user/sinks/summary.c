@@ -492,6 +492,10 @@ static void print_capture(FILE *out, const struct health *h)
 		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
 	summary_http2(out, h);
 	summary_engine_wire(out, h);
+	if (h->streams_nat)
+		fprintf(out, "network: connections through NAT=%llu (joined to their servers by "
+			     "their conntrack entries)\n",
+			(unsigned long long)h->streams_nat);
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
 		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "

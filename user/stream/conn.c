@@ -20,7 +20,7 @@
 struct conn {
 	struct stream_key key;
 	char comm[TS_COMM_LEN];
-	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+	struct conn_addr addr;
 	uint32_t peer_pid; /* unix: the other end's process (0: unknown) */
 	const struct conn_sink *sink;
 	enum conn_kind kind;
@@ -59,8 +59,7 @@ static struct request *begin_request(void *ctx, uint64_t start_ns)
 	r->pid = c->key.pid;
 	memcpy(r->comm, c->comm, sizeof(r->comm));
 	r->transport = transport__name(c->key.transport);
-	memcpy(r->local, c->local, sizeof(r->local));
-	memcpy(r->peer, c->peer, sizeof(r->peer));
+	request__set_addr(r, &c->addr);
 	r->peer_pid = c->peer_pid;
 	r->role = c->role;
 	r->start_ns = start_ns;
@@ -170,12 +169,32 @@ const char *transport__name(enum transport t)
 	       t == TRANSPORT_UNIX ? "unix" : "tls";
 }
 
+static void addresses_changed(struct conn *c)
+{
+	if (c->reader)
+		c->wire->set_addresses(c->reader, &c->addr);
+}
+
 void conn__set_addresses(struct conn *c, const char *local, const char *peer)
 {
-	snprintf(c->local, sizeof(c->local), "%s", local);
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	if (c->reader)
-		c->wire->set_addresses(c->reader, c->local, c->peer);
+	snprintf(c->addr.local, sizeof(c->addr.local), "%s", local);
+	snprintf(c->addr.peer, sizeof(c->addr.peer), "%s", peer);
+	addresses_changed(c);
+}
+
+void conn__set_netns(struct conn *c, uint32_t netns)
+{
+	if (c->addr.netns == netns)
+		return;
+	c->addr.netns = netns;
+	addresses_changed(c);
+}
+
+void conn__set_nat(struct conn *c, const char *nat_local, const char *nat_peer)
+{
+	snprintf(c->addr.nat_local, sizeof(c->addr.nat_local), "%s", nat_local);
+	snprintf(c->addr.nat_peer, sizeof(c->addr.nat_peer), "%s", nat_peer);
+	addresses_changed(c);
 }
 
 void conn__set_peer_pid(struct conn *c, uint32_t pid)
@@ -185,7 +204,9 @@ void conn__set_peer_pid(struct conn *c, uint32_t pid)
 
 bool conn__is_peer(const struct conn *a, const struct conn *b)
 {
-	return a->peer[0] && b->peer[0] && !strcmp(a->local, b->peer) && !strcmp(a->peer, b->local);
+	return a->addr.peer[0] && b->addr.peer[0] && !strcmp(a->addr.local, b->addr.peer) &&
+	       !strcmp(a->addr.peer, b->addr.local) &&
+	       conn_addr__may_meet(a->addr.netns, b->addr.netns, a->addr.local, a->addr.peer);
 }
 
 void conn__peer_exited(struct conn *c)
@@ -196,7 +217,7 @@ void conn__peer_exited(struct conn *c)
 
 bool conn__has_addresses(const struct conn *c)
 {
-	return c->peer[0] != 0;
+	return c->addr.peer[0] != 0;
 }
 
 /* ---- which protocol ---- */

@@ -113,6 +113,9 @@ const struct stream_key *conn__key(const struct conn *c);
  * connection. */
 void conn__set_addresses(struct conn *c, const char *local, const char *peer);
 /* A Unix socket's peer process, for the requests that begin from now. */
+/* Its socket's network namespace (struct ts_sock_net), and its ends after NAT (nat.h). */
+void conn__set_netns(struct conn *c, uint32_t netns);
+void conn__set_nat(struct conn *c, const char *nat_local, const char *nat_peer);
 void conn__set_peer_pid(struct conn *c, uint32_t pid);
 bool conn__has_addresses(const struct conn *c);
 /* Are a and b the two ends of one socket (each one's local address the other's peer)? */

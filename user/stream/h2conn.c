@@ -746,17 +746,13 @@ static size_t h2_inflight(const void *w)
 	return h->nstreams;
 }
 
-static void h2_set_addresses(void *w, const char *local, const char *peer)
+static void h2_set_addresses(void *w, const struct conn_addr *a)
 {
 	struct h2conn *h = w;
 
 	for (size_t i = 0; i < h->nstreams; i++) {
-		struct request *r = h->streams[i]->req;
-
-		if (r) {
-			snprintf(r->local, sizeof(r->local), "%s", local);
-			snprintf(r->peer, sizeof(r->peer), "%s", peer);
-		}
+		if (h->streams[i]->req)
+			request__set_addr(h->streams[i]->req, a);
 	}
 }
 

@@ -27,6 +27,7 @@ struct health {
 	uint64_t streams_other;	    /* non-HTTP: unsupported */
 	struct vllm_wire_counts engine_wire; /* vLLM's engine-core messages (engine/vllm_wire.h) */
 	uint64_t streams_zmtp;	    /* ZeroMQ connections (vLLM's engine wire and others) */
+	uint64_t streams_nat;	    /* connections NAT changed on their way (TS_REC_SOCK_NAT) */
 	uint64_t streams_malformed; /* HTTP framing errors */
 	uint64_t unsupported_encodings;
 	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */

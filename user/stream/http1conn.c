@@ -394,18 +394,14 @@ static void http1_each_open(const void *w, open_request_fn fn, void *ctx)
 
 /* A TLS stream can learn its socket after its request began (a memory BIO writes the request
  * to the socket after SSL_write returned): the requests in flight get it too. */
-static void http1_set_addresses(void *w, const char *local, const char *peer)
+static void http1_set_addresses(void *w, const struct conn_addr *a)
 {
 	struct http1conn *c = w;
 
-	for (size_t i = 0; i < c->qlen; i++) {
-		snprintf(c->queue[i]->local, sizeof(c->queue[i]->local), "%s", local);
-		snprintf(c->queue[i]->peer, sizeof(c->queue[i]->peer), "%s", peer);
-	}
-	if (c->parsing_req) {
-		snprintf(c->parsing_req->local, sizeof(c->parsing_req->local), "%s", local);
-		snprintf(c->parsing_req->peer, sizeof(c->parsing_req->peer), "%s", peer);
-	}
+	for (size_t i = 0; i < c->qlen; i++)
+		request__set_addr(c->queue[i], a);
+	if (c->parsing_req)
+		request__set_addr(c->parsing_req, a);
 }
 
 static bool http1_switched(void *w, struct wire_switch *sw)

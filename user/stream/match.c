@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Client <-> server matching (match.h). The last MATCH_KEEP finished requests are kept. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,9 @@ struct seen {
 	uint64_t id;
 	uint32_t pid;
 	enum role role;
+	/* its ends; a client's as its server sees them where NAT changed the connection */
 	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+	uint32_t netns;	    /* 0: unknown */
 	uint32_t stream_id; /* HTTP/2: both ends of a connection see one id a request; else 0 */
 	uint64_t model;	    /* the requested model's hash (0: none) */
 	uint64_t events;    /* token events */
@@ -75,12 +78,15 @@ static uint64_t model_hash(const char *s)
 	return h ? h : 1;
 }
 
-/* The server record of the connection `local`-`peer` as its client saw it, on the same HTTP/2
- * stream, begun within [from, to]. The stream tells a connection's concurrent requests apart,
- * which time alone cannot. */
-static struct seen *server_of(struct match *m, const char *local, const char *peer,
-			      uint32_t stream_id, uint64_t from, uint64_t to)
+/* The server record of client record c's connection, seen from the other end, on the same
+ * HTTP/2 stream, begun within [c's start, to], in c's network namespace or one the connection
+ * crossed. The stream tells a connection's concurrent requests apart, which time alone
+ * cannot; the namespace two pods' connections between the same addresses. */
+static struct seen *server_of(struct match *m, const struct seen *c, uint64_t to)
 {
+	const char *local = c->local, *peer = c->peer;
+	uint64_t from = c->start;
+
 	if (!local[0] || !peer[0])
 		return NULL;
 	for (size_t j = 0; j < m->n; j++) {
@@ -88,8 +94,10 @@ static struct seen *server_of(struct match *m, const char *local, const char *pe
 
 		if (s->end + MATCH_EARLY_NS < from)
 			break; /* it, and all before it, ended before the client began */
-		if (s->role == ROLE_SERVER && s->stream_id == stream_id && !strcmp(s->local, peer) &&
-		    !strcmp(s->peer, local) && s->start + MATCH_EARLY_NS >= from && s->start <= to)
+		if (s->role == ROLE_SERVER && s->stream_id == c->stream_id &&
+		    !strcmp(s->local, peer) && !strcmp(s->peer, local) &&
+		    s->start + MATCH_EARLY_NS >= from && s->start <= to &&
+		    conn_addr__may_meet(c->netns, s->netns, local, peer))
 			return s;
 	}
 	return NULL;
@@ -157,17 +165,23 @@ void match__request(struct match *m, struct request *r)
 
 	*s = (struct seen){ .id = r->id, .pid = r->pid, .role = r->role,
 			    .stream_id = r->http_version == 2 ? r->stream_id : 0,
+			    .netns = r->netns,
 			    .model = model_hash(r->model), .events = r->token_events,
 			    .start = r->start_ns,
 			    .first = r->first_token_ns, .end = r->end_ns ? r->end_ns : r->last_token_ns };
-	memcpy(s->local, r->local, sizeof(s->local));
-	memcpy(s->peer, r->peer, sizeof(s->peer));
+	if (r->nat_peer[0]) {
+		snprintf(s->local, sizeof(s->local), "%s", r->nat_local);
+		snprintf(s->peer, sizeof(s->peer), "%s", r->nat_peer);
+	} else {
+		memcpy(s->local, r->local, sizeof(s->local));
+		memcpy(s->peer, r->peer, sizeof(s->peer));
+	}
 	m->next = (m->next + 1) % MATCH_KEEP;
 	if (m->n < MATCH_KEEP)
 		m->n++;
 	if (r->role != ROLE_CLIENT)
 		return;
-	srv = server_of(m, r->local, r->peer, s->stream_id, r->start_ns, s->end);
+	srv = server_of(m, s, s->end);
 	/* A server whose own process made a call that fits its request is a proxy: followed to
 	 * the call's server. From the records alone, not from which processes live: a proxy may
 	 * have exited (and been let go) before the records of its clients, which end later, are
@@ -177,7 +191,7 @@ void match__request(struct match *m, struct request *r)
 
 		if (!up)
 			break;
-		next = server_of(m, up->local, up->peer, up->stream_id, up->start, up->end);
+		next = server_of(m, up, up->end);
 		if (!next)
 			break;
 		up->used = srv->used = true;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -339,6 +340,49 @@ static int on_tls_sock(struct pipeline *p, void *rec, size_t size)
 	return 0;
 }
 
+/* A captured TCP socket's namespace (and its addresses): its stream is made now, before its
+ * first bytes. */
+static int on_sock_net(struct pipeline *p, void *rec, size_t size)
+{
+	const struct ts_sock_net *e = rec;
+	struct stream *s = streams__get(&p->streams,
+					&(struct stream_key){ e->owner, TRANSPORT_TCP, e->sock },
+					e->hdr.comm);
+
+	if (!s) {
+		p->h.no_memory++;
+		return 0;
+	}
+	s->last_ns = e->hdr.ts_ns;
+	if (!conn__has_addresses(s->conn))
+		stream__set_addresses(s, &e->addr);
+	conn__set_netns(s->conn, e->netns);
+	return 0;
+}
+
+/* A connection NAT changed: its ends as the far side sees them, for the join. */
+static int on_sock_nat(struct pipeline *p, void *rec, size_t size)
+{
+	const struct ts_rec_sock_nat *e = rec;
+	static const enum transport of[] = { [TS_NAT_TCP] = TRANSPORT_TCP,
+					     [TS_NAT_TLS] = TRANSPORT_TLS,
+					     [TS_NAT_GO_TLS] = TRANSPORT_GO_TLS };
+	struct stream *s;
+
+	if (e->stream > TS_NAT_GO_TLS)
+		return -1;
+	s = streams__get(&p->streams, &(struct stream_key){ e->hdr.pid, of[e->stream], e->id },
+			 e->hdr.comm);
+	if (!s) {
+		p->h.no_memory++;
+		return 0;
+	}
+	s->last_ns = e->hdr.ts_ns;
+	stream__set_nat(s, &e->after);
+	p->h.streams_nat++;
+	return 0;
+}
+
 static int on_sock_data(struct pipeline *p, void *rec, size_t size)
 {
 	struct ts_sock_data *e = rec;
@@ -520,10 +564,12 @@ static const struct record_kind {
 } record_kinds[] = {
 	{ TS_EV_TLS_DATA, sizeof(struct ts_tls_data), on_tls_data },
 	{ TS_EV_TLS_FREE, sizeof(struct ts_tls_free), on_tls_free },
-	{ TS_EV_TLS_SOCK, sizeof(struct ts_tls_sock), on_tls_sock },
+	/* recordings made before 2026-12-05 end before its netns */
+	{ TS_EV_TLS_SOCK, offsetof(struct ts_tls_sock, netns), on_tls_sock },
 	{ TS_EV_SOCK_DATA, sizeof(struct ts_sock_data), on_sock_data },
 	{ TS_EV_SOCK_CLOSE, sizeof(struct ts_sock_close), on_sock_close },
 	{ TS_EV_UNIX_SOCK, sizeof(struct ts_unix_sock), on_unix_sock },
+	{ TS_EV_SOCK_NET, sizeof(struct ts_sock_net), on_sock_net },
 	/* older recordings' exits carry no flags */
 	{ TS_EV_EXIT, sizeof(struct ts_event_hdr), on_process_exit },
 	{ TS_EV_EXEC, sizeof(struct ts_event_hdr), on_attach_work },
@@ -534,6 +580,7 @@ static const struct record_kind {
 	{ TS_REC_COUNTERS, sizeof(struct ts_event_hdr), on_counters },
 	{ TS_REC_PROC_TREE, sizeof(struct ts_rec_proc_tree), on_proc_tree },
 	{ TS_REC_PROC_IDENTITY, sizeof(struct ts_rec_proc_identity), on_proc_identity },
+	{ TS_REC_SOCK_NAT, sizeof(struct ts_rec_sock_nat), on_sock_nat },
 };
 
 static const struct record_kind *kind_of(uint32_t type)

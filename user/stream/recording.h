@@ -26,6 +26,23 @@ enum ts_rec_type {
 				   when it was first seen */
 	TS_REC_PROC_IDENTITY = 102, /* struct ts_rec_proc_identity: a process's container and pod,
 				       read from /proc when it was first seen (where it has one) */
+	TS_REC_SOCK_NAT = 103, /* struct ts_rec_sock_nat: a connection NAT changed on its way,
+				  from its conntrack entry (capture/nat.c) */
+};
+
+/* Which stream a struct ts_rec_sock_nat is about. */
+enum ts_nat_stream { TS_NAT_TCP = 0, TS_NAT_TLS = 1, TS_NAT_GO_TLS = 2 };
+
+/* A connection that NAT changed on its way (a DNAT'd Service address): its ends as the far
+ * side sees them, from its conntrack entry's reply direction, looked up once when its stream
+ * was first seen. Sent before the stream's next record. */
+struct ts_rec_sock_nat {
+	struct ts_event_hdr hdr; /* pid: the stream's process */
+	__u64 id;		 /* the stream's: its socket's inode (tcp) or its SSL* (tls) */
+	__u32 stream;		 /* enum ts_nat_stream */
+	__u32 netns;		 /* where the entry was found */
+	/* laddr:lport this end and raddr:rport the other, as the other end sees them */
+	struct ts_sock_addr after;
 };
 
 #define TS_REC_MAX_ANCESTORS 16
@@ -70,6 +87,9 @@ TS_FIELD(ts_rec_file_header, start_mono_ns, 16);
 TS_FIELD(ts_rec_file_header, chunk_max, 32);
 TS_FIELD(ts_rec_counters, counters, 40);
 TS_LAYOUT(ts_rec_proc_tree, 112);
+TS_LAYOUT(ts_rec_proc_identity, 296);
+TS_LAYOUT(ts_rec_sock_nat, 96);
+TS_FIELD(ts_rec_sock_nat, after, 56);
 
 struct recording;
 

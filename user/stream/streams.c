@@ -270,6 +270,17 @@ void stream__set_addresses(struct stream *s, const struct ts_sock_addr *a)
 	conn__set_addresses(s->conn, local, peer);
 }
 
+void stream__set_nat(struct stream *s, const struct ts_sock_addr *after)
+{
+	char local[REQ_ADDR_MAX], peer[REQ_ADDR_MAX];
+
+	if (after->family == AF_UNIX)
+		return;
+	format_addr(after->family, after->laddr, after->lport, local, sizeof(local));
+	format_addr(after->family, after->raddr, after->rport, peer, sizeof(peer));
+	conn__set_nat(s->conn, local, peer);
+}
+
 /* A Unix socket's path as it reads: "@name" for an abstract one, bytes past the printable
  * as '?' (a path is the application's, not ours to trust). */
 static void unix_path(const struct ts_unix_sock *e, char *out, size_t n)

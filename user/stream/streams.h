@@ -81,6 +81,8 @@ void streams__each_open(const struct streams *t, open_request_fn fn, void *ctx);
 
 /* The socket's addresses, as the probes read them, become the stream's connection's. */
 void stream__set_addresses(struct stream *s, const struct ts_sock_addr *a);
+/* Its ends after NAT (struct ts_rec_sock_nat's). */
+void stream__set_nat(struct stream *s, const struct ts_sock_addr *after);
 /* A Unix socket's path and peer: its addresses ("unix:PATH#INODE", each end by its own inode,
  * so that a client's and its server's records join) and its peer's process. */
 void stream__set_unix(struct stream *s, const struct ts_unix_sock *e);

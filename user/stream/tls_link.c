@@ -45,6 +45,8 @@ bool tls_link__sock(struct streams *t, const struct ts_tls_sock *e)
 		stream__set_addresses(s, &e->addr);
 		s->addr_exact = e->exact;
 	}
+	if (e->hdr.size >= sizeof(*e)) /* recordings made before 2026-12-05 have no netns */
+		conn__set_netns(s->conn, e->netns);
 	return true;
 }
 

@@ -66,8 +66,9 @@ struct wire_ops {
 	void (*close)(void *w, uint64_t ts, const char *reason);
 	size_t (*inflight)(const void *w);
 	void (*each_open)(const void *w, open_request_fn fn, void *ctx);
-	/* The connection learnt its socket's addresses: requests in flight get them too. */
-	void (*set_addresses)(void *w, const char *local, const char *peer);
+	/* The connection learnt its socket's addresses (or namespace, or NAT): requests in
+	 * flight get them too (request__set_addr). */
+	void (*set_addresses)(void *w, const struct conn_addr *a);
 	/* After data or missing: whether the connection switched protocols (sw filled; the
 	 * reader is then freed by the connection). NULL: never. */
 	bool (*switched)(void *w, struct wire_switch *sw);

@@ -108,11 +108,10 @@ static void zmtp_each_open(const void *w, open_request_fn fn, void *ctx)
 	(void)ctx;
 }
 
-static void zmtp_set_addresses(void *w, const char *local, const char *peer)
+static void zmtp_set_addresses(void *w, const struct conn_addr *a)
 {
 	(void)w;
-	(void)local;
-	(void)peer;
+	(void)a;
 }
 
 const struct wire_ops zmtp_wire = {
