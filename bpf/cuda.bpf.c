@@ -408,6 +408,98 @@ static __always_inline struct work_slot *work_call(struct pt_regs *ctx, __u64 st
 	return s;
 }
 
+/*
+ * Work on a stream (a launch, an async copy, a capture's begin or end) and a device-wide sync
+ * are done by two programs that every entry point tail-calls: each entry reads its own
+ * arguments into the per-CPU cuda_entry and jumps. The work (finding the stream's slot, 5 000
+ * to 14 000 instructions) is then verified twice in all, not once per entry point (22 of
+ * them): most of the CUDA family's load time, and of tokenscope's start
+ * (docs/performance.md, Start). The jump costs an entry a map lookup and a tail call.
+ */
+enum stream_work { WORK_LAUNCH, WORK_COPY, WORK_CAPTURE_BEGIN, WORK_CAPTURE_END };
+
+struct cuda_entry {
+	struct launch l; /* WORK_LAUNCH; l.stream for all */
+	__u32 api;
+	__u32 what; /* enum stream_work */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cuda_entry);
+} cuda_entry SEC(".maps");
+
+static __always_inline struct cuda_entry *entry_scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cuda_entry, &zero);
+}
+
+static __always_inline int launch(struct pt_regs *ctx, const struct launch *l, __u32 api);
+static __always_inline int async_copy(struct pt_regs *ctx, __u64 stream, __u32 api);
+static __always_inline int capture(__u64 stream, __u32 on);
+static __always_inline int cuda_call_enter(__u32 kind, __u32 scope, __u64 stream, __u64 event,
+					   __u32 api);
+
+/* Attached nowhere: reached from the entry points (cuda_work_progs). */
+SEC("uprobe")
+int cuda_stream_work(struct pt_regs *ctx)
+{
+	struct cuda_entry *e = entry_scratch();
+
+	if (!e)
+		return 0;
+	switch (e->what) {
+	case WORK_LAUNCH:
+		return launch(ctx, &e->l, e->api);
+	case WORK_COPY:
+		return async_copy(ctx, e->l.stream, e->api);
+	default:
+		return capture(e->l.stream, e->what == WORK_CAPTURE_BEGIN);
+	}
+}
+
+SEC("uprobe")
+int cuda_device_sync_work(struct pt_regs *ctx)
+{
+	struct cuda_entry *e = entry_scratch();
+
+	return e ? cuda_call_enter(TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, 0, 0, e->api) : 0;
+}
+
+enum { PROG_STREAM_WORK, PROG_DEVICE_SYNC };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 2);
+	__uint(key_size, sizeof(__u32));
+	__array(values, int(struct pt_regs *));
+} cuda_work_progs SEC(".maps") = {
+	.values = { [PROG_STREAM_WORK] = (void *)&cuda_stream_work,
+		    [PROG_DEVICE_SYNC] = (void *)&cuda_device_sync_work },
+};
+
+/* An entry point's jump to the shared work (l: NULL but for launches). */
+static __always_inline int jump(struct pt_regs *ctx, __u32 prog, __u32 what, __u64 stream,
+				const struct launch *l, __u32 api)
+{
+	struct cuda_entry *e = entry_scratch();
+
+	if (!e)
+		return 0;
+	if (l)
+		e->l = *l;
+	e->l.stream = stream;
+	e->what = what;
+	e->api = api;
+	bpf_tail_call(ctx, &cuda_work_progs, prog);
+	ts_count(TS_CNT_GPU_DROPS, 1); /* the tail call failed: the call goes uncounted */
+	return 0;
+}
+
 /* ---- launches ---- */
 
 static __always_inline int launch(struct pt_regs *ctx, const struct launch *l, __u32 api)
@@ -435,7 +527,7 @@ static __always_inline int rt_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 		.block = { (__u32)bxy, bxy >> 32, (__u32)PT_REGS_PARM5(ctx) },
 	};
 
-	return launch(ctx, &l, api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_LAUNCH, l.stream, &l, api);
 }
 
 /* cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) */
@@ -451,7 +543,7 @@ static __always_inline int rt_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 ap
 	l.stream = norm_stream(c.stream, ptsz);
 	__builtin_memcpy(l.grid, c.grid, sizeof(l.grid));
 	__builtin_memcpy(l.block, c.block, sizeof(l.block));
-	return launch(ctx, &l, api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_LAUNCH, l.stream, &l, api);
 }
 
 /* cuLaunchKernel(CUfunction f, gx, gy, gz, bx, by, bz, shmem, CUstream s, params, extra);
@@ -473,7 +565,7 @@ static __always_inline int drv_launch(struct pt_regs *ctx, bool ptsz, __u32 api)
 	l.block[0] = (__u32)PT_REGS_PARM5(ctx);
 	l.block[1] = (__u32)PT_REGS_PARM6(ctx);
 	l.block[2] = (__u32)st.bz;
-	return launch(ctx, &l, api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_LAUNCH, l.stream, &l, api);
 }
 
 /* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) */
@@ -490,7 +582,7 @@ static __always_inline int drv_launch_ex(struct pt_regs *ctx, bool ptsz, __u32 a
 	l.stream = norm_stream(c.stream, ptsz);
 	__builtin_memcpy(l.grid, c.grid, sizeof(l.grid));
 	__builtin_memcpy(l.block, c.block, sizeof(l.block));
-	return launch(ctx, &l, api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_LAUNCH, l.stream, &l, api);
 }
 
 /* cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s), cuGraphLaunch(CUgraphExec, CUstream) */
@@ -501,7 +593,7 @@ static __always_inline int graph_launch(struct pt_regs *ctx, bool ptsz, __u32 ap
 		.flags = TS_KS_GRAPH, .graph = true,
 	};
 
-	return launch(ctx, &l, api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_LAUNCH, l.stream, &l, api);
 }
 
 BOTH_STREAMS(cuda_launch, rt_launch, TS_GPU_RUNTIME)
@@ -525,13 +617,15 @@ static __always_inline int async_copy(struct pt_regs *ctx, __u64 stream, __u32 a
 /* cudaMemcpyAsync(dst, src, count, kind, stream) */
 static __always_inline int rt_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(ctx, norm_stream(PT_REGS_PARM5(ctx), ptsz), api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_COPY, norm_stream(PT_REGS_PARM5(ctx), ptsz), NULL,
+		    api);
 }
 
 /* cuMemcpyDtoHAsync_v2(dst, src, bytes, stream), cuMemcpyAsync(dst, src, bytes, stream) */
 static __always_inline int drv_copy_async(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return async_copy(ctx, norm_stream(PT_REGS_PARM4(ctx), ptsz), api);
+	return jump(ctx, PROG_STREAM_WORK, WORK_COPY, norm_stream(PT_REGS_PARM4(ctx), ptsz), NULL,
+		    api);
 }
 
 BOTH_STREAMS(cuda_copy_async, rt_copy_async, TS_GPU_RUNTIME)
@@ -682,9 +776,16 @@ SYNC_CALL(cuda_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, TS_GPU_RUNTIME
 SYNC_CALL(cu_event_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_EVENT, TS_GPU_DRIVER)
 SYNC_CALL(cuda_event_query, TS_GPU_QUERY_DONE, TS_GPU_SCOPE_EVENT, TS_GPU_RUNTIME)
 SYNC_CALL(cu_event_query, TS_GPU_QUERY_DONE, TS_GPU_SCOPE_EVENT, TS_GPU_DRIVER)
-/* cudaDeviceSynchronize(), cuCtxSynchronize() */
-SYNC_CALL(cuda_device_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, TS_GPU_RUNTIME)
-SYNC_CALL(cu_ctx_sync, TS_GPU_SYNC_ENTER, TS_GPU_SCOPE_DEVICE, TS_GPU_DRIVER)
+/* cudaDeviceSynchronize(), cuCtxSynchronize(): flushing every stream, the shared work */
+SEC("uprobe") int cuda_device_sync(struct pt_regs *ctx)
+{
+	return jump(ctx, PROG_DEVICE_SYNC, 0, 0, NULL, TS_GPU_RUNTIME);
+}
+
+SEC("uprobe") int cu_ctx_sync(struct pt_regs *ctx)
+{
+	return jump(ctx, PROG_DEVICE_SYNC, 0, 0, NULL, TS_GPU_DRIVER);
+}
 
 /* ---- stream capture: launches into a capture build a graph, they do not run ---- */
 
@@ -706,12 +807,14 @@ static __always_inline int capture(__u64 stream, __u32 on)
  * driver alike. */
 static __always_inline int capture_begin_fn(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return capture(norm_stream(PT_REGS_PARM1(ctx), ptsz), 1);
+	return jump(ctx, PROG_STREAM_WORK, WORK_CAPTURE_BEGIN, norm_stream(PT_REGS_PARM1(ctx), ptsz),
+		    NULL, api);
 }
 
 static __always_inline int capture_end_fn(struct pt_regs *ctx, bool ptsz, __u32 api)
 {
-	return capture(norm_stream(PT_REGS_PARM1(ctx), ptsz), 0);
+	return jump(ctx, PROG_STREAM_WORK, WORK_CAPTURE_END, norm_stream(PT_REGS_PARM1(ctx), ptsz),
+		    NULL, api);
 }
 
 BOTH_STREAMS(capture_begin, capture_begin_fn, 0)

@@ -71,7 +71,7 @@ struct llama_scratch {
 	/* the chunk being read (read_token's) */
 	__u64 stride;	   /* bytes between the tokens' sequence ids, 0: one read per token */
 	__u32 failed;	   /* a token's sequence id could not be read */
-	__u32 _pad;
+	__u32 entry_flags; /* the entry program's, for llama_step_enter */
 	__u8 slot[TS_LLAMA_SEQS]; /* a seen sequence id's entry in rec.seqs */
 	__s32 pos[CHUNK];
 	__s32 nseq[CHUNK];
@@ -208,25 +208,28 @@ TS_LOOP_STEP(read_chunk)
 	return 0;
 }
 
-static __always_inline int step_enter(struct pt_regs *ctx, __u32 flags)
+/* The step's entry, for llama_decode and llama_encode alike (flags: the entry's, in the
+ * scratch): one program both entries tail-call, so that its batch reading (30 000
+ * instructions) is verified once, not twice (docs/performance.md, Start). Attached nowhere. */
+SEC("uprobe")
+int llama_step_enter(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, zero = 0;
+	__u32 tid = (__u32)id, zero = 0, flags;
 	struct llama_call *c;
 	struct llama_scratch *s;
 	struct ts_llama_step *r;
 
-	if (!ts_traced(id >> 32))
+	s = bpf_map_lookup_elem(&llama_scratch, &zero);
+	if (!s)
 		return 0;
+	flags = s->entry_flags;
 	c = bpf_map_lookup_elem(&llama_calls, &tid);
 	if (c && c->depth && bpf_ktime_get_ns() - c->rec.enter_ns < STALE_NS) {
 		c->depth++; /* the call a shim makes: the same step */
 		ts_count(TS_CNT_LLAMA_NESTED, 1);
 		return 0;
 	}
-	s = bpf_map_lookup_elem(&llama_scratch, &zero);
-	if (!s)
-		return 0;
 	/* seqs[id] is only read once seqs_seen has its bit, and then it was set whole */
 	r = &s->call.rec;
 	s->call.depth = 1;
@@ -267,16 +270,41 @@ static __always_inline int step_enter(struct pt_regs *ctx, __u32 flags)
 	return 0;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__array(values, int(struct pt_regs *));
+} llama_step_read SEC(".maps") = {
+	.values = { [0] = (void *)&llama_step_enter },
+};
+
+static __always_inline int enter_as(struct pt_regs *ctx, __u32 flags)
+{
+	__u32 zero = 0;
+	struct llama_scratch *s;
+
+	if (!ts_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	s = bpf_map_lookup_elem(&llama_scratch, &zero);
+	if (!s)
+		return 0;
+	s->entry_flags = flags;
+	bpf_tail_call(ctx, &llama_step_read, 0);
+	ts_count(TS_CNT_LLAMA_DROPS, 1); /* the tail call failed: the step goes unseen */
+	return 0;
+}
+
 SEC("uprobe")
 int llama_decode_enter(struct pt_regs *ctx)
 {
-	return step_enter(ctx, 0);
+	return enter_as(ctx, 0);
 }
 
 SEC("uprobe")
 int llama_encode_enter(struct pt_regs *ctx)
 {
-	return step_enter(ctx, TS_LLAMA_ENCODE);
+	return enter_as(ctx, TS_LLAMA_ENCODE);
 }
 
 SEC("uretprobe")

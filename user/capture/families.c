@@ -3,12 +3,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "stream/pipeline.h"
 #include "capture/attach.h"
 #include "capture/cuda_names.h"
@@ -19,15 +21,17 @@
 #include "cuda_legacy.skel.h"
 #include "llama.skel.h"
 #include "llama_legacy.skel.h"
+#include "maps.skel.h"
+#include "maps_legacy.skel.h"
 #include "sock.skel.h"
 #include "sock_core.skel.h"
 #include "sock_legacy.skel.h"
 #include "tls.skel.h"
 #include "tls_legacy.skel.h"
 
-/* A map that the first family also has, by name (events, counters, pids, and what two
- * families share on purpose, like tls_calls), is created by the first and reused by the
- * others: one map, whichever program writes it. */
+/* A map that the first build loaded also has, by name (events, counters, pids, and what two
+ * families share on purpose, like tls_calls), is created by it and reused by the others: one
+ * map, whichever program writes it. The first is bpf/maps.bpf.c's, which has only them. */
 
 /* What live capture needs from a generated skeleton, whatever its type. */
 #define SKELETON_GLUE(x)                                                                      \
@@ -44,6 +48,8 @@
 	static int x##_load(void *s) { return x##_bpf__load(s); }                              \
 	static void x##_destroy(void *s) { x##_bpf__destroy(s); }
 
+SKELETON_GLUE(maps)
+SKELETON_GLUE(maps_legacy)
 SKELETON_GLUE(tls)
 SKELETON_GLUE(cuda)
 SKELETON_GLUE(sock)
@@ -143,9 +149,13 @@ static bool plaintext_legacy_wanted(const struct live_opts *o)
  * a line here (FAMILY_BUILDS in families.h counts them); its uprobe sets (if any) in attach.c;
  * its record types in bpf/tokenscope.h and their row in stream/pipeline.c's record_kinds.
  * Tracepoint, tp_btf, fentry and fexit programs attach by themselves.
- * The first family loaded owns the shared maps: TLS, not optional, in one of its builds.
+ * The first build loaded owns the shared maps: bpf/maps.bpf.c's, which has nothing else; it
+ * loads alone, then every other build at once (open_families).
  */
 static const struct probe_family families[] = {
+	/* the shared maps: loaded first and alone, then the families at once */
+	BUILD("maps", maps, "shared maps", false, default_wanted, NULL, NULL, NULL),
+	BUILD("maps", maps_legacy, "shared maps (5.10)", false, legacy_wanted, NULL, NULL, NULL),
 	BUILD("tls", tls, "TLS", false, default_wanted, NULL, NULL, NULL),
 	BUILD("tls", tls_legacy, "TLS (5.10 programs)", false, legacy_wanted, NULL, NULL, NULL),
 	BUILD("cuda", cuda, "CUDA", true, default_wanted, NULL, cuda_before, cuda_after),
@@ -201,9 +211,49 @@ static void set_filter(struct ts_filter *f, const struct live_opts *o)
 	}
 }
 
-/* Open, filter, size or share the maps, load. Returns NULL with the failed step in *step. */
-static void *open_family(const struct probe_family *f, const struct live_opts *o,
-			 struct bpf_object *owner, bool uprobe_multi, const char **step)
+/* TOKENSCOPE_VERIFIER_STATS=1 (make bench's start section): each program's verifier time and
+ * instructions processed, said on stderr after its family's load (the table in
+ * docs/performance.md, Start). The log buffers live as long as the process: a measuring run. */
+#define STATS_LOG 65536
+
+static void ask_verifier_stats(struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		char *buf = calloc(1, STATS_LOG);
+
+		if (buf && bpf_program__autoload(prog)) {
+			bpf_program__set_log_level(prog, 4); /* BPF_LOG_STATS */
+			bpf_program__set_log_buf(prog, buf, STATS_LOG);
+		}
+	}
+}
+
+static void say_verifier_stats(const struct probe_family *f, struct bpf_object *obj)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		size_t n;
+		const char *log = bpf_program__log_buf(prog, &n);
+		const char *t = log ? strstr(log, "verification time ") : NULL;
+		const char *i = log ? strstr(log, "processed ") : NULL;
+		unsigned long us = 0, insns = 0;
+
+		if (!t || !i)
+			continue;
+		sscanf(t, "verification time %lu", &us);
+		sscanf(i, "processed %lu", &insns);
+		fprintf(stderr, "tokenscope: verifier: %s %s %lu us %lu insns\n", f->name,
+			bpf_program__name(prog), us, insns);
+	}
+}
+
+/* Open, filter, size or share the maps (owner: the loaded build that holds them; NULL for
+ * the first). Returns NULL with the failed step in *step. */
+static void *prepare_family(const struct probe_family *f, const struct live_opts *o,
+			    struct bpf_object *owner, bool uprobe_multi, const char **step)
 {
 	struct bpf_object *obj;
 	struct bpf_map *map;
@@ -232,39 +282,114 @@ static void *open_family(const struct probe_family *f, const struct live_opts *o
 	if (uprobe_multi)
 		attacher__prepare_uprobe_multi(obj);
 	kernel__fit_tracepoints(f->what, obj);
-	*step = "load (run with -vv for the verifier log)";
-	if (f->load(skel))
-		goto fail;
+	if (getenv("TOKENSCOPE_VERIFIER_STATS"))
+		ask_verifier_stats(obj);
 	return skel;
 fail:
 	f->destroy(skel);
 	return NULL;
 }
 
+#define LOAD_STEP "load (run with -vv for the verifier log)"
+
+/* One build's load (the verifier's work), on a thread of its own. */
+struct family_load {
+	const struct probe_family *f;
+	void *skel;
+	pthread_t thread;
+	bool started;
+	int err;	 /* errno where the load failed, else 0 */
+	uint64_t end_ns;
+};
+
+static void *load_family(void *arg)
+{
+	struct family_load *l = arg;
+
+	errno = 0;
+	l->err = l->f->load(l->skel) ? (errno ? errno : EINVAL) : 0;
+	l->end_ns = clock__now_ns();
+	if (getenv("TOKENSCOPE_VERIFIER_STATS"))
+		say_verifier_stats(l->f, l->f->object(l->skel));
+	return NULL;
+}
+
+/* A build that failed: said, and left out where it is optional. Returns -1 where it is not. */
+static int family_failed(const struct probe_family *f, const char *step, int err)
+{
+	if (!f->optional) {
+		fprintf(stderr, "tokenscope: cannot %s the %s probes: %s\n", step, f->what,
+			strerror(err ? err : EINVAL));
+		return -1;
+	}
+	fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
+		f->what, step, strerror(err ? err : EINVAL));
+	return 0;
+}
+
+/*
+ * Each wanted build opened and prepared in turn; the first (the owner of the shared maps)
+ * loaded at once, for the others take its maps' fds; the others then loaded at the same time,
+ * each on a thread: the verifier's work is most of the start (docs/performance.md, Start),
+ * each object's is its own, and libbpf keeps no state across objects that a load writes.
+ */
 static int open_families(struct families *fs, const struct live_opts *o)
 {
+	struct family_load loads[FAMILY_BUILDS] = { 0 };
+	int rc = 0;
 	size_t i;
 
-	for (i = 0; i < FAMILY_BUILDS; i++) {
+	for (i = 0; i < FAMILY_BUILDS && !rc; i++) {
 		const struct probe_family *f = &families[i];
+		struct bpf_object *owner = families__owner(fs);
 		const char *step;
+		void *skel;
 
 		if (f->wanted && !f->wanted(o))
 			continue;
 		errno = 0;
-		fs->skel[i] = open_family(f, o, families__owner(fs), fs->uprobe_multi, &step);
-		if (fs->skel[i])
+		fs->load_ns[i] = clock__now_ns();
+		skel = prepare_family(f, o, owner, fs->uprobe_multi, &step);
+		if (!skel) {
+			rc = family_failed(f, step, errno);
 			continue;
-		if (!f->optional) {
-			fprintf(stderr, "tokenscope: cannot %s the %s probes: %s\n", step, f->what,
-				strerror(errno ? errno : EINVAL));
-			break;
 		}
-		fprintf(stderr, "tokenscope: %s probes unavailable (%s: %s); tracing without them\n",
-			f->what, step, strerror(errno ? errno : EINVAL));
+		loads[i] = (struct family_load){ .f = f, .skel = skel };
+		if (owner) {
+			loads[i].started = !pthread_create(&loads[i].thread, NULL, load_family,
+							   &loads[i]);
+			if (!loads[i].started) /* no thread: load it here */
+				load_family(&loads[i]);
+			continue;
+		}
+		load_family(&loads[i]);
+		if (loads[i].err) {
+			f->destroy(skel);
+			loads[i].skel = NULL;
+			rc = family_failed(f, LOAD_STEP, loads[i].err);
+			continue;
+		}
+		fs->skel[i] = skel;
+		fs->load_ns[i] = loads[i].end_ns - fs->load_ns[i];
+	}
+	for (i = 0; i < FAMILY_BUILDS; i++) {
+		struct family_load *l = &loads[i];
+
+		if (!l->skel || fs->skel[i])
+			continue;
+		if (l->started)
+			pthread_join(l->thread, NULL);
+		fs->load_ns[i] = l->end_ns - fs->load_ns[i];
+		if (!l->err && !rc) {
+			fs->skel[i] = l->skel;
+			continue;
+		}
+		l->f->destroy(l->skel);
+		if (l->err && family_failed(l->f, LOAD_STEP, l->err))
+			rc = -1;
 	}
 	kernel__forget(); /* what the families needed to know of the kernel, known now */
-	return i < FAMILY_BUILDS ? -1 : 0;
+	return rc;
 }
 
 /* Tracepoints and tp_btf programs attach by their section name; uprobes are attach.c's. */
@@ -277,27 +402,31 @@ int families__attach_auto(struct families *fs)
 			continue;
 		bpf_object__for_each_program(prog, obj_of(fs, i)) {
 			enum bpf_prog_type t = bpf_program__type(prog);
-			struct bpf_link *l;
+			size_t n = t == BPF_PROG_TYPE_TRACEPOINT ? tracefs__count(prog) : 1;
 
 			if ((t != BPF_PROG_TYPE_TRACING && t != BPF_PROG_TYPE_TRACEPOINT) ||
 			    !bpf_program__autoload(prog))
 				continue;
-			if (!array__reserve((void **)&fs->links, &fs->linkcap, fs->nlinks + 1,
-					    sizeof(*fs->links))) {
-				fprintf(stderr, "tokenscope: out of memory\n");
-				return -1;
+			for (size_t k = 0; k < n; k++) {
+				struct bpf_link *l;
+
+				if (!array__reserve((void **)&fs->links, &fs->linkcap, fs->nlinks + 1,
+						    sizeof(*fs->links))) {
+					fprintf(stderr, "tokenscope: out of memory\n");
+					return -1;
+				}
+				l = t == BPF_PROG_TYPE_TRACEPOINT ? tracefs__attach(prog, k)
+								  : bpf_program__attach(prog);
+				if (l) {
+					fs->links[fs->nlinks++] = l;
+					continue;
+				}
+				fprintf(stderr, "tokenscope: %scannot attach %s (%zu of %zu): %s\n",
+					families[i].optional ? "warning: " : "",
+					bpf_program__name(prog), k + 1, n, strerror(errno));
+				if (!families[i].optional)
+					return -1;
 			}
-			l = t == BPF_PROG_TYPE_TRACEPOINT ? tracefs__attach(prog)
-							  : bpf_program__attach(prog);
-			if (l) {
-				fs->links[fs->nlinks++] = l;
-				continue;
-			}
-			fprintf(stderr, "tokenscope: %scannot attach %s: %s\n",
-				families[i].optional ? "warning: " : "", bpf_program__name(prog),
-				strerror(errno));
-			if (!families[i].optional)
-				return -1;
 		}
 	}
 	return 0;
@@ -331,6 +460,18 @@ int families__load(struct families *fs, const struct live_opts *o)
 		}
 	}
 	return 0;
+}
+
+void families__say_load_times(const struct families *fs, char *out, size_t n)
+{
+	size_t o = 0;
+
+	out[0] = 0;
+	for (size_t i = 0; i < FAMILY_BUILDS && o < n; i++) {
+		if (fs->skel[i])
+			o += (size_t)snprintf(out + o, n - o, "%s%s %.0f ms", o ? ", " : "",
+					      families[i].what, fs->load_ns[i] / 1e6);
+	}
 }
 
 void families__add_uprobe_sets(const struct families *fs, struct attacher *att)

@@ -12,11 +12,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "capture/live.h"
 
-/* Builds in the table (families.c): tls, cuda, sock, sock_core, llama, and the four legacy. */
-#define FAMILY_BUILDS 9
+/* Builds in the table (families.c): the shared maps, tls, cuda, sock, sock_core, llama, and
+ * the five legacy. */
+#define FAMILY_BUILDS 11
 
 struct attacher;
 struct bpf_link;
@@ -29,7 +31,10 @@ struct families {
 	bool uprobe_multi;	    /* uprobes as uprobe_multi links (attach.h); set before load */
 	struct bpf_link **links;   /* auto-attached programs of every family */
 	size_t nlinks, linkcap;
+	uint64_t load_ns[FAMILY_BUILDS]; /* how long each build took to open and load */
 };
+/* Each loaded build's name and load time, "tls 120 ms, sock 80 ms" (for -v). */
+void families__say_load_times(const struct families *fs, char *out, size_t n);
 
 /* What a family's live-side work on a record uses. */
 struct family_work {

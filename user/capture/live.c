@@ -265,7 +265,7 @@ static void on_event(void *ctx, const void *data, size_t size)
 	}
 }
 
-/* The per-CPU counters of all families (they share the first one's map), summed. */
+/* The per-CPU counters of all families (they share the maps object's: families.h), summed. */
 static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -297,6 +297,9 @@ static int setup(struct live *lv)
 	struct bpf_map *events;
 	bool forced_off;
 	int pids_fd, err;
+	/* -v: where the start's time goes (docs/performance.md, Start) */
+	uint64_t t0 = clock__now_ns(), t_load, t_attach, t_ring;
+	char loads[256];
 
 	/* phase: open, set filters, load */
 	/* TOKENSCOPE_UPROBE_MULTI=0: perf-event uprobes, as on kernels before 6.6 (the tests
@@ -311,6 +314,7 @@ static int setup(struct live *lv)
 					 : "perf events (this kernel has no uprobe_multi links)");
 	if (families__load(&lv->fams, o))
 		return -1;
+	t_load = clock__now_ns();
 	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(families__owner(&lv->fams), "pids"));
 	for (int i = 0; i < o->npids; i++) {
 		__u32 pid = (__u32)o->pids[i];
@@ -329,6 +333,7 @@ static int setup(struct live *lv)
 	tracefs__release();
 	if (err)
 		return -1;
+	t_attach = clock__now_ns();
 	lv->att = attacher__new(o->verbose, lv->fams.uprobe_multi);
 	lv->work = (struct family_work){ cuda_names__new(), lv->pl };
 	lv->nat = nat__new();
@@ -346,6 +351,8 @@ static int setup(struct live *lv)
 		return -1;
 	}
 
+	t_ring = clock__now_ns();
+
 	/* phase: find and probe every library */
 	attacher__scan_system(lv->att);
 	if (o->npids) {
@@ -358,6 +365,13 @@ static int setup(struct live *lv)
 		fprintf(stderr, "tokenscope: no OpenSSL library found (no libssl.so.3/1.1 on this "
 				"system and no running process maps a file exporting SSL_read)\n");
 		return -1;
+	}
+	if (o->verbose) {
+		families__say_load_times(&lv->fams, loads, sizeof(loads));
+		fprintf(stderr, "tokenscope: start: load %.0f ms (%s), tracepoints %.0f ms, ring and "
+				"attacher %.0f ms, libraries and processes probed %.0f ms\n",
+			(t_load - t0) / 1e6, loads, (t_attach - t_load) / 1e6, (t_ring - t_attach) / 1e6,
+			(clock__now_ns() - t_ring) / 1e6);
 	}
 	return 0;
 }

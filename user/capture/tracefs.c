@@ -77,12 +77,12 @@ static long tracepoint_id(const char *category, const char *name)
 	return strtol(text, NULL, 10);
 }
 
-struct bpf_link *tracefs__attach(struct bpf_program *prog)
+struct bpf_link *tracefs__attach(struct bpf_program *prog, size_t k)
 {
-	const char *sec = bpf_program__section_name(prog), *slash;
-	char category[64];
+	const char *sec = bpf_program__section_name(prog), *slash, *name, *end;
+	char category[64], one[128];
 
-	/* "tracepoint/CATEGORY/NAME" or "tp/CATEGORY/NAME" */
+	/* "tracepoint/CATEGORY/NAME[,NAME...]" or "tp/CATEGORY/..." */
 	sec = strchr(sec, '/');
 	slash = sec ? strchr(sec + 1, '/') : NULL;
 	if (!slash || (size_t)(slash - sec - 1) >= sizeof(category)) {
@@ -90,7 +90,32 @@ struct bpf_link *tracefs__attach(struct bpf_program *prog)
 		return NULL;
 	}
 	snprintf(category, sizeof(category), "%.*s", (int)(slash - sec - 1), sec + 1);
-	return tracefs__attach_to(prog, category, slash + 1);
+	for (name = slash + 1; k && name; k--) {
+		name = strchr(name, ',');
+		name = name ? name + 1 : NULL;
+	}
+	if (!name) {
+		errno = ENOENT;
+		return NULL;
+	}
+	end = strchr(name, ',');
+	if (!end)
+		end = name + strlen(name);
+	if ((size_t)(end - name) >= sizeof(one)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	snprintf(one, sizeof(one), "%.*s", (int)(end - name), name);
+	return tracefs__attach_to(prog, category, one);
+}
+
+size_t tracefs__count(const struct bpf_program *prog)
+{
+	size_t n = 1;
+
+	for (const char *c = bpf_program__section_name(prog); *c; c++)
+		n += *c == ',';
+	return n;
 }
 
 struct bpf_link *tracefs__attach_to(struct bpf_program *prog, const char *category,

@@ -6,10 +6,15 @@
 #ifndef TS_TRACEFS_H
 #define TS_TRACEFS_H
 
+#include <stddef.h>
+
 struct bpf_program;
 
-/* Attach prog to the tracepoint its section names; NULL with errno set on failure. */
-struct bpf_link *tracefs__attach(struct bpf_program *prog);
+/* How many tracepoints prog's section names: "tracepoint/CATEGORY/NAME[,NAME...]" (one
+ * program on several tracepoints of a category is verified once). */
+size_t tracefs__count(const struct bpf_program *prog);
+/* Attach prog to the k-th tracepoint its section names; NULL with errno set on failure. */
+struct bpf_link *tracefs__attach(struct bpf_program *prog, size_t k);
 /* The same, to the tracepoint CATEGORY/NAME whatever the section says. */
 struct bpf_link *tracefs__attach_to(struct bpf_program *prog, const char *category,
 				    const char *name);
