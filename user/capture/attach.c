@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -184,6 +185,14 @@ struct seen_file {
 	unsigned sets; /* bit per uprobe set it got */
 };
 
+/* A file as a process's maps name it (their device and inode), once examined: later
+ * processes that map it need no stat of it (a forked client maps a dozen files, and dlopens
+ * make its maps be read again). */
+struct mapped_file {
+	uint64_t dev, ino;
+	unsigned sets;
+};
+
 struct rescan {
 	pid_t pid;
 	uint64_t due_ns;
@@ -199,6 +208,10 @@ struct attacher {
 	int verbose;
 	struct seen_file *seen; /* every file already examined, probed or not */
 	size_t nseen, seencap;
+	struct mapped_file *mapped; /* of them, those a maps line named, by its dev and inode */
+	size_t nmapped, mappedcap;
+	char maps_buf[1 << 16];	    /* scan_one's stdio buffer for /proc/PID/maps */
+	bool maps_query;	    /* the kernel answers PROCMAP_QUERY (procmaps.h) */
 	struct bpf_link **links; /* perf-event uprobes (libbpf's) */
 	size_t nlinks, linkcap;
 	bool uprobe_multi;	 /* else perf-event uprobes */
@@ -294,6 +307,10 @@ struct attacher *attacher__new(int verbose, bool uprobe_multi)
 	if (a) {
 		a->verbose = verbose;
 		a->uprobe_multi = uprobe_multi;
+		/* TOKENSCOPE_MAPS_TEXT=1: maps read as text, as before 6.11 (the kernel matrix's
+		 * kernels are all older: they read the text) */
+		a->maps_query = !(getenv("TOKENSCOPE_MAPS_TEXT") &&
+				  !strcmp(getenv("TOKENSCOPE_MAPS_TEXT"), "1"));
 	}
 	return a;
 }
@@ -317,6 +334,7 @@ void attacher__free(struct attacher *a)
 		close(a->multi_fds[i]);
 	free(a->multi_fds);
 	free(a->seen);
+	free(a->mapped);
 	free(a->rescans);
 	free(a);
 }
@@ -336,15 +354,23 @@ void attacher__on_cuda(struct attacher *a, attacher_cuda_fn fn, void *ctx)
 	a->on_cuda_ctx = ctx;
 }
 
-/* Returns true the first time a file is seen; a->last_sets tells what it got. */
-static bool first_sight(struct attacher *a, const struct stat *st)
+/* A file examined before (its sets in a->last_sets). */
+static bool seen_before(struct attacher *a, const struct stat *st)
 {
 	for (size_t i = 0; i < a->nseen; i++) {
 		if (a->seen[i].dev == st->st_dev && a->seen[i].ino == st->st_ino) {
 			a->last_sets = a->seen[i].sets;
-			return false;
+			return true;
 		}
 	}
+	return false;
+}
+
+/* Returns true the first time a file is seen; a->last_sets tells what it got. */
+static bool first_sight(struct attacher *a, const struct stat *st)
+{
+	if (seen_before(a, st))
+		return false;
 	a->last_sets = 0;
 	if (!array__reserve((void **)&a->seen, &a->seencap, a->nseen + 1, sizeof(*a->seen)))
 		return false;
@@ -570,52 +596,97 @@ void attacher__scan_system(struct attacher *a)
 
 /* A path from /proc/PID/maps names a file in that process's mount namespace: reach it through
  * /proc/PID/root unless it is the same file as seen from here. */
-static void examine_mapped(struct attacher *a, pid_t pid, const char *path)
+static bool examine_mapped(struct attacher *a, pid_t pid, const char *path)
 {
 	char rooted[PATH_MAX];
 	struct stat here, there;
 
 	if (snprintf(rooted, sizeof(rooted), "/proc/%d/root%s", pid, path) >= (int)sizeof(rooted))
-		return;
+		return false;
 	if (stat(rooted, &there))
-		return;
+		return false;
 	if (!stat(path, &here) && here.st_dev == there.st_dev && here.st_ino == there.st_ino)
 		examine(a, path);
 	else
 		examine(a, rooted);
+	return true;
+}
+
+/* A maps line's file examined before: its sets in a->last_sets. */
+static bool mapped_before(struct attacher *a, const struct maps_entry *e)
+{
+	for (size_t i = 0; i < a->nmapped; i++) {
+		if (a->mapped[i].ino == e->ino && a->mapped[i].dev == e->dev) {
+			a->last_sets = a->mapped[i].sets;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A mapped file not examined before (e: its maps line or query): examined, and remembered by
+ * the device and inode its maps name. */
+static void note_mapped(struct attacher *a, pid_t pid, const struct maps_entry *e,
+			const char *path)
+{
+	if (examine_mapped(a, pid, path) &&
+	    array__reserve((void **)&a->mapped, &a->mappedcap, a->nmapped + 1, sizeof(*a->mapped)))
+		a->mapped[a->nmapped++] = (struct mapped_file){ e->dev, e->ino, a->last_sets };
 }
 
 static void scan_one(struct attacher *a, pid_t pid)
 {
 	char fn[64], line[PATH_MAX + 256], exe[PATH_MAX];
-	bool cuda = false;
+	struct maps_entry e;
+	struct stat st;
+	bool cuda = false, queried = false;
+	int fd, got = 0;
 	FILE *f;
 	ssize_t n;
 
 	a->last_sets = 0;
-	/* The executable first: node and static builds carry OpenSSL inside. */
+	/* The executable first: node and static builds carry OpenSSL inside. One stat where it
+	 * was examined before. */
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", pid);
-	n = readlink(fn, exe, sizeof(exe) - 1);
-	if (n > 0 && exe[0] == '/') {
+	if (!stat(fn, &st) && seen_before(a, &st)) {
+		/* a->last_sets: its sets */
+	} else if ((n = readlink(fn, exe, sizeof(exe) - 1)) > 0 && exe[0] == '/') {
 		exe[n] = 0;
 		if (!strstr(exe, " (deleted)"))
 			examine_mapped(a, pid, exe);
 	}
 	cuda = a->last_sets & (1u << SET_CUDA);
 	snprintf(fn, sizeof(fn), "/proc/%d/maps", pid);
-	f = fopen(fn, "re");
-	if (!f)
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return; /* gone already, or not ours to read */
+	/* Linux 6.11 on: its executable file mappings alone, a name read only for a new file */
+	for (uint64_t from = 0; a->maps_query && (got = procmaps__next_exec(fd, &from, &e)) > 0;) {
+		a->last_sets = 0;
+		if (!mapped_before(a, &e) && !procmaps__name(fd, e.start, line, sizeof(line)) &&
+		    line[0] == '/' && !strstr(line, " (deleted)"))
+			note_mapped(a, pid, &e, line);
+		cuda |= a->last_sets & (1u << SET_CUDA);
+		queried = true;
+	}
+	if (a->maps_query && got < 0 && !queried && (errno == ENOTTY || errno == EINVAL))
+		a->maps_query = false; /* an older kernel: its maps' text from now on */
+	if (a->maps_query || !(f = fdopen(fd, "re"))) {
+		close(fd);
+		goto done;
+	}
+	/* the whole file in a read or two (a 4 KiB buffer took a dozen for a Python process) */
+	setvbuf(f, a->maps_buf, _IOFBF, sizeof(a->maps_buf));
 	while (fgets(line, sizeof(line), f)) {
-		struct maps_entry e;
-
 		if (procmaps__parse(line, &e) || !procmaps__is_exec_file(&e))
 			continue;
 		a->last_sets = 0;
-		examine_mapped(a, pid, e.path);
+		if (!mapped_before(a, &e))
+			note_mapped(a, pid, &e, e.path);
 		cuda |= a->last_sets & (1u << SET_CUDA);
 	}
 	fclose(f);
+done:
 	if (cuda && a->on_cuda)
 		a->on_cuda(a->on_cuda_ctx, pid);
 }

@@ -233,6 +233,18 @@ static int lookup(struct nat *n, uint32_t netns, uint32_t pid, const struct ts_s
 	return rc == 0 && n->found;
 }
 
+/* A connection to a loopback address: no Service address, and no lookup (a query per
+ * connection is a short-lived client's largest cost but one). */
+static bool loopback_peer(const struct ts_sock_addr *a)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	static const uint8_t v6lo[16] = { [15] = 1 };
+
+	if (a->family == AF_INET)
+		return a->raddr[0] == 127;
+	return !memcmp(a->raddr, v6lo, 16) || (!memcmp(a->raddr, v4mapped, 12) && a->raddr[12] == 127);
+}
+
 void nat__note(struct nat *n, struct pipeline *pl, const void *rec)
 {
 	const struct ts_event_hdr *h = rec;
@@ -261,7 +273,7 @@ void nat__note(struct nat *n, struct pipeline *pl, const void *rec)
 	} else {
 		return;
 	}
-	if (n->off || (a->family != AF_INET && a->family != AF_INET6) ||
+	if (n->off || (a->family != AF_INET && a->family != AF_INET6) || loopback_peer(a) ||
 	    !conntrack_loaded(n, now))
 		return;
 	/* in the socket's namespace (a rule in the pod's own), then in the tracer's (the node's:

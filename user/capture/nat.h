@@ -8,7 +8,7 @@
  * rule in the pod's own namespace put it) and then in the tracer's own (where kube-proxy's
  * rules put it), and sends what it found as a record (TS_REC_SOCK_NAT), so that a replay
  * joins the same. Nothing is looked up while conntrack is not loaded (no NAT can exist, and a
- * query must not load it).
+ * query must not load it), nor for a connection to a loopback address (no Service has one).
  *
  * Needs CAP_NET_ADMIN (conntrack's netlink), and CAP_SYS_ADMIN to look in another namespace
  * (setns); without them such connections stay unjoined, said once, never joined wrongly.
