@@ -285,7 +285,7 @@ demo: deps
 bench: deps
 	$(Q)./scripts/setup.sh bench
 	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
-		$(OUTPUT)/sockbench $(OUTPUT)/llamabench $(OUTPUT)/gotlsbench
+		$(OUTPUT)/sockbench $(OUTPUT)/llamabench $(OUTPUT)/gotlsbench $(OUTPUT)/topbench
 	$(Q)./bench/run.sh
 
 $(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
@@ -297,6 +297,11 @@ $(OUTPUT)/gpubench: bench/gpubench.c gpu-testbed
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< -L$(CUDA_LIB) -lcudart -L$(OUTPUT)/gpu -lcuda \
 		-Wl,-rpath,$(CUDA_LIB) -Wl,-rpath,$(abspath $(OUTPUT)/gpu) -o $@
+
+# One refresh of `tokenscope top` with 10 000 requests in its window (bench/topbench.c).
+$(OUTPUT)/topbench: bench/topbench.c $(CORE_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $^ $(LDLIBS_UNIT) -o $@
 
 $(OUTPUT)/libllamastub.so: bench/llamastub.c | $(OUTPUT)
 	$(call msg,LINK,$@)

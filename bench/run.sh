@@ -25,8 +25,8 @@ work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
 trap '[ -z "$tracer$server" ] || kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
 tracer= server=
 
-# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine
-want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine} " in *" $1 "*) ;; *) return 1 ;; esac; }
+# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine top
+want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine top} " in *" $1 "*) ;; *) return 1 ;; esac; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # a process's CPU time so far, every thread, in ns (schedstat: time on a CPU)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
@@ -208,6 +208,15 @@ for r in $(seq 5); do
 done
 printf "  start (exec to every probe attached): %d ms; Ctrl-C to exit: %d ms; to every probe removed: %d ms\n" \
 	"$(median <"$work/start")" "$(median <"$work/stop")" "$(median <"$work/gone")"
+# where the start goes: one more run, its phases (-v) and each family's verifier time
+# (TOKENSCOPE_VERIFIER_STATS: the kernel's own count, summed over the family's programs)
+TOKENSCOPE_VERIFIER_STATS=1 ./tokenscope -q -v -d 1 2>"$work/start.v" >/dev/null
+while detaching; do sleep 0.01; done
+sed -n 's/^tokenscope: start: /  start phases (one run): /p' "$work/start.v"
+awk '/^tokenscope: verifier: / { us[$3] += $5; n[$3]++; insns[$3] += $7 }
+	END { printf "  verifier time by family (one run, loads in parallel):"
+		for (f in us) printf " %s %.0f ms (%d programs, %d instructions)", f, us[f] / 1000, n[f], insns[f]
+		printf "\n" }' "$work/start.v"
 fi
 
 if want pipeline; then
@@ -307,6 +316,12 @@ done | awk '{
 }'
 fi
 
+if want top; then
+# One refresh of `tokenscope top`: the figures of a 60 s window holding 10 000 requests
+# (bench/topbench.c; its own CPU time, not the screen's drawing)
+printf "  top: %s\n" "$(.output/topbench 10000 51)"
+fi
+
 if want fork; then
 # Many short-lived client processes (a fork-per-request client): RSS and CPU per tenth of 50 000
 # requests, each from its own process, then the same requests from one process.
@@ -327,6 +342,10 @@ awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
 		for (i = 1; i <= n; i++) printf " %d", t[i]
 		printf " ticks\n"
 	}' "$work/fork.one"
+# what a process costs beside its requests: the two runs' CPU apart, per process (10 ms ticks:
+# resolved to 0.002 ms over 50 000 processes)
+awk 'NF == 4 { t[FILENAME] += $4 }
+	END { printf "  tracer CPU per short-lived process, beside its request: %.3f ms (%d ticks forked, %d from one process, over 50 000)\n", (t[ARGV[1]] - t[ARGV[2]]) * 10 / 50000, t[ARGV[1]], t[ARGV[2]] }' "$work/fork.fork" "$work/fork.one"
 fi
 
 if want engine; then
