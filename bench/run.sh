@@ -26,7 +26,8 @@ trap '[ -z "$tracer$server" ] || kill $tracer $server 2>/dev/null; rm -rf "$work
 tracer= server=
 
 # BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine top
-want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine top} " in *" $1 "*) ;; *) return 1 ;; esac; }
+# exec
+want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine top exec} " in *" $1 "*) ;; *) return 1 ;; esac; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # a process's CPU time so far, every thread, in ns (schedstat: time on a CPU)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
@@ -320,6 +321,30 @@ if want top; then
 # One refresh of `tokenscope top`: the figures of a 60 s window holding 10 000 requests
 # (bench/topbench.c; its own CPU time, not the screen's drawing)
 printf "  top: %s\n" "$(.output/topbench 10000 51)"
+fi
+
+if want exec; then
+# A never-seen program: 20 new copies each of the stripped Go client and of node (which
+# embeds OpenSSL), run once each while tokenscope traces; from the exec (the kernel's time)
+# to its probes attached, as tokenscope -v says it
+tokenscope_v() {
+	./tokenscope -q -v 2>"$work/exec.err" >/dev/null &
+	tracer=$!
+	until grep -q "Hit Ctrl-C to end." "$work/exec.err"; do sleep 0.01; done
+}
+for prog in tests/fixtures/.gen/go/sseclient-stripped "$(command -v node)"; do
+	tokenscope_v
+	for i in $(seq 20); do
+		cp "$prog" "$work/new-$i"
+		"$work/new-$i" --version >/dev/null 2>&1 || true
+		sleep 0.2
+	done
+	stop_tracer
+	sed -n 's/.* probed \([0-9.]*\) ms after the exec$/\1/p' "$work/exec.err" | sort -n |
+		awk -v p="$(basename "$prog")" '{ v[NR] = $1 } END {
+			printf "  a never-seen %s: exec to probed, %d new files: median %.2f ms, p95 %.2f ms, max %.2f ms\n", p, NR, v[int((NR + 1) / 2)], v[int(NR * 0.95 + 0.5)], v[NR] }'
+	rm -f "$work"/new-*
+done
 fi
 
 if want fork; then

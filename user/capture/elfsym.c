@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <string.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -26,15 +27,30 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
 	return 0;
 }
 
+/*
+ * A symbol table's functions named in names. A large binary (node: 150 000 symbols, nearly
+ * all C++ names beginning "_Z") is read in a few milliseconds: a name is compared only when
+ * its first byte is one a wanted name begins with, and read from the string table directly
+ * (elf_strptr checks its section each time). Comparing each symbol with every name took
+ * 50 ms on node, which a program's first requests waited for (docs/performance.md).
+ */
 static int scan_symtab(Elf *elf, Elf_Scn *scn, const char *const names[], size_t n,
 		       uint64_t offsets[])
 {
-	GElf_Shdr sh;
-	Elf_Data *data;
+	bool first[256] = { false };
+	GElf_Shdr sh, strsh;
+	Elf_Data *data, *strdata;
+	Elf_Scn *strscn;
+	const char *strtab;
 	int found = 0;
 
-	if (!gelf_getshdr(scn, &sh) || !(data = elf_getdata(scn, NULL)) || !sh.sh_entsize)
+	if (!gelf_getshdr(scn, &sh) || !(data = elf_getdata(scn, NULL)) || !sh.sh_entsize ||
+	    !(strscn = elf_getscn(elf, sh.sh_link)) || !gelf_getshdr(strscn, &strsh) ||
+	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf || !strdata->d_size)
 		return 0;
+	strtab = strdata->d_buf;
+	for (size_t k = 0; k < n; k++)
+		first[(unsigned char)names[k][0]] = true;
 	for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
 		GElf_Sym sym;
 		const char *name;
@@ -42,10 +58,11 @@ static int scan_symtab(Elf *elf, Elf_Scn *scn, const char *const names[], size_t
 		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 		    sym.st_shndx == SHN_UNDEF || !sym.st_value)
 			continue;
-		if (GELF_ST_BIND(sym.st_info) == STB_LOCAL)
+		if (GELF_ST_BIND(sym.st_info) == STB_LOCAL || sym.st_name >= strdata->d_size)
 			continue;
-		name = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!name)
+		name = strtab + sym.st_name;
+		if (!first[(unsigned char)name[0]] ||
+		    !memchr(name, 0, strdata->d_size - sym.st_name))
 			continue;
 		for (size_t k = 0; k < n; k++) {
 			if (!offsets[k] && !strcmp(name, names[k])) {

@@ -404,7 +404,8 @@ int gobin__inspect(const char *path, struct gobin *g, char *why, size_t n)
 	f.fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (f.fd < 0)
 		return fail(&f, -errno, "cannot open it: %s", strerror(errno));
-	f.elf = elf_begin(f.fd, ELF_C_READ, NULL);
+	/* its sections as they lie in the page cache, not read into copies */
+	f.elf = elf_begin(f.fd, ELF_C_READ_MMAP, NULL);
 	if (!f.elf || !gelf_getehdr(f.elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
 	    eh.e_machine != EM_X86_64) {
 		err = fail(&f, -ENOEXEC, "not an x86-64 ELF file");

@@ -209,6 +209,13 @@ static int libbpf_warnings(enum libbpf_print_level level, const char *fmt, va_li
 
 /* ---- intake ---- */
 
+/* Files probed so far, every uprobe set. */
+static size_t probed_files(const struct live *lv)
+{
+	return attacher__files(lv->att, "TLS") + attacher__files(lv->att, "Go TLS") +
+	       attacher__files(lv->att, "CUDA") + attacher__files(lv->att, "llama.cpp");
+}
+
 static void on_event(void *ctx, const void *data, size_t size)
 {
 	struct live *lv = ctx;
@@ -251,8 +258,16 @@ static void on_event(void *ctx, const void *data, size_t size)
 	/* what needs the process's /proc first: a short program may be gone by the end of a
 	 * probe attach */
 	families__before(&lv->fams, &lv->work, lv->buf, size);
-	if (h->type == TS_EV_EXEC)
+	if (h->type == TS_EV_EXEC) {
+		size_t probed = lv->o->verbose ? probed_files(lv) : 0;
+
 		attacher__on_exec(lv->att, (pid_t)h->pid, clock__now_ns());
+		/* -v: how soon a new program is probed (make bench's exec section reads it) */
+		if (lv->o->verbose && probed_files(lv) > probed)
+			fprintf(stderr, "tokenscope: exec of %u: its new files probed %.3f ms after the "
+					"exec\n",
+				h->pid, (clock__now_ns() - h->ts_ns) / 1e6);
+	}
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
 	else if (h->type == TS_EV_SOCK_NET || h->type == TS_EV_TLS_SOCK)
