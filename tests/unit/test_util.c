@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The small shared pieces: the growable buffer's limit, the /proc/PID/maps line parser, a
  * request's strings. */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +18,7 @@
 #include "llm/group.h"
 #include "llm/request.h"
 #include "capture/procmaps.h"
+#include "capture/tracefs.h"
 
 static void test_buf_limit_is_sticky(void **state)
 {
@@ -62,6 +67,7 @@ static void test_maps_lines(void **state)
 	assert_int_equal(procmaps__parse(exe, &e), 0);
 	assert_true(e.start == 0x7f3a10000000ull && e.end == 0x7f3a10200000ull);
 	assert_true(e.offset == 0x12000);
+	assert_true(e.dev == (0xfdull << 32 | 1) && e.ino == 1234);
 	assert_string_equal(e.path, "/usr/lib/libssl.so.3");
 	assert_true(procmaps__is_exec_file(&e));
 	assert_int_equal(procmaps__parse(gone, &e), 0);
@@ -73,6 +79,69 @@ static void test_maps_lines(void **state)
 	assert_int_equal(procmaps__parse(data, &e), 0);
 	assert_false(e.exec);
 	assert_int_equal(procmaps__parse((char[]){ "not a mapping\n" }, &e), -1);
+}
+
+/*
+ * PROCMAP_QUERY (Linux 6.11 on) names this very process's executable file mappings, each with
+ * its device, inode and name, as the text of its maps does: the two compared mapping by
+ * mapping. On an older kernel the query says so (-1, ENOTTY or EINVAL) and the text stands.
+ */
+static void test_maps_query_matches_text(void **state)
+{
+	struct maps_entry text[64], q;
+	char line[4352], name[4096];
+	size_t nt = 0, nq = 0;
+	uint64_t from = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	int fd = open("/proc/self/maps", O_RDONLY), got;
+
+	assert_non_null(f);
+	assert_true(fd >= 0);
+	while (fgets(line, sizeof(line), f) && nt < 64) {
+		struct maps_entry e;
+
+		if (!procmaps__parse(line, &e) && e.exec && e.path && !e.deleted)
+			text[nt++] = e;
+	}
+	fclose(f);
+	assert_true(nt > 0); /* the test binary itself, libc */
+	while ((got = procmaps__next_exec(fd, &from, &q)) > 0) {
+		assert_true(nq < nt);
+		assert_true(q.start == text[nq].start && q.end == text[nq].end);
+		assert_true(q.dev == text[nq].dev && q.ino == text[nq].ino);
+		assert_int_equal(procmaps__name(fd, q.start, name, sizeof(name)), 0);
+		assert_true(name[0] == '/');
+		nq++;
+	}
+	if (got < 0) {
+		assert_true(errno == ENOTTY || errno == EINVAL); /* before 6.11 */
+		assert_int_equal(nq, 0);
+	} else {
+		assert_int_equal(nq, nt);
+	}
+	close(fd);
+}
+
+/* One tracepoint program on several tracepoints: the names its section lists, in order. */
+static void test_tracepoint_sections(void **state)
+{
+	const char *sec = "tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_splice";
+	static const char *const want[] = { "sys_exit_read", "sys_exit_write", "sys_exit_splice" };
+	char cat[64], name[128];
+
+	for (size_t k = 0; k < 3; k++) {
+		assert_int_equal(tracefs__nth(sec, k, cat, sizeof(cat), name, sizeof(name)), 0);
+		assert_string_equal(cat, "syscalls");
+		assert_string_equal(name, want[k]);
+	}
+	assert_int_equal(tracefs__nth(sec, 3, cat, sizeof(cat), name, sizeof(name)), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(tracefs__nth("tp/sched/sched_process_exec", 0, cat, sizeof(cat), name,
+				      sizeof(name)), 0);
+	assert_string_equal(name, "sched_process_exec");
+	assert_int_equal(tracefs__nth("tracepoint/syscalls/a,,b", 1, cat, sizeof(cat), name,
+				      sizeof(name)), -1); /* an empty name */
+	assert_int_equal(tracefs__nth("tracepoint", 0, cat, sizeof(cat), name, sizeof(name)), -1);
 }
 
 /* A request's strings are copies of their own size; the same value again keeps the copy. */
@@ -204,6 +273,8 @@ int main(void)
 		cmocka_unit_test(test_pidset),
 		cmocka_unit_test(test_array_reserve_doubles),
 		cmocka_unit_test(test_maps_lines),
+		cmocka_unit_test(test_maps_query_matches_text),
+		cmocka_unit_test(test_tracepoint_sections),
 		cmocka_unit_test(test_request_strings),
 		cmocka_unit_test(test_request_groups),
 	};

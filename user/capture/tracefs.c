@@ -77,36 +77,46 @@ static long tracepoint_id(const char *category, const char *name)
 	return strtol(text, NULL, 10);
 }
 
-struct bpf_link *tracefs__attach(struct bpf_program *prog, size_t k)
+int tracefs__nth(const char *sec, size_t k, char *category, size_t ncat, char *name,
+		 size_t nname)
 {
-	const char *sec = bpf_program__section_name(prog), *slash, *name, *end;
-	char category[64], one[128];
+	const char *slash, *one, *end;
 
 	/* "tracepoint/CATEGORY/NAME[,NAME...]" or "tp/CATEGORY/..." */
 	sec = strchr(sec, '/');
 	slash = sec ? strchr(sec + 1, '/') : NULL;
-	if (!slash || (size_t)(slash - sec - 1) >= sizeof(category)) {
+	if (!slash || (size_t)(slash - sec - 1) >= ncat) {
 		errno = EINVAL;
-		return NULL;
+		return -1;
 	}
-	snprintf(category, sizeof(category), "%.*s", (int)(slash - sec - 1), sec + 1);
-	for (name = slash + 1; k && name; k--) {
-		name = strchr(name, ',');
-		name = name ? name + 1 : NULL;
+	snprintf(category, ncat, "%.*s", (int)(slash - sec - 1), sec + 1);
+	for (one = slash + 1; k && one; k--) {
+		one = strchr(one, ',');
+		one = one ? one + 1 : NULL;
 	}
-	if (!name) {
+	if (!one) {
 		errno = ENOENT;
-		return NULL;
+		return -1;
 	}
-	end = strchr(name, ',');
+	end = strchr(one, ',');
 	if (!end)
-		end = name + strlen(name);
-	if ((size_t)(end - name) >= sizeof(one)) {
+		end = one + strlen(one);
+	if (end == one || (size_t)(end - one) >= nname) {
 		errno = EINVAL;
-		return NULL;
+		return -1;
 	}
-	snprintf(one, sizeof(one), "%.*s", (int)(end - name), name);
-	return tracefs__attach_to(prog, category, one);
+	snprintf(name, nname, "%.*s", (int)(end - one), one);
+	return 0;
+}
+
+struct bpf_link *tracefs__attach(struct bpf_program *prog, size_t k)
+{
+	char category[64], name[128];
+
+	if (tracefs__nth(bpf_program__section_name(prog), k, category, sizeof(category), name,
+			 sizeof(name)))
+		return NULL;
+	return tracefs__attach_to(prog, category, name);
 }
 
 size_t tracefs__count(const struct bpf_program *prog)

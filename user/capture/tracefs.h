@@ -13,6 +13,10 @@ struct bpf_program;
 /* How many tracepoints prog's section names: "tracepoint/CATEGORY/NAME[,NAME...]" (one
  * program on several tracepoints of a category is verified once). */
 size_t tracefs__count(const struct bpf_program *prog);
+/* The k-th tracepoint a section names ("tracepoint/CATEGORY/NAME[,NAME...]"): its category
+ * and name; -1 with errno ENOENT past the last, EINVAL for a section that names none. */
+int tracefs__nth(const char *sec, size_t k, char *category, size_t ncat, char *name,
+		 size_t nname);
 /* Attach prog to the k-th tracepoint its section names; NULL with errno set on failure. */
 struct bpf_link *tracefs__attach(struct bpf_program *prog, size_t k);
 /* The same, to the tracepoint CATEGORY/NAME whatever the section says. */
