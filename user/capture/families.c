@@ -331,7 +331,8 @@ static int family_failed(const struct probe_family *f, const char *step, int err
  * Each wanted build opened and prepared in turn; the first (the owner of the shared maps)
  * loaded at once, for the others take its maps' fds; the others then loaded at the same time,
  * each on a thread: the verifier's work is most of the start (docs/performance.md, Start),
- * each object's is its own, and libbpf keeps no state across objects that a load writes.
+ * and each object's is its own. libbpf's one state shared across objects, its cache of kernel
+ * feature probes, is filled idempotently (READ_ONCE/WRITE_ONCE), most of it by the first load.
  */
 static int open_families(struct families *fs, const struct live_opts *o)
 {
