@@ -338,6 +338,123 @@ int llama_step_exit(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * Which model a context's steps are: the model's file, from its load, and the context made of
+ * it. Two models served by one process (a draft and its target, chat and embeddings) are
+ * then separate engines, named by their files. A load or a context made before tokenscope
+ * started is not seen: its steps are still the context's own, named by the pointer only.
+ * A wrapper that calls the real function (llama_load_model_from_file, a shim) is one call.
+ */
+struct llama_setup {
+	__u32 depth; /* probed calls open on the thread: the outermost is sent */
+	__u32 _pad;
+	__u64 arg;   /* the path (a load) or the model (a context) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct llama_setup);
+} llama_setups SEC(".maps");
+
+static __always_inline int setup_enter(__u64 arg)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct llama_setup *c, fresh = { .depth = 1, .arg = arg };
+
+	if (!ts_traced(bpf_get_current_pid_tgid() >> 32))
+		return 0;
+	c = bpf_map_lookup_elem(&llama_setups, &tid);
+	if (c && c->depth) {
+		c->depth++;
+		return 0;
+	}
+	bpf_map_update_elem(&llama_setups, &tid, &fresh, BPF_ANY);
+	return 0;
+}
+
+/* The outermost call's argument, once it returns (0: not the outermost, or none open). */
+static __always_inline __u64 setup_exit(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct llama_setup *c = bpf_map_lookup_elem(&llama_setups, &tid);
+	__u64 arg;
+
+	if (!c)
+		return 0;
+	if (c->depth > 1) {
+		c->depth--;
+		return 0;
+	}
+	arg = c->arg;
+	bpf_map_delete_elem(&llama_setups, &tid);
+	return arg;
+}
+
+/* llama_model_load_from_file(const char *path, params), llama_load_model_from_file */
+SEC("uprobe")
+int llama_model_load_enter(struct pt_regs *ctx)
+{
+	return setup_enter(PT_REGS_PARM1(ctx));
+}
+
+/* llama_model_load_from_splits(const char **paths, size_t n, params): the first file */
+SEC("uprobe")
+int llama_model_splits_enter(struct pt_regs *ctx)
+{
+	__u64 first = 0;
+
+	if (PT_REGS_PARM2(ctx) < 1 ||
+	    bpf_probe_read_user(&first, sizeof(first), (void *)PT_REGS_PARM1(ctx)))
+		first = 0;
+	return setup_enter(first);
+}
+
+SEC("uretprobe")
+int llama_model_load_exit(struct pt_regs *ctx)
+{
+	__u64 path = setup_exit();
+	struct ts_llama_model *m;
+
+	if (!path)
+		return 0;
+	m = ts_reserve(TS_EV_LLAMA_MODEL, sizeof(*m), TS_CNT_LLAMA_DROPS);
+	if (!m)
+		return 0;
+	m->model = PT_REGS_RC(ctx);
+	if (bpf_probe_read_user_str(m->path, sizeof(m->path), (void *)path) < 0)
+		m->path[0] = 0;
+	bpf_ringbuf_submit(m, ts_submit_flags());
+	return 0;
+}
+
+/* llama_init_from_model(model, params), llama_new_context_with_model(model, params) */
+SEC("uprobe")
+int llama_context_new_enter(struct pt_regs *ctx)
+{
+	return setup_enter(PT_REGS_PARM1(ctx));
+}
+
+SEC("uretprobe")
+int llama_context_new_exit(struct pt_regs *ctx)
+{
+	__u64 model = setup_exit();
+	struct ts_llama_context *c;
+
+	if (!model)
+		return 0;
+	c = ts_reserve(TS_EV_LLAMA_CONTEXT, sizeof(*c), TS_CNT_LLAMA_DROPS);
+	if (!c)
+		return 0;
+	c->ctx = PT_REGS_RC(ctx);
+	c->model = model;
+	bpf_ringbuf_submit(c, ts_submit_flags());
+	bpf_map_update_elem(&llama_pids, &(__u32){ bpf_get_current_pid_tgid() >> 32 }, &(__u8){ 1 },
+			    BPF_ANY);
+	return 0;
+}
+
 /* A thread that dies inside a call must not leave its tid looking nested; a process that made
  * steps is reported gone, so that what userspace keeps of its contexts is let go. */
 SEC("tp_btf/sched_process_exit")
@@ -347,6 +464,7 @@ int BPF_PROG(llama_thread_exit, struct task_struct *p)
 	__u32 tid = (__u32)id, tgid = id >> 32;
 
 	bpf_map_delete_elem(&llama_calls, &tid);
+	bpf_map_delete_elem(&llama_setups, &tid);
 	if (tid != tgid || !bpf_map_lookup_elem(&llama_pids, &tgid))
 		return 0;
 	bpf_map_delete_elem(&llama_pids, &tgid);

@@ -30,6 +30,8 @@ enum ts_event_type {
 	TS_EV_LLAMA_STEP = 11, /* a llama_decode or llama_encode call returned: its batch, summed */
 	TS_EV_UNIX_SOCK = 12, /* a captured Unix stream socket: its path and its peer */
 	TS_EV_SOCK_NET = 13, /* a captured TCP socket: its network namespace */
+	TS_EV_LLAMA_MODEL = 14,	  /* llama.cpp loaded a model from a file: its pointer and path */
+	TS_EV_LLAMA_CONTEXT = 15, /* llama.cpp made a context of a model */
 };
 
 enum ts_dir {
@@ -321,6 +323,24 @@ struct ts_llama_step {
 	struct ts_llama_seq seqs[TS_LLAMA_SEQS];
 };
 
+/* A model llama.cpp loaded (llama_model_load_from_file, or _from_splits: its first file's
+ * path), sent at the call's return. A path longer than TS_LLAMA_PATH_LEN - 1 bytes keeps its
+ * start; userspace names the model by the file's base name. */
+#define TS_LLAMA_PATH_LEN 256
+struct ts_llama_model {
+	struct ts_event_hdr hdr; /* ts_ns: when the load returned */
+	__u64 model;		 /* struct llama_model * (NULL: the load failed) */
+	char path[TS_LLAMA_PATH_LEN];
+};
+
+/* A context made of a model (llama_init_from_model, llama_new_context_with_model): the steps
+ * of ctx are that model's. */
+struct ts_llama_context {
+	struct ts_event_hdr hdr; /* ts_ns: when the call returned */
+	__u64 ctx;		 /* struct llama_context * (NULL: it failed) */
+	__u64 model;		 /* struct llama_model * */
+};
+
 /* Counters kept in a per-CPU array in BPF, summed by userspace. */
 enum ts_counter {
 	TS_CNT_DATA_EVENTS = 0, /* pieces sent */
@@ -407,5 +427,9 @@ TS_FIELD(ts_llama_step, ctx, 40);
 TS_FIELD(ts_llama_step, enter_ns, 48);
 TS_FIELD(ts_llama_step, nseqs, 84);
 TS_FIELD(ts_llama_step, seqs, 88);
+TS_LAYOUT(ts_llama_model, 48 + TS_LLAMA_PATH_LEN);
+TS_FIELD(ts_llama_model, path, 48);
+TS_LAYOUT(ts_llama_context, 56);
+TS_FIELD(ts_llama_context, model, 48);
 
 #endif /* TOKENSCOPE_H */

@@ -45,10 +45,11 @@ def prompt(rnd, words):
     return " ".join(rnd.choice(vocab) for _ in range(words))
 
 
-def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=False):
+def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=False,
+         model="tiny"):
     c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=tls) if tls else
          http.client.HTTPConnection("127.0.0.1", port, timeout=120))
-    body = {"model": "tiny", "stream": True, "max_tokens": max_tokens, "user": user,
+    body = {"model": model, "stream": True, "max_tokens": max_tokens, "user": user,
             "messages": [{"role": "user", "content": text}]}
     if usage_style:
         body["usage_style"] = usage_style  # how the fixture counts the prompt in its usage
@@ -63,11 +64,13 @@ def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=F
 
 
 def concurrently(port, jobs, tls):
+    """Each job (text, max_tokens, user[, usage_style[, model]]) at once."""
     results = [None] * len(jobs)
 
     def one(i):
         results[i] = chat(port, *jobs[i][:3], tls=tls,
-                          usage_style=jobs[i][3] if len(jobs[i]) > 3 else None)
+                          usage_style=jobs[i][3] if len(jobs[i]) > 3 else None,
+                          model=jobs[i][4] if len(jobs[i]) > 4 else "tiny")
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
     for t in threads:
@@ -209,6 +212,10 @@ def run_llama_checks(ctx):
 
 MANY_SEQUENCES = 32  # a server of many sequences on one context
 MANY_STREAMS = 48    # streams at once on it: more than its sequences, so that some queue
+SECOND_STREAMS = 12  # and at the same time to its second model (4 sequences of its own)
+# the models by their GGUF's general.name, as the interposer logs them, and as the server
+# names them (by file)
+MODEL_OF_NAME = {"tokenscope-tiny": "tiny", "tiny-b": "tiny-b"}
 DIE_AFTER = 4  # tokens of the last request before the server kills itself
 DYING_TOKENS = 200  # what each of the killed server's streams asks for: all 4 fit its context
 SMALL_CONTEXT = 1024  # the second server's context, which one sequence may fill
@@ -295,10 +302,12 @@ def stream_until(port, text, max_tokens, user, first, die_after=None):
         c.close()
 
 
-def start_server(check, root, gen, work, name, sequences, context_size=None, live=False):
+def start_server(check, root, gen, work, name, sequences, context_size=None, live=False,
+                 second_model=None):
     """Another node-llama-cpp server on the same engine, its files named after name, with its
-    own interposer log (live: written as calls end). Returns it, its port and its two logs
-    (None for the server where it did not start, said)."""
+    own interposer log (live: written as calls end); second_model: a second model's file,
+    served on a context of its own. Returns it, its port and its two logs (None for the
+    server where it did not start, said)."""
     decode_log = os.path.join(work, f"{name}-decode.jsonl")
     server_log = os.path.join(work, f"{name}-server.jsonl")
     port_file = os.path.join(work, f"{name}-port")
@@ -310,7 +319,8 @@ def start_server(check, root, gen, work, name, sequences, context_size=None, liv
         ["node", os.path.join(root, "tests", "fixtures", "llama", "server.mjs"),
          "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
          "--log", server_log, "--sequences", str(sequences), "--batch", str(BATCH)] +
-        (["--context-size", str(context_size)] if context_size else []),
+        (["--context-size", str(context_size)] if context_size else []) +
+        (["--second-model", os.path.join(gen, second_model)] if second_model else []),
         stdout=open(os.path.join(work, f"{name}-server.out"), "w"), stderr=subprocess.STDOUT,
         env=env)
     try:
@@ -323,17 +333,23 @@ def start_server(check, root, gen, work, name, sequences, context_size=None, liv
 
 
 def many_sequences(check, root, gen, work, rnd):
-    """A server of MANY_SEQUENCES sequences on one context, MANY_STREAMS streams at once: up
-    to MANY_SEQUENCES prompts and decodes batched in each step. Returns its pid, log and
+    """A server of two models (issue 35, item 5): MANY_SEQUENCES sequences on the first
+    model's context, 4 on the second's. MANY_STREAMS streams to the first and SECOND_STREAMS
+    to the second at once, shuffled: up to MANY_SEQUENCES prompts and decodes batched in each
+    step of the first, the two contexts' steps interleaved. Returns its pid, log and
     interposer's calls, as die_mid_decode does."""
     server, port, decode_log, server_log = start_server(check, root, gen, work, "many",
-                                                        MANY_SEQUENCES)
+                                                        MANY_SEQUENCES, second_model="tiny-b.gguf")
     if not server:
         return None
-    jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 16), f"m{i}")
+    jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 16), f"m{i}", None, "tiny")
             for i in range(MANY_STREAMS)]
+    jobs += [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 16), f"b{i}", None, "tiny-b")
+             for i in range(SECOND_STREAMS)]
+    rnd.shuffle(jobs)
     check(concurrently(port, jobs, None),
-          f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences answered")
+          f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences and {SECOND_STREAMS} to "
+          f"a second model answered")
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
     return {"pid": server.pid, "served": read_jsonl(server_log),
@@ -341,27 +357,52 @@ def many_sequences(check, root, gen, work, rnd):
 
 
 def check_many(check, many, records):
-    """Every request of the many-sequence server split right, and every gap's step."""
+    """Every request of the two-model server split right, on its own model's context, and
+    every gap's step; every step named by its context's model."""
     mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
             r["pid"] == many["pid"]]
-    steps = sorted(r["start_ns"] for r in records if r.get("type") == "engine_step" and
-                   r["pid"] == many["pid"])
-    widest = max((len(r["sequences"]) for r in records if r.get("type") == "engine_step" and
-                  r["pid"] == many["pid"]), default=0)
-    same = dict(zip(sorted(c["start_ns"] for c in many["calls"]), steps))
-    good, gaps, gaps_right, bad, _ = split_against_truth(many["calls"], many["served"], same,
-                                                         mine)
-    for line in bad[:8]:
-        print(f"  llama (many): {line}")
-    print(f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences: split right "
-          f"{good['split']}/{len(mine)}, gaps' steps {gaps_right}/{gaps}; steps "
-          f"{len(steps)} ({len(many['calls'])} calls), up to {widest} sequences in one", flush=True)
-    check(len(steps) == len(many["calls"]) and widest >= MANY_SEQUENCES // 2,
+    steps = sorted((r for r in records if r.get("type") == "engine_step" and
+                    r["pid"] == many["pid"]), key=lambda r: r["start_ns"])
+    widest = max((len(r["sequences"]) for r in steps), default=0)
+    calls = sorted(many["calls"], key=lambda c: c["start_ns"])
+    same = dict(zip((c["start_ns"] for c in calls), (r["start_ns"] for r in steps)))
+    # each step's model, against the model llama.cpp itself says its context's is
+    named = sum(1 for c, r in zip(calls, steps) if r.get("model") == MODEL_OF_NAME.get(c["model"]))
+    contexts = {MODEL_OF_NAME.get(c["model"]): c["ctx"] for c in calls}
+    check(len(steps) == len(calls) and named == len(calls) and len(contexts) == 2,
+          f"llama: each step of the two-model server names its context's model ({named} of "
+          f"{len(calls)} steps; contexts {contexts})")
+    total = {"split": 0}
+    gaps = gaps_right = 0
+    for model in ("tiny", "tiny-b"):
+        records_of = [r for r in mine if r.get("model") == model]
+        served_of = [e for e in many["served"] if e["model"] == model]
+        calls_of = [c for c in calls if MODEL_OF_NAME.get(c["model"]) == model]
+        good, g, g_right, bad, _ = split_against_truth(calls_of, served_of, same, records_of)
+        on_own = sum(1 for r in records_of if (r.get("attribution") or {}).get("context") ==
+                     contexts.get(model))
+        for line in bad[:8]:
+            print(f"  llama (many, {model}): {line}")
+        print(f"llama: model {model}: {len(records_of)} requests, split right "
+              f"{good['split']}/{len(records_of)}, on its own context {on_own}, gaps' steps "
+              f"{g_right}/{g}", flush=True)
+        check(len(records_of) == len(served_of) and on_own == len(records_of),
+              f"llama: every request to {model} split on its own model's context "
+              f"({on_own}/{len(records_of)}; {len(served_of)} served)")
+        total["split"] += good["split"]
+        gaps += g
+        gaps_right += g_right
+    print(f"llama: {MANY_STREAMS} streams on {MANY_SEQUENCES} sequences and {SECOND_STREAMS} to "
+          f"a second model: split right {total['split']}/{len(mine)}, gaps' steps "
+          f"{gaps_right}/{gaps}; steps {len(steps)} ({len(calls)} calls), up to {widest} "
+          f"sequences in one", flush=True)
+    check(len(steps) == len(calls) and widest >= MANY_SEQUENCES // 2,
           f"llama: the many-sequence server's steps are its calls, up to {widest} sequences a "
           f"step")
-    check(len(mine) == MANY_STREAMS and good["split"] == len(mine) and gaps_right == gaps,
-          f"llama: every request on {MANY_SEQUENCES} sequences split right "
-          f"({good['split']}/{len(mine)}), its gaps' steps too ({gaps_right}/{gaps})")
+    check(len(mine) == MANY_STREAMS + SECOND_STREAMS and total["split"] == len(mine) and
+          gaps_right == gaps,
+          f"llama: every request on {MANY_SEQUENCES} sequences and to the second model split "
+          f"right ({total['split']}/{len(mine)}), its gaps' steps too ({gaps_right}/{gaps})")
 
 
 def die_mid_decode(check, root, gen, work, rnd):

@@ -15,6 +15,7 @@
 #include "base/outfile.h"
 #include "llm/request.h"
 #include "engine/attrib.h"
+#include "engine/llama_models.h"
 #include "engine/llama_steps.h"
 #include "stream/pipeline.h"
 #include "sinks/metrics.h"
@@ -169,7 +170,7 @@ static void test_steps_through_the_pipeline(void **state)
 	text = slurp(f);
 	fclose(f);
 	assert_non_null(strstr(text, "{\"type\":\"engine_step\",\"source\":\"llama.cpp\",\"pid\":4242,"
-				     "\"tid\":4243,\"comm\":\"node\",\"context\":\"0xa0\",\"call\":"
+				     "\"tid\":4243,\"comm\":\"node\",\"context\":\"0xa0\",\"model\":null,\"call\":"
 				     "\"decode\",\"start_ns\":10000000,\"end_ns\":14000000,"
 				     "\"duration_ms\":4.0,\"result\":0,\"did_work\":true,\"kind\":"
 				     "\"prefill\",\"tokens\":14,\"outputs\":2,\"sequences\":[{\"seq\":0,"
@@ -184,11 +185,11 @@ static void test_steps_through_the_pipeline(void **state)
 
 	assert_int_equal(metrics__render(m, pipeline__health(pl), &expo), 0);
 	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_total{process=\"node\",source="
-					"\"llama.cpp\",kind=\"prefill\"} 1\n"));
+					"\"llama.cpp\",model=\"\",kind=\"prefill\"} 1\n"));
 	assert_non_null(strstr(expo.p, "tokenscope_engine_step_tokens_total{process=\"node\","
-					"source=\"llama.cpp\",kind=\"decode\"} 3\n"));
+					"source=\"llama.cpp\",model=\"\",kind=\"decode\"} 3\n"));
 	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_failed_total{process=\"node\","
-					"source=\"llama.cpp\",kind=\"failed\"} 1\n"));
+					"source=\"llama.cpp\",model=\"\",kind=\"failed\"} 1\n"));
 	assert_null(strstr(expo.p, "tokenscope_gpu_steps_total{")); /* no CUDA step here */
 
 	buf__free(&expo);
@@ -204,19 +205,27 @@ static void test_steps_through_the_pipeline(void **state)
 #define CTX 0xa0
 #define HTTP_PID 100 /* serves and steps: llama.cpp in the HTTP server's process */
 
-/* A step of CTX from start to end (us), its sequences {seq, tokens, first_pos, outputs}. */
-static void llama_step(struct attrib *a, uint64_t start, uint64_t end, uint32_t n,
-		       const struct step_seq *seqs)
+/* A step of context ctx, of the model named model (NULL: not known), from start to end (us),
+ * its sequences {seq, tokens, first_pos, outputs}. */
+static void model_step(struct attrib *a, uint64_t ctx, const char *model, uint64_t start,
+		       uint64_t end, uint32_t n, const struct step_seq *seqs)
 {
 	struct engine_step s = { .source = STEP_SOURCE_LLAMA, .pid = HTTP_PID, .start_ns = start * US,
-				 .end_ns = end * US, .host_seen_ns = end * US, .context = CTX,
-				 .nseqs = n };
+				 .end_ns = end * US, .host_seen_ns = end * US, .context = ctx,
+				 .model = model, .model_key = llama_model__key(model), .nseqs = n };
 
 	for (uint32_t i = 0; i < n; i++) {
 		s.seqs[i] = seqs[i];
 		s.tokens += seqs[i].tokens;
 	}
 	attrib__step(a, &s);
+}
+
+/* A step of CTX, its model not known. */
+static void llama_step(struct attrib *a, uint64_t start, uint64_t end, uint32_t n,
+		       const struct step_seq *seqs)
+{
+	model_step(a, CTX, NULL, start, end, n, seqs);
 }
 
 static struct request *request_at(uint64_t id, uint64_t arrival_us, uint64_t prompt_tokens)
@@ -587,6 +596,148 @@ static void test_prompt_chunks_join(void **state)
 	attrib__free(a);
 }
 
+
+/* A model's name from its file, as a request names it: base name, no ".gguf", no split's
+ * suffix; the key folds case. */
+static void test_model_names(void **state)
+{
+	char name[LLAMA_MODEL_NAME_MAX];
+
+	llama_model__name("/models/Qwen2-7B-Q4_K_M-00001-of-00003.gguf", name);
+	assert_string_equal(name, "Qwen2-7B-Q4_K_M");
+	llama_model__name("tiny.GGUF", name);
+	assert_string_equal(name, "tiny");
+	llama_model__name("/blobs/sha256-6a0746a1ec1a", name); /* Ollama's: no extension */
+	assert_string_equal(name, "sha256-6a0746a1ec1a");
+	assert_true(llama_model__key("qwen2-7b-q4_k_m") ==
+		    llama_model__key("/models/Qwen2-7B-Q4_K_M-00001-of-00003.gguf"));
+	assert_true(llama_model__key("tiny") != llama_model__key("tiny-b"));
+	assert_true(llama_model__key("models/tiny-b.gguf") == llama_model__key("tiny-b"));
+	assert_int_equal(llama_model__key(NULL), 0);
+	assert_int_equal(llama_model__key(""), 0);
+}
+
+static size_t model_record(struct ts_llama_model *m, uint64_t model, const char *path)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr = (struct ts_event_hdr){ .type = TS_EV_LLAMA_MODEL, .size = sizeof(*m),
+					.ts_ns = 1 * MS, .pid = 4242, .tid = 4243 };
+	m->model = model;
+	snprintf(m->path, sizeof(m->path), "%s", path);
+	return sizeof(*m);
+}
+
+static size_t context_record(struct ts_llama_context *c, uint64_t ctx, uint64_t model)
+{
+	*c = (struct ts_llama_context){ .hdr = { .type = TS_EV_LLAMA_CONTEXT, .size = sizeof(*c),
+						 .ts_ns = 2 * MS, .pid = 4242, .tid = 4243 },
+					.ctx = ctx, .model = model };
+	return sizeof(*c);
+}
+
+/*
+ * Two models in one process: each context's steps are named by the model they were made of,
+ * in the records, the summary and the metrics; a context whose making was not seen has none.
+ * A pointer freed and given again to another model is the newer one's; the process's exit
+ * lets its models go.
+ */
+static void test_contexts_named_by_model(void **state)
+{
+	FILE *lines = tmpfile();
+	struct summary *sm = summary__new(lines, NULL);
+	struct metrics *m = metrics__new(100, NULL);
+	struct sinks sinks = { 0 };
+	struct pipeline *pl;
+	struct buf expo = { 0 };
+	struct ts_llama_model mr;
+	struct ts_llama_context cr;
+	struct ts_llama_step r;
+	struct ts_exit x = { .hdr = { .type = TS_EV_EXIT, .size = sizeof(x), .ts_ns = 30 * MS,
+				      .pid = 4242, .tid = 4242 } };
+	const uint32_t one[] = { 1 }, outs[] = { 1 };
+	const int32_t at[] = { 7 };
+	size_t size;
+	char *text;
+
+	assert_true(lines && sm && m);
+	assert_int_equal(sinks__add(&sinks, &summary_sink, sm), 0);
+	assert_int_equal(sinks__add(&sinks, &metrics_sink, m), 0);
+	pl = pipeline__new(sinks__request, sinks__step, &sinks);
+	assert_non_null(pl);
+	assert_int_equal(pipeline__feed(pl, &mr, model_record(&mr, 0x1000, "/m/old.gguf")), 0);
+	assert_int_equal(pipeline__feed(pl, &mr, model_record(&mr, 0x1000, "/m/tiny.gguf")), 0);
+	assert_int_equal(pipeline__feed(pl, &mr, model_record(&mr, 0x2000, "/m/tiny-b.gguf")), 0);
+	assert_int_equal(pipeline__feed(pl, &mr, model_record(&mr, 0, "/m/missing.gguf")), 0);
+	assert_int_equal(pipeline__feed(pl, &cr, context_record(&cr, 0xa0, 0x1000)), 0);
+	assert_int_equal(pipeline__feed(pl, &cr, context_record(&cr, 0xb0, 0x2000)), 0);
+	assert_int_equal(pipeline__feed(pl, &cr, sizeof(cr) - 8), -1); /* short: counted bad */
+	size = make_step(&r, 0xa0, 10 * MS, 11 * MS, 0, 1, one, at, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	size = make_step(&r, 0xb0, 12 * MS, 13 * MS, 0, 1, one, at, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	size = make_step(&r, 0xc0, 14 * MS, 15 * MS, 0, 1, one, at, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	assert_int_equal(pipeline__feed(pl, &x, sizeof(x)), 0);
+	size = make_step(&r, 0xa0, 31 * MS, 32 * MS, 0, 1, one, at, outs);
+	assert_int_equal(pipeline__feed(pl, &r, size), 0); /* after the exit: its pid's again */
+	pipeline__finish(pl, 40 * MS);
+	assert_int_equal(pipeline__health(pl)->bad_events, 1);
+	assert_int_equal(sinks__finish(&sinks, pipeline__health(pl)), 0);
+
+	text = slurp(lines);
+	assert_non_null(strstr(text, "node[4242] llama.cpp context 0xa0 model tiny steps=2 "));
+	assert_non_null(strstr(text, "node[4242] llama.cpp context 0xb0 model tiny-b steps=1 "));
+	assert_non_null(strstr(text, "node[4242] llama.cpp context 0xc0 steps=1 "));
+	assert_null(strstr(text, "old"));
+	assert_int_equal(metrics__render(m, pipeline__health(pl), &expo), 0);
+	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_total{process=\"node\",source="
+					"\"llama.cpp\",model=\"tiny-b\",kind=\"decode\"} 1\n"));
+	/* the step after the exit is the context's own, its model no longer known */
+	assert_non_null(strstr(expo.p, "tokenscope_engine_steps_total{process=\"node\",source="
+					"\"llama.cpp\",model=\"tiny\",kind=\"decode\"} 1\n"));
+	buf__free(&expo);
+	pipeline__free(pl);
+	summary__free(sm);
+	metrics__free(m);
+	fclose(lines);
+}
+
+/*
+ * Two models in one process, a context each (0xa0 of "tiny", 0xb0 of "tiny-b"), each with a
+ * 10-token prompt sampled: tiny's at 2 ms, tiny-b's at 1.5 ms. A request that arrived at
+ * 1 ms and wrote its first token at 2.1 ms fits tiny's run best; it names tiny-b, whose
+ * context fits too, so it is tiny-b's. A request that names no model, or one no context is
+ * known to be (a server's alias), takes the best fit.
+ */
+static void test_request_to_its_model(void **state)
+{
+	static const struct {
+		const char *model;
+		uint64_t ctx;
+	} cases[] = {
+		{ "tiny-b", 0xb0 }, { "TINY-B", 0xb0 }, { "tiny", 0xa0 }, { NULL, 0xa0 },
+		{ "my-alias", 0xa0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct attrib *a = attrib__new();
+		struct request *r = request_at(1, 1000, 10);
+
+		if (cases[i].model)
+			assert_true(request__set_str(&r->model, cases[i].model,
+						     strlen(cases[i].model)));
+		model_step(a, 0xb0, "tiny-b", 1100, 1500, 1, (struct step_seq[]){ { 0, 10, 0, 9, 1 } });
+		model_step(a, 0xa0, "tiny", 1200, 2000, 1, (struct step_seq[]){ { 0, 10, 0, 9, 1 } });
+		token_at(a, r, 2100);
+		attrib__compute(a, r);
+		assert_non_null(r->attr);
+		assert_true(r->attr->ok);
+		assert_int_equal(r->attr->context, cases[i].ctx);
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -600,6 +751,9 @@ int main(void)
 		cmocka_unit_test(test_sequence_living_on),
 		cmocka_unit_test(test_late_write_keeps_its_step),
 		cmocka_unit_test(test_context_shift),
+		cmocka_unit_test(test_model_names),
+		cmocka_unit_test(test_contexts_named_by_model),
+		cmocka_unit_test(test_request_to_its_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

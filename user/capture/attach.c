@@ -128,6 +128,12 @@ static const struct uprobe_spec cuda_uprobes[] = {
 static const struct uprobe_spec llama_uprobes[] = {
 	{ "llama_decode", "llama_decode_enter", "llama_step_exit" },
 	{ "llama_encode", "llama_encode_enter", "llama_step_exit" },
+	/* which model each context is (its steps' engine) */
+	{ "llama_model_load_from_file", "llama_model_load_enter", "llama_model_load_exit" },
+	{ "llama_load_model_from_file", "llama_model_load_enter", "llama_model_load_exit" },
+	{ "llama_model_load_from_splits", "llama_model_splits_enter", "llama_model_load_exit" },
+	{ "llama_init_from_model", "llama_context_new_enter", "llama_context_new_exit" },
+	{ "llama_new_context_with_model", "llama_context_new_enter", "llama_context_new_exit" },
 };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

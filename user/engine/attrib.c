@@ -80,7 +80,7 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 {
 	struct step_proc *p = attrib_proc_of(a, s->pid, true);
 	struct seen_step st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound, 0, s->context,
-			    NULL };
+			    s->model_key, NULL };
 	size_t i;
 
 	if (!p || !array__reserve((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))

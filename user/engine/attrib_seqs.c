@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "engine/attrib_state.h"
+#include "engine/llama_models.h"
 
 /* The entry of sequence seq in step s, or NULL. */
 static const struct seen_seq *seq_in(const struct seen_step *s, uint64_t ctx, int32_t seq)
@@ -275,6 +276,24 @@ static bool usage_elsewhere(const struct attrib *a, const struct engine_procs *e
 	return false;
 }
 
+/* The model the request names, where a context of the window serves it (its key), else 0:
+ * then any context may have served it. Servers name a model by its file (llama-server's
+ * alias aside), the request by what it asked for, the response by what served it. */
+static uint64_t model_named(const struct step_proc *p, size_t lo, size_t hi, const struct request *r)
+{
+	const char *names[] = { r->model, r->response_model };
+
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t key = llama_model__key(names[i]);
+
+		for (size_t k = lo; key && k < hi; k++) {
+			if (p->v[k].model == key)
+				return key;
+		}
+	}
+	return 0;
+}
+
 /* The best-fitting run, into best (its out array must hold token_events entries). Runs whose
  * sequence lives on after the request, then runs another request's usage names, are taken
  * only where no other fits. */
@@ -284,8 +303,11 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
 {
 	bool one_each = r->output_tokens.set && r->output_tokens.v == r->token_events;
 	bool found = false;
+	uint64_t model = model_named(p, lo, hi, r);
 
 	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
+		if (model && p->v[k].model != model)
+			continue; /* another model's context */
 		for (uint32_t i = 0; i < p->v[k].nseqs; i++) {
 			struct run c = { .ctx = p->v[k].context, .seq = p->v[k].seqs[i].seq, .end = k,
 					 .out = scratch };

@@ -45,6 +45,7 @@ struct seen_step {
 	bool bound;
 	uint32_t nseqs;	  /* 0: the source does not name sequences */
 	uint64_t context; /* the step stream within the process */
+	uint64_t model;	  /* its model's key (llama_model__key), 0: unknown */
 	struct seen_seq *seqs;
 };
 

@@ -56,6 +56,8 @@ struct engine_step {
 	bool end_bound;	       /* end_ns is an upper bound, not the end itself */
 	uint64_t host_seen_ns; /* the host knew the step had ended */
 	uint64_t context;      /* the step stream within the process: llama_context * (CUDA: 0) */
+	const char *model;     /* the context's model (llama.cpp: its file's name), NULL: unknown */
+	uint64_t model_key;    /* llama_model__key(model): what a request's model is matched by */
 	bool failed;	       /* the step did no work (llama_decode returned an error) */
 	/* Tokens per sequence, where the source knows them (0 sequences: it does not). */
 	uint32_t tokens;       /* over all sequences, as many as the source counted */

@@ -13,6 +13,7 @@
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "engine/cuda_steps.h"
+#include "engine/llama_models.h"
 #include "sinks/html.h"
 #include "sinks/svg.h"
 
@@ -47,6 +48,7 @@ struct hgroup {
 struct hsteps {
 	uint32_t pid;
 	char comm[TS_COMM_LEN];
+	char model[LLAMA_MODEL_NAME_MAX]; /* a llama.cpp context's model, where known */
 	bool cuda;
 	uint64_t stream, n, failed, busy_ns, first_ns, last_ns;
 	uint64_t hist[STEP_KIND_MIXED + 1][NBUCKETS];
@@ -179,6 +181,8 @@ void html__step(struct html *h, const struct engine_step *s)
 		st->first_ns = s->start_ns;
 		*link = st;
 	}
+	if (s->model && !st->model[0])
+		snprintf(st->model, sizeof(st->model), "%s", s->model);
 	st->n++;
 	if (s->end_ns > st->last_ns)
 		st->last_ns = s->end_ns;
@@ -652,14 +656,20 @@ static void engines(struct html *h)
 	put(h, "<section id=\"engines\"><h2>Engine steps</h2>");
 	for (struct hsteps *s = h->steps; s; s = s->next) {
 		double span = (double)(s->last_ns - s->first_ns) / 1e9;
-		char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6];
+		char comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6], model[TEXT_SAFE_MAX(LLAMA_MODEL_NAME_MAX) * 6 + 8];
 
-		put(h, "<h3 data-steps=\"%llu\">%s[%u] %s 0x%llx: %llu steps (%llu failed), %.3g "
+		if (s->model[0]) {
+			strcpy(model, " of ");
+			esc(s->model, model + 4, sizeof(model) - 4);
+		} else {
+			model[0] = 0;
+		}
+		put(h, "<h3 data-steps=\"%llu\">%s[%u] %s 0x%llx%s: %llu steps (%llu failed), %.3g "
 		       "steps/s, busy %.0f%%</h3><table class=\"stats\"><tr><th>step time</th><th>n"
 		       "</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>",
 		    (unsigned long long)s->n, esc(s->comm, comm, sizeof(comm)), s->pid,
 		    s->cuda ? "CUDA stream" : "llama.cpp context", (unsigned long long)s->stream,
-		    (unsigned long long)s->n, (unsigned long long)s->failed,
+		    model, (unsigned long long)s->n, (unsigned long long)s->failed,
 		    span > 0 ? (double)s->n / span : 0.0,
 		    span > 0 ? 100 * (double)s->busy_ns / 1e9 / span : 0.0);
 		for (int k = 0; k <= STEP_KIND_MIXED; k++) {

@@ -47,7 +47,7 @@ static const char *const l_cache[] = { "process", "role", "gen_ai_request_model"
 static const char *const l_gap[] = { "process", "role", "gen_ai_request_model" };
 static const char *const l_component[] = { "process", "gen_ai_request_model", "component" };
 static const char *const l_process[] = { "process" };
-static const char *const l_engine[] = { "process", "source", "kind" };
+static const char *const l_engine[] = { "process", "source", "model", "kind" };
 
 enum fam_id {
 	F_CLIENT_DURATION,
@@ -487,17 +487,18 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 /* A step of an engine's own (not CUDA's): its families beside the GPU ones. */
 static void engine_step(struct metrics *m, const struct engine_step *s)
 {
-	const char *v[MAX_LABELS] = { s->comm, "llama.cpp", step_kind__name(step__kind(s)) };
+	const char *model = s->model ? s->model : "", *kind = step_kind__name(step__kind(s));
+	const char *v[MAX_LABELS] = { s->comm, "llama.cpp", model, kind };
 
 	if (s->failed) {
-		v[2] = "failed";
+		v[3] = "failed";
 		count(m, F_ENGINE_FAILED, v, 1);
 		return;
 	}
 	observe(m, F_ENGINE_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
-	v[0] = s->comm, v[1] = "llama.cpp", v[2] = step_kind__name(step__kind(s));
+	v[0] = s->comm, v[1] = "llama.cpp", v[2] = model, v[3] = kind;
 	count(m, F_ENGINE_STEPS, v, 1);
-	v[0] = s->comm, v[1] = "llama.cpp", v[2] = step_kind__name(step__kind(s));
+	v[0] = s->comm, v[1] = "llama.cpp", v[2] = model, v[3] = kind;
 	count(m, F_ENGINE_TOKENS, v, s->tokens);
 }
 

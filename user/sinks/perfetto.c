@@ -699,7 +699,7 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 {
 	uint64_t of = hash(s->pid, s->cuda ? s->cuda->stream : s->context);
 	uint64_t track = uuid(T_STEPS, of), busy = uuid(T_BUSY, of);
-	char name[96], what[64];
+	char name[192], what[128];
 
 	unit_begin(pf);
 	if (!pf->started)
@@ -709,7 +709,8 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 		snprintf(what, sizeof(what), "[%u] stream 0x%llx", s->pid,
 			 (unsigned long long)s->cuda->stream);
 	else
-		snprintf(what, sizeof(what), "[%u] context 0x%llx", s->pid,
+		snprintf(what, sizeof(what), "[%u] %s%scontext 0x%llx", s->pid,
+			 s->model ? s->model : "", s->model ? " " : "",
 			 (unsigned long long)s->context);
 	snprintf(name, sizeof(name), "%s steps %s", s->cuda ? "gpu" : "llama.cpp", what);
 	describe(pf, track, s->pid, name, false);

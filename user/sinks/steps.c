@@ -6,6 +6,7 @@
 #include "base/stats.h"
 #include "base/text.h"
 #include "engine/cuda_steps.h"
+#include "engine/llama_models.h"
 #include "engine/llama_steps.h"
 #include "sinks/steps.h"
 
@@ -15,6 +16,7 @@ struct step_group {
 	uint32_t pid;
 	uint64_t context;
 	char comm[TS_COMM_LEN];
+	char model[LLAMA_MODEL_NAME_MAX]; /* its model's name, where its making was seen */
 	uint64_t n, bound, failed, first_ns, last_ns;
 	struct sample step_ms, launches; /* CUDA: launches per step */
 	/* llama.cpp */
@@ -84,6 +86,8 @@ void step_summary__add(struct step_summary *ss, const struct engine_step *s)
 
 	if (!sg)
 		return;
+	if (s->model && !sg->model[0])
+		snprintf(sg->model, sizeof(sg->model), "%s", s->model);
 	sg->n++;
 	sg->bound += s->end_bound;
 	if (s->start_ns && s->start_ns < sg->first_ns)
@@ -125,9 +129,10 @@ static void print_llama(struct step_group *sg, FILE *out, const char *comm, doub
 {
 	uint64_t worked = sg->n - sg->failed;
 
-	fprintf(out, "%s[%u] llama.cpp context 0x%llx steps=%llu (failed %llu) steps/s=%.1f\n",
-		comm, sg->pid, (unsigned long long)sg->context, (unsigned long long)sg->n,
-		(unsigned long long)sg->failed, span > 0 ? (double)worked / span : 0.0);
+	fprintf(out, "%s[%u] llama.cpp context 0x%llx%s%s steps=%llu (failed %llu) steps/s=%.1f\n",
+		comm, sg->pid, (unsigned long long)sg->context, sg->model[0] ? " model " : "",
+		sg->model, (unsigned long long)sg->n, (unsigned long long)sg->failed,
+		span > 0 ? (double)worked / span : 0.0);
 	fprintf(out, "    time by kind:");
 	for (int k = STEP_KIND_DECODE; k <= STEP_KIND_MIXED; k++) {
 		if (sg->kind_n[k])
@@ -219,6 +224,7 @@ static json_t *llama_json(const struct engine_step *s)
 	json_object_set_new(o, "tid", json_integer(s->tid));
 	json_object_set_new(o, "comm", json_string(s->comm));
 	json_object_set_new(o, "context", json_string(hex));
+	json_object_set_new(o, "model", s->model ? json_string(s->model) : json_null());
 	json_object_set_new(o, "call", json_string(llama_steps__call(r)));
 	json_object_set_new(o, "start_ns", json_integer((json_int_t)s->start_ns));
 	json_object_set_new(o, "end_ns", json_integer((json_int_t)s->end_ns));

@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "llm/request.h"
 #include "engine/cuda_steps.h"
+#include "engine/llama_models.h"
 #include "engine/llama_steps.h"
 #include "engine/vllm_wire.h"
 #include "stream/match.h"
@@ -39,6 +40,7 @@ struct pipeline {
 	sched_fn on_sched;
 	void *ctx;
 	struct cuda_steps *cuda; /* the CUDA step source */
+	struct llama_models models; /* llama.cpp: each context's model */
 	struct recording *rec;
 	struct health h;
 	struct conn_sink sink;
@@ -215,6 +217,7 @@ void pipeline__free(struct pipeline *p)
 	if (!p)
 		return;
 	cuda_steps__free(p->cuda);
+	llama_models__free(&p->models);
 	settle__free(&p->settle);
 	attrib__free(p->attr);
 	match__free(p->match);
@@ -472,6 +475,7 @@ static int on_process_exit(struct pipeline *p, void *rec, size_t size)
 		      size >= sizeof(struct ts_exit) &&
 			      (((struct ts_exit *)rec)->flags & TS_EXIT_SOCKET_CLOSES));
 	cuda_steps__exit(p->cuda, h->pid);
+	llama_models__exit(&p->models, h->pid);
 	settle__exit(&p->settle, h->pid);
 	return 0;
 }
@@ -495,7 +499,24 @@ static int on_llama_step(struct pipeline *p, void *rec, size_t size)
 
 	if (llama_steps__read(rec, size, &es))
 		return -1;
+	es.model = llama_models__name_of(&p->models, es.pid, es.context);
+	es.model_key = llama_model__key(es.model);
 	on_step(p, &es);
+	return 0;
+}
+
+/* llama.cpp loaded a model, or made a context of one: which model a context's steps are. */
+static int on_llama_model(struct pipeline *p, void *rec, size_t size)
+{
+	if (llama_models__model(&p->models, rec))
+		p->h.no_memory++;
+	return 0;
+}
+
+static int on_llama_context(struct pipeline *p, void *rec, size_t size)
+{
+	if (llama_models__context(&p->models, rec))
+		p->h.no_memory++;
 	return 0;
 }
 
@@ -577,6 +598,8 @@ static const struct record_kind {
 	{ TS_EV_GPU_MARK, sizeof(struct ts_gpu_mark), on_gpu_mark },
 	{ TS_EV_GPU_KNAME, sizeof(struct ts_gpu_kname), on_gpu_kname },
 	{ TS_EV_LLAMA_STEP, sizeof(struct ts_event_hdr), on_llama_step }, /* checks its own */
+	{ TS_EV_LLAMA_MODEL, sizeof(struct ts_llama_model), on_llama_model },
+	{ TS_EV_LLAMA_CONTEXT, sizeof(struct ts_llama_context), on_llama_context },
 	{ TS_REC_COUNTERS, sizeof(struct ts_event_hdr), on_counters },
 	{ TS_REC_PROC_TREE, sizeof(struct ts_rec_proc_tree), on_proc_tree },
 	{ TS_REC_PROC_IDENTITY, sizeof(struct ts_rec_proc_identity), on_proc_identity },
