@@ -72,6 +72,7 @@ struct llama_scratch {
 	__u64 stride;	   /* bytes between the tokens' sequence ids, 0: one read per token */
 	__u32 failed;	   /* a token's sequence id could not be read */
 	__u32 entry_flags; /* the entry program's, for llama_step_enter */
+	__u64 embeddings_at; /* where the context keeps its embeddings flag, + 1 (0: unknown) */
 	__u8 slot[TS_LLAMA_SEQS]; /* a seen sequence id's entry in rec.seqs */
 	__s32 pos[CHUNK];
 	__s32 nseq[CHUNK];
@@ -208,6 +209,14 @@ TS_LOOP_STEP(read_chunk)
 	return 0;
 }
 
+/* Whether context ctx computes embeddings: its flag, at = its offset + 1 (the cookie). */
+static __always_inline bool embeddings_on(__u64 ctx, __u64 at)
+{
+	__u8 on = 0;
+
+	return !bpf_probe_read_user(&on, 1, (void *)(ctx + at - 1)) && on;
+}
+
 /* The step's entry, for llama_decode and llama_encode alike (flags: the entry's, in the
  * scratch): one program both entries tail-call, so that its batch reading (30 000
  * instructions) is verified once, not twice (docs/performance.md, Start). Attached nowhere. */
@@ -228,6 +237,10 @@ int llama_step_enter(struct pt_regs *ctx)
 	if (c && c->depth && bpf_ktime_get_ns() - c->rec.enter_ns < STALE_NS) {
 		c->depth++; /* the call a shim makes: the same step */
 		ts_count(TS_CNT_LLAMA_NESTED, 1);
+		/* the shim's file had no setter to read the flag's place from; llama.cpp's has */
+		if (s->embeddings_at && !(c->rec.flags & TS_LLAMA_EMBEDDINGS) &&
+		    embeddings_on(c->rec.ctx, s->embeddings_at))
+			c->rec.flags |= TS_LLAMA_EMBEDDINGS;
 		return 0;
 	}
 	/* seqs[id] is only read once seqs_seen has its bit, and then it was set whole */
@@ -246,6 +259,8 @@ int llama_step_enter(struct pt_regs *ctx)
 	s->done = 0;
 	s->last_seq = 0;
 	r->ctx = PT_REGS_PARM1(ctx);
+	if (s->embeddings_at && embeddings_on(r->ctx, s->embeddings_at))
+		r->flags |= TS_LLAMA_EMBEDDINGS; /* an embedding step, not a prompt */
 	r->n_tokens = s->b.n_tokens > 0 ? (__u32)s->b.n_tokens : 0;
 	if (!s->b.pos)
 		r->flags |= TS_LLAMA_NO_POS;
@@ -290,6 +305,12 @@ static __always_inline int enter_as(struct pt_regs *ctx, __u32 flags)
 	if (!s)
 		return 0;
 	s->entry_flags = flags;
+#ifdef TS_LEGACY
+	s->embeddings_at = 0; /* attach cookies came with 5.15 */
+#else
+	/* the file's own offset, found in its setter (user/capture/llama_layout.h) */
+	s->embeddings_at = bpf_get_attach_cookie(ctx);
+#endif
 	bpf_tail_call(ctx, &llama_step_read, 0);
 	ts_count(TS_CNT_LLAMA_DROPS, 1); /* the tail call failed: the step goes unseen */
 	return 0;

@@ -297,6 +297,8 @@ struct ts_gpu_kname {
 					  positions are not known (first_pos, last_pos -1) */
 #define TS_LLAMA_LAST_OUTPUT (1u << 2) /* batch.logits NULL: only the last token has an output */
 #define TS_LLAMA_UNREAD (1u << 3)      /* not every token was read: see unread_tokens */
+#define TS_LLAMA_EMBEDDINGS (1u << 4)  /* the context computed embeddings (its flag read at the
+					  step's entry): an embedding step */
 
 /* One sequence's part of a batch. */
 struct ts_llama_seq {

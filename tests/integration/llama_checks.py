@@ -150,6 +150,7 @@ def run_llama_checks(ctx):
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=30)
     many = many_sequences(check, root, gen, work, rnd)
+    embedding = embeddings_beside_chat(check, root, gen, work, rnd)
     dying = die_mid_decode(check, root, gen, work, rnd)
     rc, out, err = tracer.stop()
     check(rc == 0, f"llama: tokenscope exited 0 ({err[-300:]})")
@@ -205,6 +206,8 @@ def run_llama_checks(ctx):
                       list(servers.values()))
     if many:
         check_many(check, many, records)
+    if embedding:
+        check_embeddings(check, embedding, records)
     if dying:
         check_shifts(check, dying, records)
         check_died(check, dying, records)
@@ -303,7 +306,7 @@ def stream_until(port, text, max_tokens, user, first, die_after=None):
 
 
 def start_server(check, root, gen, work, name, sequences, context_size=None, live=False,
-                 second_model=None):
+                 second_model=None, embeddings=False):
     """Another node-llama-cpp server on the same engine, its files named after name, with its
     own interposer log (live: written as calls end); second_model: a second model's file,
     served on a context of its own. Returns it, its port and its two logs (None for the
@@ -320,7 +323,8 @@ def start_server(check, root, gen, work, name, sequences, context_size=None, liv
          "--model", os.path.join(gen, "tiny.gguf"), "--port-file", port_file,
          "--log", server_log, "--sequences", str(sequences), "--batch", str(BATCH)] +
         (["--context-size", str(context_size)] if context_size else []) +
-        (["--second-model", os.path.join(gen, second_model)] if second_model else []),
+        (["--second-model", os.path.join(gen, second_model)] if second_model else []) +
+        (["--embeddings"] if embeddings else []),
         stdout=open(os.path.join(work, f"{name}-server.out"), "w"), stderr=subprocess.STDOUT,
         env=env)
     try:
@@ -403,6 +407,126 @@ def check_many(check, many, records):
           gaps_right == gaps,
           f"llama: every request on {MANY_SEQUENCES} sequences and to the second model split "
           f"right ({total['split']}/{len(mine)}), its gaps' steps too ({gaps_right}/{gaps})")
+
+
+EMBED_CHATS = 4      # chat streams on a server that also answers /v1/embeddings
+EMBED_CHAT_TOKENS = 150
+EMBED_CALLS = 6      # embeddings calls, one after another, while they stream
+OVERLAP_SLACK_NS = 200_000  # an embedding step this near a gap's edge may or may not be named
+
+
+def embed(port, text, user):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/embeddings", json.dumps({"model": "tiny", "user": user, "input": text}),
+              {"content-type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status == 200 and b'"embedding"' in data
+
+
+def embeddings_beside_chat(check, root, gen, work, rnd):
+    """Embeddings beside chat (issue 35, item 4): a server with an embedding context of its
+    model beside its chat context (node-llama-cpp's createEmbeddingContext: a context made
+    with embeddings on). EMBED_CHATS streams, then EMBED_CALLS embeddings calls one after
+    another while they stream. Returns the server's pid, log and interposer's calls."""
+    server, port, decode_log, server_log = start_server(check, root, gen, work, "embed",
+                                                        SEQUENCES, embeddings=True)
+    if not server:
+        return None
+    threads, firsts = [], []
+    for i in range(EMBED_CHATS):
+        first = threading.Event()
+        t = threading.Thread(target=stream_until, args=(
+            port, prompt(rnd, rnd.randint(3, 30)), EMBED_CHAT_TOKENS, f"ec{i}", first))
+        t.start()
+        threads.append(t)
+        firsts.append(first)
+    for first in firsts:
+        first.wait(timeout=60)
+    answered = sum(embed(port, prompt(rnd, rnd.randint(40, 90)), f"e{i}")
+                   for i in range(EMBED_CALLS))
+    for t in threads:
+        t.join(timeout=120)
+    check(answered == EMBED_CALLS, f"llama: {answered} of {EMBED_CALLS} embeddings calls answered "
+                                   f"beside {EMBED_CHATS} chat streams")
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+    return {"pid": server.pid, "served": read_jsonl(server_log),
+            "calls": [c for c in read_jsonl(decode_log) if "start_ns" in c]}
+
+
+def check_embeddings(check, emb, records):
+    """The embedding context's steps named as such, and no other; each embeddings call a
+    request record; every chat request split right, and named the embeddings calls whose
+    steps ran in its gaps, by request, against the interposer's calls and the server's log."""
+    calls = sorted(emb["calls"], key=lambda c: c["start_ns"])
+    steps = sorted((r for r in records if r.get("type") == "engine_step" and
+                    r["pid"] == emb["pid"]), key=lambda r: r["start_ns"])
+    kinds_right = sum(1 for c, r in zip(calls, steps) if (r["kind"] == "embed") == c["embeddings"])
+    embed_calls = [c for c in calls if c["embeddings"]]
+    check(len(steps) == len(calls) and kinds_right == len(calls) and
+          len(embed_calls) >= EMBED_CALLS,
+          f"llama: each step of the embedding context is an embed step, and no other "
+          f"({kinds_right} of {len(calls)} steps right, {len(embed_calls)} embedding calls)")
+    mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
+            r["pid"] == emb["pid"]]
+    embeds = sorted((r for r in mine if r.get("api") == "openai.embeddings"),
+                    key=lambda r: r["start_ns"])
+    chats = [r for r in mine if r.get("api") == "openai.chat"]
+    logged = sorted((e for e in emb["served"] if e.get("embedding")), key=lambda e: int(e["arrival"]))
+    check(len(embeds) == len(logged) == EMBED_CALLS and
+          all(r["input_tokens"] == e["tokens"] and r["complete"] and
+              r.get("attribution_error") == "an embeddings call: no token to split"
+              for r, e in zip(embeds, logged)),
+          f"llama: each embeddings call a request record, its prompt's tokens from its usage "
+          f"({[(r['input_tokens'], r['complete']) for r in embeds]})")
+    # the embedding call(s) each logged call made, by its record's id
+    record_of_call = {}
+    for r, e in zip(embeds, logged):
+        for c in embed_calls:
+            if int(e["start"]) <= c["start_ns"] and c["end_ns"] <= int(e["end"]):
+                record_of_call[c["start_ns"]] = r["id"]
+    chat_calls = [c for c in calls if not c["embeddings"]]
+    same = dict(zip((c["start_ns"] for c in calls), (r["start_ns"] for r in steps)))
+    served = [e for e in emb["served"] if not e.get("embedding")]
+    good, gaps, gaps_right, bad, _ = split_against_truth(chat_calls, served, same, chats)
+    for line in bad[:8]:
+        print(f"  llama (embeddings): {line}")
+    # each chat request's gaps, from the interposer's calls: the ones that must name an
+    # embeddings call (its step overlapping the gap by more than the slack) and may (any)
+    must_miss, may_not = [], []
+    interfered = must_total = 0
+    for r in chats:
+        entry = min(served, key=lambda e: abs(int(e["tokens"][0]) - r["first_token_ns"]))
+        t = truth_of(entry, chat_calls)
+        by_start = {c["start_ns"]: c for c in chat_calls}
+        ends = [t["end"]] + [by_start[p]["end_ns"] for p in t["producers"]]
+        a = r.get("attribution") or {}
+        named = {i for i in a.get("interfered_by", []) if i in set(record_of_call.values())}
+        must, may = set(), set()
+        for g, (w0, w1) in enumerate(zip(ends, ends[1:])):
+            for c in embed_calls:
+                overlap = min(w1, c["end_ns"]) - max(w0, c["start_ns"])
+                if overlap > -OVERLAP_SLACK_NS:
+                    may.add(record_of_call.get(c["start_ns"]))
+                if overlap > OVERLAP_SLACK_NS:
+                    must.add(record_of_call.get(c["start_ns"]))
+                    gap = a.get("gaps", [])[g] if g < len(a.get("gaps", [])) else {}
+                    interfered += bool(gap.get("interfered"))
+        must_total += len(must)
+        must_miss += [(r["id"], i) for i in must - named]
+        may_not += [(r["id"], i) for i in named - may]
+    print(f"llama: embeddings beside chat: {len(embed_calls)} embedding steps, {len(embeds)} "
+          f"calls; chat split right {good['split']}/{len(chats)}, gaps' steps {gaps_right}/{gaps}; "
+          f"{interfered} gaps beside an embedding step, {must_total} (request, call) pairs to "
+          f"name; not named {must_miss}, named but never beside {may_not}", flush=True)
+    check(len(chats) == EMBED_CHATS and good["split"] == len(chats) and gaps_right == gaps,
+          f"llama: the chat requests beside embeddings split right ({good['split']}/{len(chats)}), "
+          f"their gaps' steps too ({gaps_right}/{gaps})")
+    check(interfered and not must_miss and not may_not,
+          f"llama: each chat gap an embedding step ran in names its embeddings call, and none "
+          f"other ({interfered} gaps beside one)")
 
 
 def die_mid_decode(check, root, gen, work, rnd):

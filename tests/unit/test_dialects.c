@@ -368,6 +368,8 @@ static void test_paths_name_their_api(void **state)
 		{ "/api/generate", API_OLLAMA, "ollama" },
 		{ "/completion", API_LLAMACPP, "llamacpp" },
 		{ "/generate_stream", API_TGI, "tgi" },
+		{ "/v1/embeddings", API_OPENAI_EMBEDDINGS, "openai.embeddings" },
+		{ "/embeddings", API_OPENAI_EMBEDDINGS, "openai.embeddings" },
 		{ "/v1/models", API_UNKNOWN, "unknown" },
 	};
 	bool named[API__COUNT] = { 0 };
@@ -406,6 +408,7 @@ static void test_otel_names(void **state)
 		{ API_LLAMACPP, "text_completion", "llama.cpp" },
 		{ API_TGI, "text_completion", "tgi" },
 		{ API_TRITON, "text_completion", "triton" },
+		{ API_OPENAI_EMBEDDINGS, "embeddings", "openai" },
 	};
 
 	for (int a = 0; a < API__COUNT; a++) {
@@ -440,6 +443,38 @@ static void test_non_streamed(void **state)
 	assert_float_equal(json_num(j, "output_tokens"), 2, 0);
 	free(j);
 	script__free(&sc);
+}
+
+/* An embeddings call: one JSON reply and no token; its prompt's usage and model, complete, and
+ * no TTFT (nothing is streamed or generated). The same reply is known by its shape where the
+ * path says nothing. */
+static void test_embeddings(void **state)
+{
+	const char *body = "{\"object\":\"list\",\"model\":\"tiny\",\"data\":[{\"object\":"
+			   "\"embedding\",\"index\":0,\"embedding\":[0.25,-0.5]}],\"usage\":"
+			   "{\"prompt_tokens\":7,\"total_tokens\":7}}";
+
+	for (int by_shape = 0; by_shape < 2; by_shape++) {
+		struct script sc = { 0 };
+		char *j;
+
+		request_head(&sc, by_shape ? "/x/embed" : "/v1/embeddings",
+			     "{\"model\":\"tiny\",\"input\":\"hello\"}");
+		script__add(&sc, false, T0 + 30 * MS,
+			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+			    "%zu\r\n\r\n%s",
+			    strlen(body), body);
+		j = check_all(&sc, 1);
+		expect_str(j, "api", "openai.embeddings", "api");
+		expect_str(j, "response_model", "tiny", "response_model");
+		assert_float_equal(json_num(j, "input_tokens"), 7, 0);
+		assert_float_equal(json_num(j, "token_events"), 0, 0);
+		assert_true(json_bool(j, "complete"));
+		assert_true(isnan(json_num(j, "ttft_ms")));
+		assert_float_equal(json_num(j, "e2e_ms"), 30, 1e-6);
+		free(j);
+		script__free(&sc);
+	}
 }
 
 static void test_http_error_status(void **state)
@@ -529,6 +564,7 @@ int main(void)
 		cmocka_unit_test(test_dialect_table),
 		cmocka_unit_test(test_paths_name_their_api),
 		cmocka_unit_test(test_non_streamed),
+		cmocka_unit_test(test_embeddings),
 		cmocka_unit_test(test_http_error_status),
 		cmocka_unit_test(test_otel_names),
 		cmocka_unit_test(test_gzip_sse),

@@ -221,6 +221,20 @@ static void model_step(struct attrib *a, uint64_t ctx, const char *model, uint64
 	attrib__step(a, &s);
 }
 
+/* An embedding step of context ctx (its embeddings flag on), from start to end (us): one
+ * sequence's tokens, the last one's output. */
+static void embed_step(struct attrib *a, uint64_t ctx, uint64_t start, uint64_t end, int32_t seq,
+		       uint32_t tokens)
+{
+	struct engine_step s = { .source = STEP_SOURCE_LLAMA, .pid = HTTP_PID, .start_ns = start * US,
+				 .end_ns = end * US, .host_seen_ns = end * US, .context = ctx,
+				 .embeddings = true, .nseqs = 1, .tokens = tokens };
+
+	s.seqs[0] = (struct step_seq){ seq, tokens, 0, (int32_t)tokens - 1, 1 };
+	assert_int_equal(step__kind(&s), STEP_KIND_EMBED);
+	attrib__step(a, &s);
+}
+
 /* A step of CTX, its model not known. */
 static void llama_step(struct attrib *a, uint64_t start, uint64_t end, uint32_t n,
 		       const struct step_seq *seqs)
@@ -738,6 +752,74 @@ static void test_request_to_its_model(void **state)
 	}
 }
 
+/*
+ * Embeddings beside chat. A chat request (seq 0 of CTX, arrives at 1 ms) streams 6 tokens.
+ * An embeddings call E (arrives at 2.3 ms, answered at 3.35 ms) runs its step on a context of
+ * its own (0xe0, 2.4 to 3.3 ms: node-llama-cpp's embedding context) beside the chat's decode
+ * step of 2.5 to 3.4 ms, which takes 0.9 ms against the usual 0.1; another, F (3.41 to
+ * 3.7 ms), runs its step on the chat's own context between two decodes (llama-server
+ * switches the context's embeddings on for that batch). Each gap they ran in names its call,
+ * with the time its own steps took above the usual decode step; no embedding step is taken
+ * for the chat's prompt, and the embeddings calls are not split themselves.
+ */
+static void test_embeddings_beside_chat(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = request_at(1, 1000, 9), *e = request_at(9, 2300, 20),
+		       *f = request_at(10, 3410, 20);
+	const struct attribution *at;
+
+	r->api = API_OPENAI_CHAT;
+	e->api = f->api = API_OPENAI_EMBEDDINGS;
+	/* an embedding step that fits the chat's prompt better than its own: never its */
+	embed_step(a, 0xe0, 1050, 1450, 0, 9);
+	llama_step(a, 1100, 1500, 1, (struct step_seq[]){ { 0, 9, 0, 8, 1 } });
+	token_at(a, r, 1600);
+	llama_step(a, 2000, 2100, 1, (struct step_seq[]){ { 0, 1, 9, 9, 1 } });
+	token_at(a, r, 2200);
+	embed_step(a, 0xe0, 2400, 3300, 0, 20);
+	llama_step(a, 2500, 3400, 1, (struct step_seq[]){ { 0, 1, 10, 10, 1 } });
+	token_at(a, r, 3500);
+	embed_step(a, CTX, 3420, 3580, 3, 20);
+	llama_step(a, 3600, 3700, 1, (struct step_seq[]){ { 0, 1, 11, 11, 1 } });
+	token_at(a, r, 3800);
+	llama_step(a, 3900, 4000, 1, (struct step_seq[]){ { 0, 1, 12, 12, 1 } });
+	token_at(a, r, 4100);
+	llama_step(a, 4200, 4300, 1, (struct step_seq[]){ { 0, 1, 13, 13, 1 } });
+	token_at(a, r, 4400);
+	e->end_ns = 3350 * US;
+	f->end_ns = 3700 * US;
+	attrib__finished(a, e);
+	attrib__finished(a, f);
+
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_non_null(at);
+	assert_true(at->ok);
+	assert_int_equal(at->context, CTX);
+	assert_int_equal(at->prefill_start_ns, 1100 * US);
+	assert_int_equal(at->ngaps, 5);
+	assert_false(at->gaps[0].interfered);
+	assert_true(at->gaps[1].interfered); /* E's step beside the 0.9 ms decode */
+	assert_int_equal(at->gaps[1].interference_ns, 800 * US);
+	assert_true(at->gaps[2].interfered); /* F's step on the chat's own context */
+	assert_int_equal(at->gaps[2].interference_ns, 60 * US);
+	assert_int_equal(at->gaps[2].producer_start_ns, 3600 * US);
+	assert_false(at->gaps[3].interfered);
+	assert_int_equal(at->ninterfered_by, 2);
+	assert_int_equal(at->ninterfered_by, 2);
+	assert_int_equal(at->interfered_by[0], 9);
+	assert_int_equal(at->interfered_by[1], 10);
+
+	attrib__compute(a, e);
+	assert_false(e->attr->ok);
+	assert_string_equal(e->attr->error, "an embeddings call: no token to split");
+	request__free(r);
+	request__free(e);
+	request__free(f);
+	attrib__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -754,6 +836,7 @@ int main(void)
 		cmocka_unit_test(test_model_names),
 		cmocka_unit_test(test_contexts_named_by_model),
 		cmocka_unit_test(test_request_to_its_model),
+		cmocka_unit_test(test_embeddings_beside_chat),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

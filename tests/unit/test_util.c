@@ -17,6 +17,7 @@
 #include "base/pidset.h"
 #include "llm/group.h"
 #include "llm/request.h"
+#include "capture/llama_layout.h"
 #include "capture/procmaps.h"
 #include "capture/tracefs.h"
 
@@ -145,6 +146,41 @@ static void test_tracepoint_sections(void **state)
 }
 
 /* A request's strings are copies of their own size; the same value again keeps the copy. */
+
+/*
+ * Where a llama.cpp build keeps a context's embeddings flag, read off its setter: node-llama-cpp
+ * 3.22's llama_context::set_embeddings (a log call between the argument's copy and the store:
+ * the context in rbp, the bool in ebx, "mov %bl,0x50(%rbp)"), an older build's C setter with
+ * the store inlined, and what does not say: a setter that jumps to the member (followed
+ * from its own symbol instead), and a store of another register.
+ */
+static void test_llama_embeddings_offset(void **state)
+{
+	static const uint8_t member[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x40, 0x0f, 0xb6, 0xce, 0x48, 0x89, 0xfd, 0x48, 0x8d,
+		0x15, 0xcc, 0x27, 0x15, 0x00, 0x53, 0xbf, 0x01, 0x00, 0x00, 0x00, 0x89, 0xf3, 0x31,
+		0xc0, 0x48, 0x8d, 0x35, 0xca, 0x27, 0x15, 0x00, 0x48, 0x83, 0xec, 0x08, 0xe8, 0x53,
+		0x01, 0xed, 0xff, 0x88, 0x5d, 0x50, 0x48, 0x83, 0xc4, 0x08, 0x5b, 0x5d, 0xc3,
+	};
+	/* endbr64; mov %sil,0x3c(%rdi); ret */
+	static const uint8_t inlined[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x40, 0x88, 0x77, 0x3c, 0xc3 };
+	/* endbr64; movzbl %sil,%esi; jmp (the member, through the PLT) */
+	static const uint8_t jumps[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x40, 0x0f, 0xb6, 0xf6,
+					 0xe9, 0x00, 0x00, 0x00, 0x00 };
+	/* mov %al,0x3c(%rdi); ret: not the argument */
+	static const uint8_t other[] = { 0x88, 0x47, 0x3c, 0xc3 };
+	/* the argument stored after a call that may have changed rsi: not it either */
+	static const uint8_t clobbered[] = { 0xe8, 0x00, 0x00, 0x00, 0x00, 0x40, 0x88, 0x77, 0x3c,
+					     0xc3 };
+
+	assert_int_equal(llama_layout__store_offset(member, sizeof(member)), 0x50);
+	assert_int_equal(llama_layout__store_offset(inlined, sizeof(inlined)), 0x3c);
+	assert_int_equal(llama_layout__store_offset(jumps, sizeof(jumps)), 0);
+	assert_int_equal(llama_layout__store_offset(other, sizeof(other)), 0);
+	assert_int_equal(llama_layout__store_offset(clobbered, sizeof(clobbered)), 0);
+	assert_int_equal(llama_layout__store_offset(member, 20), 0); /* cut before the store */
+}
+
 static void test_request_strings(void **state)
 {
 	struct request *r = request__new();
@@ -275,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_maps_lines),
 		cmocka_unit_test(test_maps_query_matches_text),
 		cmocka_unit_test(test_tracepoint_sections),
+		cmocka_unit_test(test_llama_embeddings_offset),
 		cmocka_unit_test(test_request_strings),
 		cmocka_unit_test(test_request_groups),
 	};

@@ -21,6 +21,8 @@
 #include "capture/attach.h"
 #include "capture/elfsym.h"
 #include "capture/gobin.h"
+#include "capture/kernel.h"
+#include "capture/llama_layout.h"
 #include "capture/procmaps.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
@@ -134,7 +136,12 @@ static const struct uprobe_spec llama_uprobes[] = {
 	{ "llama_model_load_from_splits", "llama_model_splits_enter", "llama_model_load_exit" },
 	{ "llama_init_from_model", "llama_context_new_enter", "llama_context_new_exit" },
 	{ "llama_new_context_with_model", "llama_context_new_enter", "llama_context_new_exit" },
+	/* not probed: read for where the context keeps its embeddings flag (capture/llama_layout.h) */
+	{ "llama_set_embeddings", NULL, NULL },
+	{ "_ZN13llama_context14set_embeddingsEb", NULL, NULL },
 };
+/* Their places in llama_uprobes. */
+enum { LLAMA_DECODE, LLAMA_ENCODE, LLAMA_SET_EMBEDDINGS = 7, LLAMA_MEMBER_SET_EMBEDDINGS };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -249,13 +256,15 @@ struct uprobe_multi_attr {
 };
 
 /* A uprobe_multi link of prog on one function of path (pid 0: every process). */
-static int link_uprobe_multi(int prog_fd, bool ret, const char *path, uint64_t off)
+static int link_uprobe_multi(int prog_fd, bool ret, const char *path, uint64_t off,
+			     uint64_t cookie)
 {
 	struct uprobe_multi_attr attr = {
 		.prog_fd = (__u32)prog_fd,
 		.attach_type = TS_BPF_TRACE_UPROBE_MULTI,
 		.path = (__u64)(uintptr_t)path,
 		.offsets = (__u64)(uintptr_t)&off,
+		.cookies = cookie ? (__u64)(uintptr_t)&cookie : 0,
 		.cnt = 1,
 		.multi_flags = ret ? TS_BPF_F_UPROBE_MULTI_RETURN : 0,
 	};
@@ -286,7 +295,7 @@ bool attacher__uprobe_multi_works(void)
 	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ts_multi_probe", "Dual BSD/GPL", ret0, 2, &opts);
 	if (prog < 0)
 		return false;
-	link = link_uprobe_multi(prog, false, self, off);
+	link = link_uprobe_multi(prog, false, self, off, 0);
 	close(prog);
 	if (link < 0)
 		return false;
@@ -396,7 +405,7 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 
 /* One try: stored in a's links on success; -errno on failure. */
 static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, const char *path,
-		       uint64_t off)
+		       uint64_t off, uint64_t cookie)
 {
 	struct bpf_link *l;
 	int fd;
@@ -405,7 +414,7 @@ static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, c
 		if (!array__reserve((void **)&a->multi_fds, &a->multicap, a->nmulti + 1,
 				    sizeof(*a->multi_fds)))
 			return -ENOMEM;
-		fd = link_uprobe_multi(bpf_program__fd(prog), ret, path, off);
+		fd = link_uprobe_multi(bpf_program__fd(prog), ret, path, off, cookie);
 		if (fd < 0)
 			return -errno;
 		a->multi_fds[a->nmulti++] = fd;
@@ -413,7 +422,13 @@ static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, c
 	}
 	if (!array__reserve((void **)&a->links, &a->linkcap, a->nlinks + 1, sizeof(*a->links)))
 		return -ENOMEM;
-	l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+	if (cookie) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = ret, .bpf_cookie = cookie);
+
+		l = bpf_program__attach_uprobe_opts(prog, -1, path, off, &opts);
+	} else {
+		l = bpf_program__attach_uprobe(prog, ret, -1, path, off);
+	}
 	if (!l)
 		return -errno;
 	a->links[a->nlinks++] = l;
@@ -421,14 +436,14 @@ static int attach_once(struct attacher *a, struct bpf_program *prog, bool ret, c
 }
 
 static int attach_retrying(struct attacher *a, struct bpf_program *prog, bool ret,
-			   const char *path, uint64_t off)
+			   const char *path, uint64_t off, uint64_t cookie)
 {
 	/* libbpf's own line per failed try is left out: attach_one says it once, better */
 	libbpf_print_fn_t print = a->verbose > 1 ? NULL : libbpf_set_print(libbpf_quiet);
 	int err = 0;
 
 	for (int i = 0; i < ATTACH_TRIES; i++) {
-		err = attach_once(a, prog, ret, path, off);
+		err = attach_once(a, prog, ret, path, off, cookie);
 		if (!err || err == -ENOENT || err == -ENOMEM)
 			break;
 		usleep(ATTACH_RETRY_US << i);
@@ -439,7 +454,7 @@ static int attach_retrying(struct attacher *a, struct bpf_program *prog, bool re
 }
 
 static int attach_one(struct attacher *a, struct bpf_object *obj, const char *prog_name, bool ret,
-		      const char *path, uint64_t off, const char *sym)
+		      const char *path, uint64_t off, uint64_t cookie, const char *sym)
 {
 	struct bpf_program *prog = bpf_object__find_program_by_name(obj, prog_name);
 	int err;
@@ -448,7 +463,7 @@ static int attach_one(struct attacher *a, struct bpf_object *obj, const char *pr
 		fprintf(stderr, "tokenscope: no BPF program %s for %s\n", prog_name, sym);
 		return -ENOENT;
 	}
-	err = attach_retrying(a, prog, ret, path, off);
+	err = attach_retrying(a, prog, ret, path, off, cookie);
 	if (err) {
 		char safe[TEXT_SAFE_MAX(PATH_MAX)];
 
@@ -477,16 +492,39 @@ static void attach_set(struct attacher *a, size_t set, const char *path, const u
 {
 	const struct uprobe_set *us = &sets[set];
 	int attached = 0;
+	uint64_t embeddings = 0; /* llama.cpp: the embeddings flag's offset in the context, + 1 */
 
+	/* Cookies came with Linux 5.15; the legacy build (before 5.17) reads none */
+	if (set == SET_LLAMA && !kernel__legacy()) {
+		uint32_t at = llama_layout__embeddings_offset(path, off[LLAMA_SET_EMBEDDINGS],
+							      off[LLAMA_MEMBER_SET_EMBEDDINGS]);
+
+		embeddings = at ? (uint64_t)at + 1 : 0;
+		if (a->verbose && off[LLAMA_DECODE]) {
+			char safe[TEXT_SAFE_MAX(PATH_MAX)];
+
+			if (at)
+				fprintf(stderr, "tokenscope: %s: a context's embeddings flag at +%u\n",
+					text__safe(safe, sizeof(safe), path), at);
+			else
+				fprintf(stderr, "tokenscope: %s: no setter says where a context's "
+						"embeddings flag is\n",
+					text__safe(safe, sizeof(safe), path));
+		}
+	}
 	for (size_t i = 0; i < us->n; i++) {
 		const struct uprobe_spec *p = &us->probes[i];
+		uint64_t cookie = set == SET_LLAMA && (i == LLAMA_DECODE || i == LLAMA_ENCODE)
+					  ? embeddings
+					  : 0;
 
-		if (!off[i])
+		if (!off[i] || (!p->enter && !p->ret))
 			continue;
 		/* Return probe first: an entry seen without its return would leave a stale call. */
-		if (p->ret && attach_one(a, a->objs[set], p->ret, true, path, off[i], p->sym))
+		if (p->ret && attach_one(a, a->objs[set], p->ret, true, path, off[i], 0, p->sym))
 			continue;
-		if (p->enter && attach_one(a, a->objs[set], p->enter, false, path, off[i], p->sym))
+		if (p->enter &&
+		    attach_one(a, a->objs[set], p->enter, false, path, off[i], cookie, p->sym))
 			continue;
 		attached++;
 	}
@@ -513,10 +551,10 @@ static int attach_go_func(struct attacher *a, const char *path, const struct gob
 
 	/* the returns first: an entry seen without its return would leave a stale call */
 	for (size_t i = 0; i < f->nrets; i++) {
-		if (attach_one(a, obj, ret, false, path, f->rets[i], sym))
+		if (attach_one(a, obj, ret, false, path, f->rets[i], 0, sym))
 			return 0; /* a return unprobed: the entry stays off, no call is left open */
 	}
-	return !attach_one(a, obj, enter, false, path, f->body, sym);
+	return !attach_one(a, obj, enter, false, path, f->body, 0, sym);
 }
 
 /* A Go executable: its crypto/tls, where it links it. */

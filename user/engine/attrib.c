@@ -33,6 +33,7 @@ void attrib__free(struct attrib *a)
 		free(a->procs[i].v);
 	}
 	free(a->procs);
+	free(a->embeds);
 	for (size_t b = 0; b < ANCESTRY_BUCKETS; b++) {
 		while (a->ancestries[b]) {
 			struct ancestry *t = a->ancestries[b];
@@ -80,7 +81,7 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 {
 	struct step_proc *p = attrib_proc_of(a, s->pid, true);
 	struct seen_step st = { s->start_ns, s->end_ns, s->host_seen_ns, s->end_bound, 0, s->context,
-			    s->model_key, NULL };
+			    s->model_key, s->embeddings, NULL };
 	size_t i;
 
 	if (!p || !array__reserve((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)))
@@ -166,6 +167,12 @@ void attrib__prune(struct attrib *a, uint64_t ts)
 		memmove(a->fts, a->fts + k, (a->nfts - k) * sizeof(*a->fts));
 		a->nfts -= k;
 	}
+	k = 0;
+	for (size_t i = 0; i < a->nembeds; i++) {
+		if (a->embeds[i].end >= before)
+			a->embeds[k++] = a->embeds[i];
+	}
+	a->nembeds = k;
 }
 
 /* ---- the split ---- */
@@ -319,6 +326,11 @@ void attrib__compute(struct attrib *a, struct request *r)
 		return;
 	attribution__free(r->attr);
 	r->attr = at;
+	if (r->api == API_OPENAI_EMBEDDINGS) {
+		/* its steps are named by the chat requests that waited behind them */
+		snprintf(at->error, sizeof(at->error), "an embeddings call: no token to split");
+		return;
+	}
 	if (!r->first_token_ns) {
 		snprintf(at->error, sizeof(at->error), "no token was written");
 		return;

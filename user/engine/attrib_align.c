@@ -311,6 +311,13 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	bool moved;
 	long n;
 
+	if (r->api == API_OPENAI_EMBEDDINGS) {
+		if (r->role == ROLE_SERVER && !attrib_is_client(a, r->pid) &&
+		    array__reserve((void **)&a->embeds, &a->capembeds, a->nembeds + 1,
+				   sizeof(*a->embeds)))
+			a->embeds[a->nembeds++] = (struct embed_call){ r->start_ns, end, r->id, r->pid };
+		return;
+	}
 	if (!r->first_token_ns || r->lossy)
 		return;
 	note_style(a, r);

@@ -308,6 +308,8 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
 	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
 		if (model && p->v[k].model != model)
 			continue; /* another model's context */
+		if (p->v[k].embed)
+			continue; /* an embeddings call's: it samples no token */
 		for (uint32_t i = 0; i < p->v[k].nseqs; i++) {
 			struct run c = { .ctx = p->v[k].context, .seq = p->v[k].seqs[i].seq, .end = k,
 					 .out = scratch };
@@ -373,6 +375,34 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine_pr
 	return 0;
 }
 
+/* The embeddings call of a process own_pid serves whose time holds step s: the one that
+ * ended first after it. */
+static uint64_t request_of_embedding(const struct attrib *a, const struct engine_procs *e,
+				     uint32_t own_pid, const struct seen_step *s)
+{
+	const struct embed_call *best = NULL;
+
+	for (size_t i = 0; i < a->nembeds; i++) {
+		const struct embed_call *c = &a->embeds[i];
+
+		if (c->arrival <= s->start && c->end >= s->done && (!best || c->end < best->end) &&
+		    attrib_serves(a, c->http_pid, own_pid, e))
+			best = c;
+	}
+	return best ? best->id : 0;
+}
+
+/* Whether step s overlaps one of the steps p->v[idx[0..n)]. */
+static bool overlaps_any(const struct step_proc *p, const size_t *idx, size_t n,
+			 const struct seen_step *s)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (p->v[idx[i]].start < s->done && p->v[idx[i]].done > s->start)
+			return true;
+	}
+	return false;
+}
+
 /* Gap g: the steps after the one that produced event g, up to the one that produced g + 1.
  * A step of the request's own sequence at a position below the one it had reached is a
  * context shift (llama-server moves the cache back in place and decodes on at the lower
@@ -381,15 +411,31 @@ static uint64_t request_of_prompt(const struct attrib *a, const struct engine_pr
  * request is still streaming. The time of the steps that evaluate its kept tokens again is
  * the gap's shift_ns. */
 static void gap_of(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
-		   size_t hi, const struct run *c, const struct request *r, size_t g,
+		   size_t lo, size_t hi, const struct run *c, const struct request *r, size_t g,
 		   uint64_t baseline, struct attribution *at)
 {
 	struct attrib_gap *gp = &at->gaps[g];
 	const struct seen_seq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
 	int32_t next = from && from->first_pos >= 0 ? from->first_pos + (int32_t)from->tokens : -1;
-	uint64_t dec = 0;
+	uint64_t dec = 0, w0 = p->v[c->out[g]].done, w1 = p->v[c->out[g + 1]].done;
+	size_t embeds[8], nembeds = 0;
 
 	gp->gap_ns = r->gaps_ns[g];
+	/* embedding steps of the process in the gap, of any context: what it waited behind (a
+	 * CPU engine runs its contexts' steps on the same cores) */
+	for (size_t k = lo; k < hi; k++) {
+		const struct seen_step *s = &p->v[k];
+		uint64_t id;
+
+		if (!s->embed || s->done <= w0 || s->start >= w1)
+			continue;
+		gp->interfered = true;
+		if (nembeds < sizeof(embeds) / sizeof(embeds[0]))
+			embeds[nembeds++] = k;
+		id = request_of_embedding(a, e, r->pid, s);
+		if (id)
+			attrib_add_interferer(at, id);
+	}
 	for (size_t k = c->out[g] + 1; k <= c->out[g + 1]; k++) {
 		const struct seen_step *s = &p->v[k];
 		const struct seen_seq *own = seq_in(s, c->ctx, c->seq);
@@ -404,6 +450,13 @@ static void gap_of(const struct attrib *a, const struct engine_procs *e, const s
 			if (gp->context_shift && (own->tokens > 1 || !own->outputs))
 				gp->shift_ns += duration(s); /* kept tokens evaluated again */
 			next = own->first_pos + (int32_t)own->tokens;
+		}
+		if (s->embed || overlaps_any(p, embeds, nembeds, s)) {
+			/* an embedding step on this context (named above), or one beside this
+			 * step: its time above the typical decode step */
+			if (baseline && duration(s) > baseline)
+				gp->interference_ns += duration(s) - baseline;
+			continue;
 		}
 		if (!carries_prompt(s, c->seq))
 			continue;
@@ -491,7 +544,7 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 	}
 	at->estimated |= EST_SEQUENCE;
 	for (size_t g = 0; g < at->ngaps; g++)
-		gap_of(a, e, p, hi, c, r, g, baseline, at);
+		gap_of(a, e, p, lo, hi, c, r, g, baseline, at);
 	if (at->ninterfered_by)
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
 }

@@ -46,6 +46,7 @@ struct seen_step {
 	uint32_t nseqs;	  /* 0: the source does not name sequences */
 	uint64_t context; /* the step stream within the process */
 	uint64_t model;	  /* its model's key (llama_model__key), 0: unknown */
+	bool embed;	  /* it computed embeddings (an embedding request's), not tokens */
 	struct seen_seq *seqs;
 };
 
@@ -60,6 +61,12 @@ struct ancestry {
 	uint32_t anc[MAX_ANCESTORS];
 	uint32_t n;
 	struct ancestry *next;
+};
+
+/* An embeddings call a server finished: which embedding steps were whose. */
+struct embed_call {
+	uint64_t arrival, end, id;
+	uint32_t http_pid;
 };
 
 struct first_token {
@@ -114,6 +121,8 @@ struct attrib {
 	struct ancestry *ancestries[ANCESTRY_BUCKETS];
 	struct first_token *fts; /* by ft */
 	size_t nfts, capfts;
+	struct embed_call *embeds; /* as they finished */
+	size_t nembeds, capembeds;
 	uint64_t losses[MAX_LOSSES];
 	size_t nlosses;
 	uint64_t pruned_before; /* nothing older than this is kept */

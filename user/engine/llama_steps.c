@@ -20,6 +20,7 @@ int llama_steps__read(const struct ts_llama_step *rec, size_t size, struct engin
 		.host_seen_ns = rec->hdr.ts_ns,
 		.context = rec->ctx,
 		.failed = rec->result != 0,
+		.embeddings = (rec->flags & TS_LLAMA_EMBEDDINGS) != 0,
 		.tokens = rec->n_tokens,
 		.nseqs = rec->nseqs,
 		.llama = rec,

@@ -5,6 +5,8 @@ enum step_kind step__kind(const struct engine_step *s)
 {
 	bool prompt = false, decode = false, chunk = false;
 
+	if (s->embeddings)
+		return STEP_KIND_EMBED;
 	if (!s->nseqs)
 		return STEP_KIND_UNKNOWN;
 	for (uint32_t i = 0; i < s->nseqs; i++) {
@@ -26,7 +28,7 @@ enum step_kind step__kind(const struct engine_step *s)
 
 const char *step_kind__name(enum step_kind k)
 {
-	static const char *const names[] = { "unknown", "decode", "prefill", "chunk", "mixed" };
+	static const char *const names[] = { "unknown", "decode", "prefill", "chunk", "mixed", "embed" };
 
 	return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "unknown";
 }

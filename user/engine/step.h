@@ -41,6 +41,8 @@ enum step_kind {
 	STEP_KIND_PREFILL,     /* prompts only, each ending in a sampled token */
 	STEP_KIND_CHUNK,       /* a part of a prompt that samples nothing yet (chunked prefill) */
 	STEP_KIND_MIXED,       /* prompts and decodes together */
+	STEP_KIND_EMBED,       /* embeddings computed, not tokens sampled (an embedding request's) */
+	STEP_KIND__N,
 };
 
 struct cuda_step;
@@ -59,6 +61,7 @@ struct engine_step {
 	const char *model;     /* the context's model (llama.cpp: its file's name), NULL: unknown */
 	uint64_t model_key;    /* llama_model__key(model): what a request's model is matched by */
 	bool failed;	       /* the step did no work (llama_decode returned an error) */
+	bool embeddings;       /* its context computed embeddings (llama.cpp's flag, where read) */
 	/* Tokens per sequence, where the source knows them (0 sequences: it does not). */
 	uint32_t tokens;       /* over all sequences, as many as the source counted */
 	uint32_t nseqs;	       /* sequences listed, at most STEP_MAX_SEQS */

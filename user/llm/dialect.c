@@ -187,6 +187,35 @@ static void openai_body(struct request *r, const struct jval *o, uint64_t ts)
 	openai_chunk(r, o, ts, true);
 }
 
+/* ---- OpenAI Embeddings (and the servers that copy it: llama-server, vLLM, Ollama's /v1) ----
+ * One JSON reply, no token: what is measured is its end, and the engine's embedding steps it
+ * took (which chat requests name when they waited behind them). */
+
+static bool embeddings_path(const char *path)
+{
+	return ends_with(path, "/v1/embeddings") || !strcmp(path, "/embeddings");
+}
+
+static bool embeddings_sniff(const struct jval *o)
+{
+	const struct jval *data = get(o, "data");
+
+	return str_is(get(o, "object"), "list") && jv_array_size(data) &&
+	       str_is(get(data + 1, "object"), "embedding");
+}
+
+static void embeddings_event(struct request *r, const char *event, const struct jval *o,
+			     uint64_t ts)
+{
+	if (get(o, "error")) {
+		set_api_error(r, get(o, "error"));
+		return;
+	}
+	set_model(&r->response_model, get(o, "model"));
+	openai_usage(r, get(o, "usage"));
+	r->stream_end_seen = true;
+}
+
 /* ---- OpenAI Responses ---- */
 
 static bool responses_path(const char *path)
@@ -551,12 +580,15 @@ static const struct dialect dialects[API__COUNT] = {
 	/* gRPC calls are read by llm/grpc_dialect.c; HTTP/1.1 never carries them */
 	[API_TRITON] = { "triton", "text_completion", "triton", no_path },
 	[API_GRPC] = { "grpc", "", "", no_path },
+	[API_OPENAI_EMBEDDINGS] = { "openai.embeddings", "embeddings", "openai", embeddings_path,
+				    embeddings_sniff, embeddings_event },
 };
 
 /* TGI's token object is the more specific shape: it is asked before llama.cpp's. */
 static const enum api sniff_order[] = {
 	API_OPENAI_CHAT, API_OPENAI_COMPLETIONS, API_OPENAI_RESPONSES, API_ANTHROPIC_MESSAGES,
 	API_GEMINI,	 API_OLLAMA,		 API_TGI,		   API_LLAMACPP,
+	API_OPENAI_EMBEDDINGS,
 };
 
 const char *api__name(enum api a)

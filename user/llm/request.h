@@ -27,6 +27,7 @@ enum api {
 	API_TGI,
 	API_TRITON, /* gRPC: inference.GRPCInferenceService (llm/grpc_dialect.h) */
 	API_GRPC,   /* any other gRPC method: each response message a token event */
+	API_OPENAI_EMBEDDINGS, /* /v1/embeddings: no tokens out, an engine's embedding steps */
 	API__COUNT,
 };
 

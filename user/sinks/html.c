@@ -51,8 +51,8 @@ struct hsteps {
 	char model[LLAMA_MODEL_NAME_MAX]; /* a llama.cpp context's model, where known */
 	bool cuda;
 	uint64_t stream, n, failed, busy_ns, first_ns, last_ns;
-	uint64_t hist[STEP_KIND_MIXED + 1][NBUCKETS];
-	struct sample ms[STEP_KIND_MIXED + 1];
+	uint64_t hist[STEP_KIND__N][NBUCKETS];
+	struct sample ms[STEP_KIND__N];
 	struct hsteps *next;
 };
 
@@ -93,7 +93,7 @@ void html__free(struct html *h)
 		struct hsteps *s = h->steps;
 
 		h->steps = s->next;
-		for (int k = 0; k <= STEP_KIND_MIXED; k++)
+		for (int k = 0; k < STEP_KIND__N; k++)
 			sample__free(&s->ms[k]);
 		free(s);
 	}
@@ -647,9 +647,9 @@ static double key_worst_gap(const struct row *w)
 
 static void engines(struct html *h)
 {
-	static const char *const kinds[] = { "step", "decode", "prefill", "chunk", "mixed" };
+	static const char *const kinds[] = { "step", "decode", "prefill", "chunk", "mixed", "embed" };
 	static const char *const colours[] = { "#7f7f7f", "#1f77b4", "#d62728", "#ff7f0e",
-					       "#9467bd" };
+					       "#9467bd", "#17becf" };
 
 	if (!h->steps)
 		return;
@@ -672,7 +672,7 @@ static void engines(struct html *h)
 		    model, (unsigned long long)s->n, (unsigned long long)s->failed,
 		    span > 0 ? (double)s->n / span : 0.0,
 		    span > 0 ? 100 * (double)s->busy_ns / 1e9 / span : 0.0);
-		for (int k = 0; k <= STEP_KIND_MIXED; k++) {
+		for (int k = 0; k < STEP_KIND__N; k++) {
 			if (!sample__count(&s->ms[k]))
 				continue;
 			put(h, "<tr data-stat=\"%s\"><th>%s</th>", kinds[k], kinds[k]);
@@ -684,7 +684,7 @@ static void engines(struct html *h)
 						  "Each step's time from its start to its end "
 						  "(docs/gpu.md, docs/llama.md), by the kind of work "
 						  "its batch carried.", "step time (ms, log scale)",
-						  "steps", STEP_KIND_MIXED + 1, kinds, colours },
+						  "steps", STEP_KIND__N, kinds, colours },
 			  s->hist);
 	}
 	put(h, "</section>");

@@ -21,8 +21,8 @@ struct step_group {
 	struct sample step_ms, launches; /* CUDA: launches per step */
 	/* llama.cpp */
 	struct sample tokens, seqs;	   /* per step that did work */
-	uint64_t kind_n[STEP_KIND_MIXED + 1];
-	uint64_t kind_ns[STEP_KIND_MIXED + 1];
+	uint64_t kind_n[STEP_KIND__N];
+	uint64_t kind_ns[STEP_KIND__N];
 	uint32_t max_seqs; /* the most sequences one step carried */
 	struct step_group *next;
 };
@@ -134,7 +134,7 @@ static void print_llama(struct step_group *sg, FILE *out, const char *comm, doub
 		sg->model, (unsigned long long)sg->n, (unsigned long long)sg->failed,
 		span > 0 ? (double)worked / span : 0.0);
 	fprintf(out, "    time by kind:");
-	for (int k = STEP_KIND_DECODE; k <= STEP_KIND_MIXED; k++) {
+	for (int k = STEP_KIND_DECODE; k < STEP_KIND__N; k++) {
 		if (sg->kind_n[k])
 			fprintf(out, " %s %llu steps %.1f ms", step_kind__name(k),
 				(unsigned long long)sg->kind_n[k], (double)sg->kind_ns[k] / 1e6);

@@ -505,7 +505,7 @@ struct engine_acc {
 	struct top *t;
 	const struct span *w;
 	struct top_engine_row *row;
-	uint64_t kinds[5], known;
+	uint64_t kinds[STEP_KIND__N], known;
 	size_t nintervals;
 };
 
