@@ -151,6 +151,7 @@ def run_llama_checks(ctx):
     server.wait(timeout=30)
     many = many_sequences(check, root, gen, work, rnd)
     embedding = embeddings_beside_chat(check, root, gen, work, rnd)
+    speculating = speculative(check, root, gen, work, rnd)
     dying = die_mid_decode(check, root, gen, work, rnd)
     rc, out, err = tracer.stop()
     check(rc == 0, f"llama: tokenscope exited 0 ({err[-300:]})")
@@ -208,6 +209,8 @@ def run_llama_checks(ctx):
         check_many(check, many, records)
     if embedding:
         check_embeddings(check, embedding, records)
+    if speculating:
+        check_speculative(check, speculating, records, out)
     if dying:
         check_shifts(check, dying, records)
         check_died(check, dying, records)
@@ -306,7 +309,7 @@ def stream_until(port, text, max_tokens, user, first, die_after=None):
 
 
 def start_server(check, root, gen, work, name, sequences, context_size=None, live=False,
-                 second_model=None, embeddings=False):
+                 second_model=None, embeddings=False, draft_model=None):
     """Another node-llama-cpp server on the same engine, its files named after name, with its
     own interposer log (live: written as calls end); second_model: a second model's file,
     served on a context of its own. Returns it, its port and its two logs (None for the
@@ -324,7 +327,8 @@ def start_server(check, root, gen, work, name, sequences, context_size=None, liv
          "--log", server_log, "--sequences", str(sequences), "--batch", str(BATCH)] +
         (["--context-size", str(context_size)] if context_size else []) +
         (["--second-model", os.path.join(gen, second_model)] if second_model else []) +
-        (["--embeddings"] if embeddings else []),
+        (["--embeddings"] if embeddings else []) +
+        (["--draft-model", os.path.join(gen, draft_model)] if draft_model else []),
         stdout=open(os.path.join(work, f"{name}-server.out"), "w"), stderr=subprocess.STDOUT,
         env=env)
     try:
@@ -527,6 +531,86 @@ def check_embeddings(check, emb, records):
     check(interfered and not must_miss and not may_not,
           f"llama: each chat gap an embedding step ran in names its embeddings call, and none "
           f"other ({interfered} gaps beside one)")
+
+
+SPEC_STREAMS = 8  # streams at once on a server that drafts with a second model, 4 sequences
+
+
+def speculative(check, root, gen, work, rnd):
+    """Speculative decoding (issue 35, item 2): a server whose sequences each draft with
+    node-llama-cpp's DraftSequenceTokenPredictor on a context of a draft model (tiny-draft:
+    tiny's weights, so that drafts are now and then accepted), SPEC_STREAMS streams at once.
+    Returns its pid, log and interposer's calls."""
+    server, port, decode_log, server_log = start_server(check, root, gen, work, "spec",
+                                                        SEQUENCES, draft_model="tiny-draft.gguf")
+    if not server:
+        return None
+    jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(16, 40), f"s{i}")
+            for i in range(SPEC_STREAMS)]
+    check(concurrently(port, jobs, None), f"llama: {SPEC_STREAMS} speculative streams answered")
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+    return {"pid": server.pid, "served": read_jsonl(server_log),
+            "calls": [c for c in read_jsonl(decode_log) if "start_ns" in c]}
+
+
+def check_speculative(check, spec, records, summary):
+    """Each speculating request's drafted and accepted tokens against node-llama-cpp's own
+    counts for its sequence (accepted: validated and used), its prompt's split against the
+    interposer's calls, its gaps' steps its own sequence's, the draft model's steps named."""
+    calls = sorted(spec["calls"], key=lambda c: c["start_ns"])
+    steps = sorted((r for r in records if r.get("type") == "engine_step" and
+                    r["pid"] == spec["pid"]), key=lambda r: r["start_ns"])
+    same = dict(zip((c["start_ns"] for c in calls), (r["start_ns"] for r in steps)))
+    target = [c for c in calls if c["model"] == "tokenscope-tiny"]
+    drafts = [r for r, c in zip(steps, calls) if c["model"] == "tiny-draft"]
+    check(len(steps) == len(calls) and drafts and all(r["model"] == "tiny-draft" for r in drafts),
+          f"llama: the draft model's steps are its context's, named tiny-draft ({len(drafts)} "
+          f"of {len(steps)} steps)")
+    mine = [r for r in records if r.get("type") == "request" and r["role"] == "server" and
+            r["pid"] == spec["pid"]]
+    served = spec["served"]
+    good, _, _, bad, _ = split_against_truth(target, served, same, mine)
+    prompt_right = min(good[k] for k in ("prefill_start", "prefill_steps", "queue", "prefill",
+                                          "emit", "cached", "sequence", "usage"))
+    for line in bad[:8]:
+        print(f"  llama (speculative): {line}")
+    own = {same.get(c["start_ns"]) for c in target}
+    off = []
+    unmatched = list(served)
+    for r in mine:
+        a = r.get("attribution") or {}
+        sp = a.get("speculative") or {}
+        # the logged request of this prompt and output length that wrote its first token
+        # nearest the write tokenscope saw (as split_against_truth pairs them)
+        entry = min((e for e in unmatched if e["prompt_tokens"] == r.get("input_tokens") and
+                     e["completion_tokens"] == r.get("output_tokens")),
+                    key=lambda e: abs(int(e["tokens"][0]) - r["first_token_ns"]))
+        unmatched.remove(entry)
+        pr = entry["predictions"]
+        accepted = pr["validated"] - pr["unused"]
+        verified = pr["validated"] + pr["refuted"]
+        gaps_own = all(g["step_start_ns"] in own for g in a.get("gaps", []))
+        # a verifying step may come after the stream's last token (node-llama-cpp drafts on
+        # past the last one it needs): its drafts are node-llama-cpp's, not the stream's
+        if not (abs(sp.get("accepted", -9) - accepted) <= 1 and
+                verified - 4 <= sp.get("drafted", -9) <= verified and gaps_own):
+            off.append((r["id"], sp.get("drafted"), sp.get("accepted"), verified, accepted,
+                        gaps_own))
+    rates = sorted(r["attribution"]["speculative"]["acceptance"] for r in mine
+                   if (r.get("attribution") or {}).get("speculative"))
+    print(f"llama: speculative decoding: {len(mine)} requests, prompts split right "
+          f"{prompt_right}/{len(mine)}, acceptance {[round(x, 2) for x in rates]}; "
+          f"(id, drafted, accepted, node-llama-cpp's verified, accepted, gaps on its own "
+          f"steps) off by more than a token: {off}", flush=True)
+    check(len(mine) == SPEC_STREAMS and prompt_right == len(mine),
+          f"llama: the speculating requests' prompts split right ({prompt_right}/{len(mine)})")
+    check(len(rates) == len(mine) and not off and sum(rates) > 0,
+          f"llama: each speculating request's accepted tokens within one of node-llama-cpp's "
+          f"count, its drafted ones those its steps verified, its gaps on its own steps "
+          f"({off})")
+    check(f"speculative decoding: {len(mine)} requests verified drafted tokens" in summary,
+          "llama: the summary says the speculating requests and their acceptance")
 
 
 def die_mid_decode(check, root, gen, work, rnd):

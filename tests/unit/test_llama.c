@@ -820,6 +820,71 @@ static void test_embeddings_beside_chat(void **state)
 	attrib__free(a);
 }
 
+/*
+ * Speculative decoding (node-llama-cpp's draft predictor, as the llama integration test saw
+ * it). A request (seq 0 of CTX, arrives at 1 ms) whose every step verifies tokens a draft
+ * model proposed: outputs for its last token and each drafted one. Its prompt step carries
+ * 9 prompt tokens and 1 drafted (outputs 2); the sequence's next step begins at position 10,
+ * so that draft was accepted and the step produced 2 tokens. Then [10, 11] verifies 1 and
+ * the next begins at 11: none accepted, 1 token. Then [11..14] verifies 3 and the next
+ * begins at 14: 2 accepted, 3 tokens. Then a plain decode. 7 tokens in all, one an event;
+ * the draft model's context (0xd0) steps twice in between. With usage (one token an event)
+ * and without it (taken from the last event back) alike: verify steps 3, drafted 5, accepted
+ * 3, each gap on the step that produced it (none between tokens of one step), the prompt 9.
+ */
+static void test_speculative_decoding(void **state)
+{
+	for (int usage = 0; usage < 2; usage++) {
+		struct attrib *a = attrib__new();
+		struct request *r = request_at(1, 1000, 9);
+		const struct attribution *at;
+		const uint64_t producers[] = { 1100, 1100, 2000, 2500, 2500, 2500, 3000 };
+
+		llama_step(a, 1100, 1500, 1, (struct step_seq[]){ { 0, 10, 0, 9, 2 } });
+		token_at(a, r, 1600);
+		token_at(a, r, 1650);
+		model_step(a, 0xd0, NULL, 1700, 1800, 1, (struct step_seq[]){ { 0, 1, 10, 10, 1 } });
+		llama_step(a, 2000, 2100, 1, (struct step_seq[]){ { 0, 2, 10, 11, 2 } });
+		token_at(a, r, 2200);
+		model_step(a, 0xd0, NULL, 2300, 2400, 1, (struct step_seq[]){ { 0, 1, 11, 11, 1 } });
+		llama_step(a, 2500, 2700, 1, (struct step_seq[]){ { 0, 4, 11, 14, 4 } });
+		token_at(a, r, 2800);
+		token_at(a, r, 2850);
+		token_at(a, r, 2900);
+		llama_step(a, 3000, 3100, 1, (struct step_seq[]){ { 0, 1, 14, 14, 1 } });
+		token_at(a, r, 3200);
+		if (!usage)
+			r->output_tokens.set = false;
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_non_null(at);
+		assert_true(at->ok);
+		assert_int_equal(at->prompt_tokens, 9);
+		assert_int_equal(at->cached_tokens, 0);
+		assert_int_equal(at->prefill_start_ns, 1100 * US);
+		assert_int_equal(at->verify_steps, 3);
+		assert_int_equal(at->drafted, 5);
+		assert_int_equal(at->accepted, 3);
+		assert_int_equal(at->draft_steps, 2);
+		assert_int_equal(at->draft_ns, 200 * US);
+		assert_int_equal(at->ngaps, 6);
+		for (size_t g = 0; g < at->ngaps; g++)
+			assert_int_equal(at->gaps[g].producer_start_ns, producers[g + 1] * US);
+		assert_int_equal(at->gaps[0].steps, 0); /* the prompt step's second token */
+		assert_true(at->gaps[1].verify);
+		assert_int_equal(at->gaps[1].drafted, 1);
+		assert_int_equal(at->gaps[1].accepted, 0);
+		assert_true(at->gaps[2].verify);
+		assert_int_equal(at->gaps[2].drafted, 3);
+		assert_int_equal(at->gaps[2].accepted, 2);
+		assert_false(at->gaps[3].verify); /* counted once, at its first token */
+		assert_int_equal(at->gaps[3].steps, 0);
+		assert_false(at->gaps[5].verify);
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -837,6 +902,7 @@ int main(void)
 		cmocka_unit_test(test_contexts_named_by_model),
 		cmocka_unit_test(test_request_to_its_model),
 		cmocka_unit_test(test_embeddings_beside_chat),
+		cmocka_unit_test(test_speculative_decoding),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,7 +100,9 @@ static bool prompt_of(const struct step_proc *p, size_t lo, struct run *c, const
 	int32_t first_pos = q->first_pos;
 
 	c->first = c->end;
-	c->prompt = q->tokens;
+	/* tokens drafted after the prompt's last one, verified in its step, are not the prompt */
+	c->prompt = q->outputs > 1 && q->outputs < q->tokens ? q->tokens - (q->outputs - 1)
+							      : q->tokens;
 	c->steps = 1;
 	c->chunks = 0;
 	for (size_t k = c->end; k-- > lo;) {
@@ -127,27 +129,86 @@ static bool prompt_of(const struct step_proc *p, size_t lo, struct run *c, const
 	return p->v[c->first].start >= r->start_ns;
 }
 
+/*
+ * The tokens step k produced for run c's sequence: one; or, where it verified drafted tokens
+ * (speculative decoding: outputs for the sequence's last token and each drafted one after
+ * it), the drafted ones it accepted and its own. The sequence's next step begins right after
+ * them: the rejected ones were removed from its cache. Without a next step, as many as
+ * left (the caller caps it by the tokens left to place); *exact says which. *drafted: the
+ * tokens it verified. A prompt's step verifies drafted tokens where outputs follow tokens
+ * that asked for none (a prompt whose every token asked for logits verified nothing).
+ */
+static uint32_t produced_of(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
+			    uint32_t *drafted, bool *exact)
+{
+	const struct seen_seq *q = seq_in(&p->v[k], c->ctx, c->seq);
+	int32_t last;
+
+	*drafted = 0;
+	*exact = true;
+	if (!q || q->outputs <= 1 || q->first_pos < 0 || q->outputs > q->tokens ||
+	    (k == c->end && q->outputs == q->tokens))
+		return 1;
+	*drafted = q->outputs - 1;
+	last = q->first_pos + (int32_t)q->tokens - (int32_t)q->outputs; /* the sequence's own */
+	for (size_t n = k + 1; n < hi; n++) {
+		const struct seen_seq *e = seq_in(&p->v[n], c->ctx, c->seq);
+		int32_t accepted;
+
+		if (!e || e->first_pos < 0)
+			continue;
+		accepted = e->first_pos - last - 1;
+		if (accepted < 0 || accepted > (int32_t)*drafted)
+			break; /* not a continuation: a shift, or the next prompt */
+		return (uint32_t)accepted + 1;
+	}
+	*exact = false;
+	return q->outputs;
+}
+
+static uint32_t produced(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
+			 uint32_t *drafted)
+{
+	bool exact;
+
+	return produced_of(p, hi, c, k, drafted, &exact);
+}
+
 /* The output steps of the run that produced the token events after the first, and the fit.
- * One token per event when usage says so: event i from the run's i-th output step. Else an
- * event carries the tokens of the run's output steps seen since the event before, so each
- * event is from the latest output step seen before it that leaves one for every event after
- * it: taken from the last event back. (From the first event on, a write that comes after the
- * next step was over would take that step and leave the next event none.) */
+ * One token per event when usage says so: event i from the run's next output step with a
+ * token left (a step that verified drafted tokens produced as many as it accepted, and one).
+ * Else an event carries the tokens of the run's output steps seen since the event before, so
+ * each event is from the latest output step seen before it that leaves one for every event
+ * after it: taken from the last event back, a verifying step taking as many events as it
+ * produced tokens. (From the first event on, a write that comes after the next step was over
+ * would take that step and leave the next event none.) */
 static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const struct request *r,
 		      bool one_each)
 {
-	size_t ne = r->token_events, k = c->end + 1;
+	size_t ne = r->token_events, k = c->end + 1, cur;
 	uint64_t t = r->first_token_ns;
+	uint32_t left, drafted;
 
 	c->out[0] = c->end;
 	c->fit = t - p->v[c->end].seen;
 	if (!one_each && ne > 1) {
+		/* from the last event back: the step each took, and how many more it may take */
+		size_t end_left = produced(p, hi, c, c->end, &drafted) - 1;
+
 		for (size_t i = 1; i < ne; i++)
 			t += r->gaps_ns[i - 1];
 		k = hi;
+		cur = hi;
+		left = 0;
 		for (size_t i = ne - 1; i >= 1; t -= r->gaps_ns[--i]) {
 			const struct seen_seq *e = NULL;
 
+			if (cur < hi && left && p->v[cur].seen <= t) {
+				left--;
+				c->out[i] = cur;
+				c->fit += t - p->v[cur].seen;
+				continue;
+			}
 			while (k-- > c->end + 1) {
 				if (p->v[k].seen > t)
 					continue;
@@ -156,17 +217,34 @@ static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const
 					break;
 				e = NULL;
 			}
-			if (!e)
-				return false;
+			if (!e) {
+				if (!end_left)
+					return false;
+				end_left--; /* the prompt's step verified drafted tokens too */
+				k = c->end + 1;
+				c->out[i] = c->end;
+				c->fit += t - p->v[c->end].seen;
+				continue;
+			}
+			cur = k;
+			left = produced(p, hi, c, k, &drafted) - 1;
 			c->out[i] = k;
 			c->fit += t - p->v[k].seen;
 		}
 		return true;
 	}
+	cur = c->end;
+	left = produced(p, hi, c, c->end, &drafted) - 1;
 	for (size_t i = 1; i < ne; i++) {
 		size_t found = hi;
 
 		t += r->gaps_ns[i - 1];
+		if (left) {
+			left--;
+			c->out[i] = cur;
+			c->fit += t > p->v[cur].seen ? t - p->v[cur].seen : 0;
+			continue;
+		}
 		for (; k < hi && p->v[k].seen <= t; k++) {
 			const struct seen_seq *e = seq_in(&p->v[k], c->ctx, c->seq);
 
@@ -179,6 +257,8 @@ static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const
 		if (found == hi)
 			return false;
 		c->out[i] = found;
+		cur = found;
+		left = produced(p, hi, c, found, &drafted) - 1;
 		c->fit += t - p->v[found].seen;
 	}
 	return true;
@@ -482,6 +562,53 @@ static void gap_of(const struct attrib *a, const struct engine_procs *e, const s
 	at->shift_ns += gp->shift_ns;
 }
 
+/*
+ * Speculative decoding: each step of the run that verified drafted tokens, the tokens it
+ * verified and those the stream carried from it but its own: where the sequence's next step
+ * says (it begins after them), else the token events it produced but one (the run's last
+ * step: a lower bound where an event carried several tokens). Counted on the gap its first
+ * token ends (the first token's: the request's only). Then the steps of the process's other
+ * contexts from the prompt's start to the last token: its draft model's.
+ */
+static void speculation(const struct step_proc *p, size_t lo, size_t hi, const struct run *c,
+			const struct request *r, struct attribution *at)
+{
+	for (size_t i = 0; i < r->token_events; i++) {
+		uint32_t drafted, made, accepted, events = 1;
+		bool exact;
+
+		if (i && c->out[i] == c->out[i - 1])
+			continue;
+		made = produced_of(p, hi, c, c->out[i], &drafted, &exact);
+		if (!drafted)
+			continue;
+		while (i + events < r->token_events && c->out[i + events] == c->out[i])
+			events++;
+		accepted = exact ? made - 1 : events - 1;
+		if (accepted > drafted)
+			accepted = drafted;
+		at->verify_steps++;
+		at->drafted += drafted;
+		at->accepted += accepted;
+		if (i) {
+			at->gaps[i - 1].verify = true;
+			at->gaps[i - 1].drafted = drafted;
+			at->gaps[i - 1].accepted = accepted;
+		}
+	}
+	if (!at->drafted)
+		return;
+	for (size_t k = lo; k < hi; k++) {
+		const struct seen_step *s = &p->v[k];
+
+		if (s->context == c->ctx || s->embed || !s->nseqs ||
+		    s->start >= r->last_token_ns || s->done <= p->v[c->first].start)
+			continue;
+		at->draft_steps++;
+		at->draft_ns += duration(s);
+	}
+}
+
 /* The engine's figures for the summary: each step once, up to the request's end. */
 static void account(struct engine_procs *e, const struct step_proc *p, size_t lo, size_t hi, uint64_t upto)
 {
@@ -545,6 +672,7 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 	at->estimated |= EST_SEQUENCE;
 	for (size_t g = 0; g < at->ngaps; g++)
 		gap_of(a, e, p, lo, hi, c, r, g, baseline, at);
+	speculation(p, lo, hi, c, r, at);
 	if (at->ninterfered_by)
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
 }

@@ -40,6 +40,12 @@ struct attrib_gap {
 	 * engine shifted the cache in place), part of decode_ns */
 	bool context_shift;
 	uint64_t shift_ns;
+	/* llama.cpp, speculative decoding: the step that produced the gap's token verified
+	 * `drafted` tokens a draft model proposed, of which the stream carried `accepted`
+	 * (counted at the first token it produced; the tokens after it, from the same step,
+	 * have gaps with no step of their own) */
+	bool verify;
+	uint32_t drafted, accepted;
 };
 
 /* vLLM's engine wire (engine/vllm_wire.c): the engine's own account of the request. */
@@ -94,6 +100,12 @@ struct attribution {
 	uint32_t prefill_chunks; /* prefill steps that sampled nothing: earlier prompt chunks */
 	uint32_t context_shifts; /* gaps whose sequence's positions went back (context_shift) */
 	uint64_t shift_ns;	 /* the gaps' shift_ns */
+	/* Speculative decoding: the steps that verified drafted tokens (the prompt's sampling step
+	 * among them where it did), the tokens drafted and accepted over them, and the steps of
+	 * the process's other contexts in the request's time: its draft model's (shared where
+	 * requests speculated at once) */
+	uint32_t verify_steps, drafted, accepted, draft_steps;
+	uint64_t draft_ns;
 	/* The response's usage said another prompt length than the matched run evaluated (cached
 	 * tokens in and out): the split stands, from the run. */
 	bool usage_mismatch;

@@ -155,6 +155,14 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 			json_object_set_new(o, "usage_mismatch",
 					    json_pack("{s:I, s:I}", "reported", (json_int_t)a->usage_reported,
 						      "evaluated", (json_int_t)a->usage_evaluated));
+		if (a->drafted)
+			json_object_set_new(
+				o, "speculative",
+				json_pack("{s:I, s:I, s:I, s:f, s:I, s:o}", "verify_steps",
+					  (json_int_t)a->verify_steps, "drafted", (json_int_t)a->drafted,
+					  "accepted", (json_int_t)a->accepted, "acceptance",
+					  (double)a->accepted / (double)a->drafted, "draft_steps",
+					  (json_int_t)a->draft_steps, "draft_ms", ms(a->draft_ns)));
 	}
 	if (gaps) {
 		v = json_array();
@@ -172,6 +180,10 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 				json_object_set_new(go, "context_shift",
 						    json_boolean(g->context_shift));
 				json_object_set_new(go, "shift_ms", ms(g->shift_ns));
+				if (g->verify) {
+					json_object_set_new(go, "drafted", json_integer(g->drafted));
+					json_object_set_new(go, "accepted", json_integer(g->accepted));
+				}
 			}
 			json_object_set_new(go, "step_start_ns",
 					    json_integer((json_int_t)g->producer_start_ns));

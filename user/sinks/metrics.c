@@ -47,6 +47,9 @@ static const char *const l_cache[] = { "process", "role", "gen_ai_request_model"
 static const char *const l_gap[] = { "process", "role", "gen_ai_request_model" };
 static const char *const l_component[] = { "process", "gen_ai_request_model", "component" };
 static const char *const l_process[] = { "process" };
+static const char *const l_spec[] = { "process", "gen_ai_request_model" };
+static const char *const l_spec_tokens[] = { "process", "gen_ai_request_model", "kind" };
+static const double b_ratio[] = { 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1 };
 static const char *const l_engine[] = { "process", "source", "model", "kind" };
 
 enum fam_id {
@@ -68,6 +71,8 @@ enum fam_id {
 	F_ENGINE_STEPS,
 	F_ENGINE_TOKENS,
 	F_ENGINE_FAILED,
+	F_SPEC_ACCEPTANCE,
+	F_SPEC_TOKENS,
 	F__COUNT,
 };
 
@@ -134,6 +139,14 @@ static const struct family_def defs[F__COUNT] = {
 				    "Tokens the engine's steps carried (prompt and decode), by step "
 				    "kind.",
 				    l_engine),
+	[F_SPEC_ACCEPTANCE] = HIST("tokenscope_speculative_acceptance_ratio",
+				   "Speculative decoding: per server request, the drafted tokens its "
+				   "engine's steps accepted, of those they verified (llama.cpp).",
+				   b_ratio, l_spec),
+	[F_SPEC_TOKENS] = COUNTER("tokenscope_speculative_tokens_total",
+				  "Speculative decoding: tokens a draft model proposed that the "
+				  "engine's steps verified (drafted) and accepted, by kind.",
+				  l_spec_tokens),
 	[F_ENGINE_FAILED] = COUNTER("tokenscope_engine_steps_failed_total",
 				    "Engine step calls that did no work (llama_decode returned an "
 				    "error: no KV slot, aborted).",
@@ -481,6 +494,14 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 		observe(m, F_GAP_COMPONENT, v, (double)gp->interference_ns / 1e9);
 		v[0] = r->comm, v[1] = model, v[2] = "host";
 		observe(m, F_GAP_COMPONENT, v, (double)gp->host_ns / 1e9);
+	}
+	if (a->drafted) {
+		v[0] = r->comm, v[1] = model;
+		observe(m, F_SPEC_ACCEPTANCE, v, (double)a->accepted / (double)a->drafted);
+		v[0] = r->comm, v[1] = model, v[2] = "drafted";
+		count(m, F_SPEC_TOKENS, v, a->drafted);
+		v[0] = r->comm, v[1] = model, v[2] = "accepted";
+		count(m, F_SPEC_TOKENS, v, a->accepted);
 	}
 }
 

@@ -501,6 +501,12 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 		annotate_uint(pf, "sequence", (uint64_t)a->seq);
 		annotate_uint(pf, "cached_tokens", a->cached_tokens);
 		annotate_uint(pf, "chunks", a->prefill_chunks);
+		if (a->drafted) {
+			/* the request's speculative decoding, over all its steps */
+			annotate_uint(pf, "drafted", a->drafted);
+			annotate_uint(pf, "accepted", a->accepted);
+			annotate_uint(pf, "verify_steps", a->verify_steps);
+		}
 	}
 	event_end(pf);
 	event(pf, pe, track, PF_TYPE_SLICE_END, NULL);
@@ -527,6 +533,10 @@ static void tokens(struct perfetto *pf, uint64_t track, const struct request *r,
 				annotate_ms(pf, "host_ms", g->host_ns);
 				annotate_ms(pf, "interference_ms", g->interference_ns);
 				annotate_uint(pf, "steps", g->steps);
+				if (g->verify) {
+					annotate_uint(pf, "drafted", g->drafted);
+					annotate_uint(pf, "accepted", g->accepted);
+				}
 			}
 			event_end(pf);
 			event(pf, t, track, PF_TYPE_SLICE_END, NULL);

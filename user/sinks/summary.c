@@ -29,6 +29,9 @@ struct group {
 	uint64_t not_attributed;
 	uint64_t usage_mismatch; /* split from a run its usage did not agree with */
 	uint64_t context_shifts, shifted; /* gaps with a context shift, requests with one */
+	/* speculative decoding: each speculating request's acceptance, and the tokens over all */
+	struct sample acceptance;
+	uint64_t drafted, accepted, draft_ns;
 	struct ttft_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
 	size_t nsplits, capsplits;
 	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
@@ -86,6 +89,7 @@ static void group_free(void *group)
 	sample__free(&g->gap_decode);
 	sample__free(&g->gap_host);
 	sample__free(&g->gap_interference);
+	sample__free(&g->acceptance);
 	free(g->splits);
 	free(g->gsplits);
 	struct sample *all[] = { &g->ttft, &g->ttft_hit, &g->ttft_miss, &g->ttft_cache_unknown,
@@ -115,6 +119,12 @@ static void add_attribution(struct group *g, const struct request *r)
 	g->usage_mismatch += a->usage_mismatch;
 	g->context_shifts += a->context_shifts;
 	g->shifted += a->context_shifts > 0;
+	if (a->drafted) {
+		sample__add(&g->acceptance, (double)a->accepted / (double)a->drafted);
+		g->drafted += a->drafted;
+		g->accepted += a->accepted;
+		g->draft_ns += a->draft_ns;
+	}
 	if (a->wire.split) {
 		sample__add(&g->frontend, a->wire.frontend_ns / 1e6);
 		if (a->wire.events)
@@ -322,6 +332,13 @@ static void print_attribution(FILE *out, struct group *g)
 		fprintf(out, "    context shifts: %llu in %llu requests (the sequence's positions went "
 			     "back mid-stream: context_shift in the records' gaps)\n",
 			(unsigned long long)g->context_shifts, (unsigned long long)g->shifted);
+	if (sample__count(&g->acceptance)) {
+		fprintf(out, "    speculative decoding: %llu requests verified drafted tokens: %llu "
+			     "drafted, %llu accepted; their draft model's steps %.1f ms\n",
+			(unsigned long long)sample__count(&g->acceptance), (unsigned long long)g->drafted,
+			(unsigned long long)g->accepted, (double)g->draft_ns / 1e6);
+		sample__print(out, "acceptance", &g->acceptance);
+	}
 }
 
 /* vLLM's engine wire: what was read of it, and what could not be. */
