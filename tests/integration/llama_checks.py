@@ -46,7 +46,7 @@ def prompt(rnd, words):
 
 
 def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=False,
-         model="tiny"):
+         model="tiny", copy_prefix_of=None):
     c = (http.client.HTTPSConnection("127.0.0.1", port, timeout=120, context=tls) if tls else
          http.client.HTTPConnection("127.0.0.1", port, timeout=120))
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "user": user,
@@ -55,6 +55,8 @@ def chat(port, text, max_tokens, user, tls=None, usage_style=None, clear_after=F
         body["usage_style"] = usage_style  # how the fixture counts the prompt in its usage
     if clear_after:
         body["clear_after"] = True  # the fixture empties the sequence's cache at the end
+    if copy_prefix_of:
+        body["copy_prefix_of"] = copy_prefix_of  # the fixture copies that one's cache first
     body = json.dumps(body)
     c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
     r = c.getresponse()
@@ -140,6 +142,14 @@ def run_llama_checks(ctx):
         status, _ = chat(port, text, 6, f"p{k}")
         check(status == 200, f"llama: prefix request {k} answered")
 
+    # phase: a prompt cache shared across sequences (issue 35, item 3): a prompt, then one that
+    # repeats it and goes on, on another sequence into which the fixture copies the first's
+    # cache (llama_memory_seq_cp): its cached tokens are the copy's
+    shared = prompt(rnd, 30)
+    status_a, _ = chat(port, shared, 6, "kv-a")
+    status_b, _ = chat(port, shared + " " + prompt(rnd, 8), 6, "kv-b", copy_prefix_of="kv-a")
+    check(status_a == status_b == 200, "llama: the prompt and its copied-prefix follower answered")
+
     # phase: servers that count the prompt otherwise (issue 35): a chat template's tokens in,
     # BOS out, the cached tokens out (Ollama), no usage at all; concurrent, so that they queue
     usage_jobs = [(prompt(rnd, rnd.randint(3, 40)), rnd.randint(4, 12), f"u{i}", style)
@@ -188,7 +198,18 @@ def run_llama_checks(ctx):
     print(r.stdout.strip(), flush=True)
     check(r.returncode == 0, "llama: the HTML report shows the run's requests and steps, drawn "
                              "from as many as the records, nothing fetched, no console error")
-    check(len(served) == len(jobs) + 2 * SEQUENCES,
+    copied = next((e for e in served if e["id"] == "kv-b"), {})
+    source = next((e for e in served if e["id"] == "kv-a"), {})
+    check(copied.get("copied_from") == source.get("seq") != copied.get("seq") and
+          copied.get("cached", 0) > 0 and
+          any((r.get("attribution") or {}).get("cached_tokens") == copied["cached"] and
+              r["attribution"].get("sequence") == copied["seq"] and
+              r.get("input_tokens") == copied["prompt_tokens"]
+              for r in records if r.get("type") == "request" and r["role"] == "server"),
+          f"llama: the request whose prefix was copied from another sequence has its cached "
+          f"tokens, on its own sequence ({copied.get('cached')} from sequence "
+          f"{copied.get('copied_from')} into {copied.get('seq')})")
+    check(len(served) == len(jobs) + 2 * SEQUENCES + 2,
           f"llama: the server logged every request ({len(served)})")
     check(any(s["cached"] > 0 for s in served), "llama: some prompts reused their sequence's cache")
     # the TLS client's record names the llama.cpp server's record, through nginx
@@ -285,6 +306,26 @@ def check_shifts(check, dying, records):
     check(all(abs(got[g] - of_steps[g]) <= 2000 * len(again[g]) for g in want if g in got),
           "llama: each shift's re-evaluation time is that of the steps the interposer saw "
           "evaluate kept tokens again (within 2 us a step: the record's rounding)")
+    # the step records say where the sequence went back: each step the interposer saw begin
+    # below the position the sequence had reached says rewound_from that position, and no
+    # other step of the stream says it
+    seq, nxt, want_back = entry["seq"], 0, {}
+    last = int(entry.get("done") or entry["tokens"][-1])
+    for c in sorted(calls, key=lambda c: c["start_ns"]):
+        q = next((q for q in c["seqs"] if q[0] == seq), None)
+        if not q or c["start_ns"] < int(entry["seq_at"]) or c["start_ns"] > last:
+            continue
+        if q[2] < nxt:
+            want_back[c["start_ns"]] = nxt
+        nxt = q[2] + q[1]
+    got_back = {}
+    for start, st in step_of.items():
+        q = next((q for q in st["sequences"] if q["seq"] == seq), None)
+        if q and q.get("rewound_from") and int(entry["seq_at"]) <= start <= last:
+            got_back[start] = q["rewound_from"]
+    check(len(want_back) >= len(want) and got_back == want_back,
+          f"llama: the stream's steps that began below where its sequence had reached say "
+          f"so (rewound_from), and no other: {got_back} against the interposer's {want_back}")
 
 
 def stream_until(port, text, max_tokens, user, first, die_after=None):
@@ -609,8 +650,10 @@ def check_speculative(check, spec, records, summary):
           f"llama: each speculating request's accepted tokens within one of node-llama-cpp's "
           f"count, its drafted ones those its steps verified, its gaps on its own steps "
           f"({off})")
-    check(f"speculative decoding: {len(mine)} requests verified drafted tokens" in summary,
-          "llama: the summary says the speculating requests and their acceptance")
+    check(f"speculative decoding: {len(mine)} requests verified drafted tokens" in summary and
+          "model tiny-draft (drafts for speculative decoding)" in summary,
+          "llama: the summary says the speculating requests, their acceptance, and which "
+          "context drafted for them")
 
 
 def die_mid_decode(check, root, gen, work, rnd):

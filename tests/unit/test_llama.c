@@ -611,6 +611,66 @@ static void test_prompt_chunks_join(void **state)
 }
 
 
+/*
+ * A step whose sequence begins below the position it had reached says so in its record
+ * (rewound_from): a context shift or a prompt that kept less of the sequence's history.
+ * Drafted tokens a verifying step rejected are removed as a matter of course: the step
+ * after it begins past its own token, not past its last draft, and is no rewind.
+ */
+static void test_rewound_positions(void **state)
+{
+	char path[] = "/tmp/tokenscope-llama-XXXXXX", *text;
+	int fd = mkstemp(path);
+	struct outfile jsonl = { .fd = -1 };
+	struct sinks sinks = { 0 };
+	struct pipeline *pl;
+	struct jsonl *j;
+	struct ts_llama_step r;
+	FILE *f;
+	static const struct {
+		uint32_t tokens, outputs;
+		int32_t pos;
+	} steps[] = {
+		{ 10, 1, 0 }, /* a prompt, 0..9 */
+		{ 1, 1, 10 }, /* a decode */
+		{ 3, 1, 3 },  /* back below 11: rewound_from 11 */
+		{ 4, 4, 6 },  /* verifies 3 drafts after its own token at 6 */
+		{ 1, 1, 7 },  /* none accepted: no rewind */
+		{ 1, 1, 2 },  /* back below 8: rewound_from 8 */
+	};
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(outfile__open(&jsonl, path), 0);
+	assert_int_equal(outfile__start(&jsonl), 0);
+	j = jsonl__new(&jsonl, false);
+	assert_non_null(j);
+	assert_int_equal(sinks__add(&sinks, &jsonl_sink, j), 0);
+	pl = pipeline__new(sinks__request, sinks__step, &sinks);
+	assert_non_null(pl);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		size_t size = make_step(&r, 0xc0, (10 + i) * MS, (10 + i) * MS + 500000, 0, 1,
+					&steps[i].tokens, &steps[i].pos, &steps[i].outputs);
+
+		assert_int_equal(pipeline__feed(pl, &r, size), 0);
+	}
+	pipeline__finish(pl, 20 * MS);
+	assert_int_equal(outfile__close(&jsonl), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	text = slurp(f);
+	fclose(f);
+	assert_non_null(strstr(text, "\"first_pos\":3,\"last_pos\":5,\"rewound_from\":11,"));
+	assert_non_null(strstr(text, "\"first_pos\":2,\"last_pos\":2,\"rewound_from\":8,"));
+	assert_non_null(strstr(text, "\"first_pos\":7,\"last_pos\":7,\"outputs\""));
+	assert_int_equal(strstr(strstr(text, "rewound_from") + 1, "rewound_from") != NULL, 1);
+	assert_null(strstr(strstr(strstr(text, "rewound_from") + 1, "rewound_from") + 1,
+			   "rewound_from"));
+	pipeline__free(pl);
+	jsonl__free(j);
+	unlink(path);
+}
+
 /* A model's name from its file, as a request names it: base name, no ".gguf", no split's
  * suffix; the key folds case. */
 static void test_model_names(void **state)
@@ -867,6 +927,7 @@ static void test_speculative_decoding(void **state)
 		assert_int_equal(at->accepted, 3);
 		assert_int_equal(at->draft_steps, 2);
 		assert_int_equal(at->draft_ns, 200 * US);
+		assert_int_equal(at->draft_context, 0xd0);
 		assert_int_equal(at->ngaps, 6);
 		for (size_t g = 0; g < at->ngaps; g++)
 			assert_int_equal(at->gaps[g].producer_start_ns, producers[g + 1] * US);
@@ -899,6 +960,7 @@ int main(void)
 		cmocka_unit_test(test_late_write_keeps_its_step),
 		cmocka_unit_test(test_context_shift),
 		cmocka_unit_test(test_model_names),
+		cmocka_unit_test(test_rewound_positions),
 		cmocka_unit_test(test_contexts_named_by_model),
 		cmocka_unit_test(test_request_to_its_model),
 		cmocka_unit_test(test_embeddings_beside_chat),

@@ -596,6 +596,11 @@ static void speculation(const struct step_proc *p, size_t lo, size_t hi, const s
 			at->gaps[i - 1].accepted = accepted;
 		}
 	}
+	struct {
+		uint64_t ctx;
+		uint32_t n;
+	} ctxs[4] = { 0 };
+
 	if (!at->drafted)
 		return;
 	for (size_t k = lo; k < hi; k++) {
@@ -606,6 +611,19 @@ static void speculation(const struct step_proc *p, size_t lo, size_t hi, const s
 			continue;
 		at->draft_steps++;
 		at->draft_ns += duration(s);
+		for (size_t i = 0; i < 4; i++) {
+			if (!ctxs[i].n || ctxs[i].ctx == s->context) {
+				ctxs[i].ctx = s->context;
+				ctxs[i].n++;
+				break;
+			}
+		}
+	}
+	for (size_t i = 0, best = 0; i < 4; i++) {
+		if (ctxs[i].n > best) {
+			best = ctxs[i].n;
+			at->draft_context = ctxs[i].ctx;
+		}
 	}
 }
 
@@ -618,10 +636,9 @@ static void account(struct engine_procs *e, const struct step_proc *p, size_t lo
 		if (!s->nseqs || s->seen <= e->counted_to || s->seen > upto)
 			continue; /* a CUDA step of the same process is not the engine's step again */
 		e->st.steps++;
-		if (carries_prompt(s, -1))
-			e->st.prefill_steps++;
-		else
-			e->st.decode_steps++;
+		/* an embeddings call's step is neither a prompt's nor a decode */
+		e->st.prefill_steps += !s->embed && carries_prompt(s, -1);
+		e->st.decode_steps += !s->embed && !carries_prompt(s, -1);
 		e->st.busy_ns += duration(s);
 		if (!e->st.first_ns || s->start < e->st.first_ns)
 			e->st.first_ns = s->start;

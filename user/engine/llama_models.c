@@ -7,6 +7,7 @@
 
 #include "engine/llama_models.h"
 #include "base/buf.h"
+#include "engine/step.h"
 
 void llama_models__free(struct llama_models *m)
 {
@@ -19,7 +20,7 @@ static struct llama_model_entry *find(const struct llama_models *m, uint32_t pid
 				      bool is_context)
 {
 	for (size_t i = 0; i < m->n; i++) {
-		if (m->v[i].pid == pid && m->v[i].ptr == ptr && (m->v[i].model != 0) == is_context)
+		if (m->v[i].pid == pid && m->v[i].ptr == ptr && m->v[i].is_context == is_context)
 			return &m->v[i];
 	}
 	return NULL;
@@ -37,7 +38,7 @@ static struct llama_model_entry *put(struct llama_models *m, uint32_t pid, uint6
 	if (!array__reserve((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)))
 		return NULL;
 	e = &m->v[m->n++];
-	*e = (struct llama_model_entry){ .pid = pid, .ptr = ptr };
+	*e = (struct llama_model_entry){ .pid = pid, .ptr = ptr, .is_context = is_context };
 	return e;
 }
 
@@ -129,6 +130,7 @@ int llama_models__context(struct llama_models *m, const struct ts_llama_context 
 	if (!e)
 		return -1;
 	e->model = rec->model;
+	memset(e->next_pos, 0, sizeof(e->next_pos)); /* a new context of a freed one's pointer */
 	return 0;
 }
 
@@ -147,8 +149,33 @@ const char *llama_models__name_of(const struct llama_models *m, uint32_t pid, ui
 {
 	const struct llama_model_entry *c = find(m, pid, ctx, true), *model;
 
-	if (!c)
+	if (!c || !c->model)
 		return NULL;
 	model = find(m, pid, c->model, false);
 	return model && model->name[0] ? model->name : NULL;
+}
+
+int llama_models__positions(struct llama_models *m, struct engine_step *s)
+{
+	struct llama_model_entry *c = put(m, s->pid, s->context, true);
+
+	if (!c)
+		return -1;
+	for (uint32_t i = 0; i < s->nseqs; i++) {
+		struct step_seq *q = &s->seqs[i];
+		int32_t *next;
+
+		if (q->seq < 0 || q->seq >= TS_LLAMA_SEQS || q->first_pos < 0)
+			continue;
+		next = &c->next_pos[q->seq];
+		if (q->first_pos < *next)
+			q->rewound_from = *next;
+		/* a step that verified drafted tokens expects to keep its own token only: the
+		 * rejected drafts after it are removed as a matter of course */
+		if (q->outputs > 1 && q->outputs <= q->tokens)
+			*next = q->first_pos + (int32_t)(q->tokens - q->outputs) + 1;
+		else
+			*next = q->last_pos + 1;
+	}
+	return 0;
 }

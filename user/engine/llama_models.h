@@ -7,6 +7,11 @@
  * names a model (its body's "model", as servers name models by their files) is matched to
  * that model's contexts only.
  *
+ * It also follows each context's sequences' positions: a step whose sequence begins below
+ * the position it had reached says so (rewound_from), the cells past it having been removed
+ * (a context shift, the next prompt on a sequence that kept less of its history, drafted
+ * tokens rejected beyond the ones a verifying step expected).
+ *
  * A model's name is its file's base name without ".gguf" (and without a split's
  * "-00001-of-00003"). A load or context made before tokenscope started is not known: such a
  * context's steps have no model name and any request may be matched to them.
@@ -14,6 +19,7 @@
 #ifndef TS_LLAMA_MODELS_H
 #define TS_LLAMA_MODELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,9 +32,12 @@
 struct llama_models {
 	struct llama_model_entry {
 		uint32_t pid;
+		bool is_context;
 		uint64_t ptr;	/* the model's pointer (a model), or the context's (a context) */
-		uint64_t model; /* a context's model; 0 for a model */
+		uint64_t model; /* a context's model (0: its making was not seen) */
 		char name[LLAMA_MODEL_NAME_MAX]; /* a model's */
+		/* a context's: the position each sequence reached (0: none yet) */
+		int32_t next_pos[TS_LLAMA_SEQS];
 	} *v;
 	size_t n, cap;
 };
@@ -40,6 +49,10 @@ int llama_models__context(struct llama_models *m, const struct ts_llama_context 
 void llama_models__exit(struct llama_models *m, uint32_t pid);
 /* The name of context ctx's model in process pid, or NULL where its making was not seen. */
 const char *llama_models__name_of(const struct llama_models *m, uint32_t pid, uint64_t ctx);
+struct engine_step;
+/* Step s of its context (one that did work): each sequence that begins below the position
+ * it had reached gets rewound_from; the positions it reaches are kept. -1 without memory. */
+int llama_models__positions(struct llama_models *m, struct engine_step *s);
 
 /* The key a model name is compared by, as a file or as a request names it: its base name
  * (after the last '/'), without ".gguf" or a split's suffix, case folded, hashed; 0 for none. */

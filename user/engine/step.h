@@ -32,6 +32,8 @@ struct step_seq {
 	int32_t first_pos; /* the position of its first token: the KV cells it had (-1: unknown) */
 	int32_t last_pos;  /* of its last */
 	uint32_t outputs;  /* tokens sampled from this step (a decode's, or a prompt's last) */
+	int32_t rewound_from; /* > 0: the position the sequence had reached, which this step
+			       * begins below (cells removed); 0: it did not */
 };
 
 /* What a step did, from its sequences. */

@@ -106,6 +106,7 @@ struct attribution {
 	 * requests speculated at once) */
 	uint32_t verify_steps, drafted, accepted, draft_steps;
 	uint64_t draft_ns;
+	uint64_t draft_context; /* the other context most of those steps were (0: none) */
 	/* The response's usage said another prompt length than the matched run evaluated (cached
 	 * tokens in and out): the split stands, from the run. */
 	bool usage_mismatch;

@@ -24,6 +24,7 @@ struct step_group {
 	uint64_t kind_n[STEP_KIND__N];
 	uint64_t kind_ns[STEP_KIND__N];
 	uint32_t max_seqs; /* the most sequences one step carried */
+	bool draft;	   /* a draft model's context: speculating requests' attribution says */
 	struct step_group *next;
 };
 
@@ -56,6 +57,14 @@ void step_summary__free(struct step_summary *ss)
 bool step_summary__any(const struct step_summary *ss)
 {
 	return ss->groups != NULL;
+}
+
+void step_summary__draft(struct step_summary *ss, uint32_t pid, uint64_t ctx)
+{
+	for (struct step_group *sg = ss->groups; sg; sg = sg->next) {
+		if (sg->source == STEP_SOURCE_LLAMA && sg->pid == pid && sg->context == ctx)
+			sg->draft = true;
+	}
 }
 
 static struct step_group *group_of(struct step_summary *ss, const struct engine_step *s)
@@ -129,9 +138,9 @@ static void print_llama(struct step_group *sg, FILE *out, const char *comm, doub
 {
 	uint64_t worked = sg->n - sg->failed;
 
-	fprintf(out, "%s[%u] llama.cpp context 0x%llx%s%s steps=%llu (failed %llu) steps/s=%.1f\n",
+	fprintf(out, "%s[%u] llama.cpp context 0x%llx%s%s%s steps=%llu (failed %llu) steps/s=%.1f\n",
 		comm, sg->pid, (unsigned long long)sg->context, sg->model[0] ? " model " : "",
-		sg->model, (unsigned long long)sg->n, (unsigned long long)sg->failed,
+		sg->model, sg->draft ? " (drafts for speculative decoding)" : "", (unsigned long long)sg->n, (unsigned long long)sg->failed,
 		span > 0 ? (double)worked / span : 0.0);
 	fprintf(out, "    time by kind:");
 	for (int k = STEP_KIND_DECODE; k < STEP_KIND__N; k++) {
@@ -243,6 +252,8 @@ static json_t *llama_json(const struct engine_step *s)
 		if (!(r->flags & TS_LLAMA_NO_POS)) {
 			json_object_set_new(qj, "first_pos", json_integer(q->first_pos));
 			json_object_set_new(qj, "last_pos", json_integer(q->last_pos));
+			if (q->rewound_from > 0) /* cells past first_pos were removed */
+				json_object_set_new(qj, "rewound_from", json_integer(q->rewound_from));
 		}
 		json_object_set_new(qj, "outputs", json_integer(q->outputs));
 		json_array_append_new(seqs, qj);

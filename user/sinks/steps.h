@@ -19,6 +19,9 @@ void step_summary__add(struct step_summary *ss, const struct engine_step *s);
 /* Whether any step was added. */
 bool step_summary__any(const struct step_summary *ss);
 void step_summary__print(struct step_summary *ss, FILE *out);
+/* Context ctx of process pid drafted for speculating requests (their attribution says so):
+ * its line says it is a draft model's. */
+void step_summary__draft(struct step_summary *ss, uint32_t pid, uint64_t ctx);
 
 /* The JSON Lines object of one step (caller frees with free()); NULL without memory. */
 char *steps__json(const struct engine_step *s);

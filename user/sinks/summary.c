@@ -198,8 +198,12 @@ static void on_request(void *self, const struct request *r, const struct request
 	}
 	if (m.output_tokens.set)
 		sample__add(&g->out_tokens, (double)m.output_tokens.v);
-	if (r->role == ROLE_SERVER)
+	if (r->role == ROLE_SERVER) {
 		add_attribution(g, r);
+		if (r->attr && r->attr->ok && r->attr->draft_context && r->attr->nengine_pids)
+			step_summary__draft(sm->steps, r->attr->engine_pids[0],
+					    r->attr->draft_context);
+	}
 }
 
 static void on_step(void *self, const struct engine_step *s)

@@ -501,6 +501,8 @@ static int on_llama_step(struct pipeline *p, void *rec, size_t size)
 		return -1;
 	es.model = llama_models__name_of(&p->models, es.pid, es.context);
 	es.model_key = llama_model__key(es.model);
+	if (!es.failed && llama_models__positions(&p->models, &es))
+		p->h.no_memory++;
 	on_step(p, &es);
 	return 0;
 }
