@@ -58,6 +58,7 @@ bool settle__exit(struct settle *q, uint32_t pid)
 	if (!array__reserve((void **)&q->exits, &q->capexits, q->nexits + 1, sizeof(*q->exits)))
 		return false;
 	q->exits[q->nexits++] = pid;
+	q->exits_due = true;
 	return true;
 }
 
@@ -93,9 +94,12 @@ void settle__release(struct settle *q, uint64_t now)
 			q->last = NULL;
 		q->out.request(q->out.ctx, h->r);
 		free(h);
+		q->exits_due = true;
 	}
-	if (q->nexits)
+	/* only an exit or a request that left can let an exit pass: not every record looks */
+	if (q->nexits && q->exits_due)
 		pass_exits(q);
+	q->exits_due = false;
 }
 
 uint64_t settle__reported_through(const struct settle *q, uint64_t now)

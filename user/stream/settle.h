@@ -30,6 +30,7 @@ struct settle {
 	struct settle_held *last;  /* where nearly every finished request goes */
 	uint32_t *exits;	   /* processes gone whose requests may still wait */
 	size_t nexits, capexits;
+	bool exits_due;		   /* an exit came, or a request left: look at exits again */
 	struct settle_out out;
 };
 

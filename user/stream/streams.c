@@ -81,6 +81,7 @@ struct stream *streams__get(struct streams *t, const struct stream_key *key, con
 		return NULL;
 	}
 	*link = s;
+	t->not_tcp += key->transport != TRANSPORT_TCP;
 	return s;
 }
 
@@ -135,6 +136,7 @@ void streams__drop(struct streams *t, struct stream **link, uint64_t ts, const c
 		conn__free(s->conn);
 	}
 	*link = s->next;
+	t->not_tcp -= s->key.transport != TRANSPORT_TCP;
 	free(s);
 }
 
@@ -173,6 +175,8 @@ void streams__exit(struct streams *t, uint32_t pid, uint64_t ts, bool sockets_fo
 	const struct conn **dead = NULL;
 	size_t n = 0, cap = 0;
 
+	if (sockets_follow && !t->not_tcp)
+		return; /* its TCP streams end with their sockets' closes */
 	for (size_t b = 0; b < STREAMS_BUCKETS; b++) {
 		for (struct stream *s = t->buckets[b]; s; s = s->next) {
 			if (s->key.pid != pid || (sockets_follow && s->key.transport == TRANSPORT_TCP))

@@ -41,6 +41,10 @@ struct streams {
 	struct stream *by_sock[STREAMS_BUCKETS]; /* TLS streams by their socket's inode */
 	const struct conn_sink *sink;		 /* for the connections made here */
 	struct health *h;			 /* ended streams by kind, aged out */
+	/* streams of other transports than plaintext TCP: a process's exit, when its sockets'
+	 * closes follow, has only these to end, and with none it looks at no stream (a
+	 * fork-per-request client exits hundreds of times a second) */
+	size_t not_tcp;
 };
 
 void streams__init(struct streams *t, const struct conn_sink *sink, struct health *h);
