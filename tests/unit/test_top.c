@@ -210,6 +210,14 @@ static void test_engine(void **state)
 	assert_float_equal(v.engines[0].decode_share, 100, 1e-9);
 	assert_float_equal(v.engines[0].batch_p50, 1, 0);
 	assert_string_equal(v.engines[0].name, "eng[7]");
+	/* a context of another model in the same process: an engine of its own */
+	s.model = "tiny-b", s.start_ns = 19 * S, s.end_ns = 19 * S + 100 * MS;
+	top__step(t, &s);
+	assert_int_equal(top__view(t, NULL, 20 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.nengines, 2);
+	assert_int_equal(v.engines[0].steps, 3);
+	assert_int_equal(v.engines[1].steps, 1);
+	assert_string_equal(v.engines[1].name, "eng[7] tiny-b");
 	top_view__free(&v);
 	top__free(t);
 }

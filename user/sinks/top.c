@@ -11,6 +11,7 @@
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "llm/attribution.h"
+#include "engine/llama_models.h"
 #include "base/recent.h"
 #include "sinks/top.h"
 
@@ -64,6 +65,7 @@ struct engine {
 	uint32_t pid;
 	enum step_source source;
 	char comm[TS_COMM_LEN];
+	char model[LLAMA_MODEL_NAME_MAX]; /* llama.cpp: one engine per model the process serves */
 	struct recent steps; /* struct kept_step */
 };
 
@@ -281,7 +283,9 @@ void top__step(struct top *t, const struct engine_step *s)
 	struct kept_step *k;
 
 	for (size_t i = 0; i < t->nengines && !e; i++) {
-		if (t->engines[i]->pid == s->pid && t->engines[i]->source == s->source)
+		if (t->engines[i]->pid == s->pid && t->engines[i]->source == s->source &&
+		    !strncmp(t->engines[i]->model, s->model ? s->model : "",
+			     sizeof(t->engines[i]->model) - 1))
 			e = t->engines[i];
 	}
 	if (!e) {
@@ -292,6 +296,7 @@ void top__step(struct top *t, const struct engine_step *s)
 		e->pid = s->pid;
 		e->source = s->source;
 		memcpy(e->comm, s->comm, sizeof(e->comm));
+		snprintf(e->model, sizeof(e->model), "%s", s->model ? s->model : "");
 		recent__init(&e->steps, sizeof(struct kept_step), KEEP_MAX, HORIZON_NS);
 		t->engines[t->nengines++] = e;
 	}
@@ -570,8 +575,11 @@ static void engine_row(struct top *t, struct top_view *v, const struct engine *e
 	char comm[TS_COMM_LEN * 4 + 16];
 
 	memset(row, 0, sizeof(*row));
-	snprintf(row->name, sizeof(row->name), "%s[%u]", text__ascii(comm, sizeof(comm), e->comm),
-		 e->pid);
+	char model[LLAMA_MODEL_NAME_MAX * 4 + 16];
+
+	snprintf(row->name, sizeof(row->name), "%s[%u]%s%s",
+		 text__ascii(comm, sizeof(comm), e->comm), e->pid, e->model[0] ? " " : "",
+		 text__ascii(model, sizeof(model), e->model));
 	row->source = e->source == STEP_SOURCE_LLAMA ? "llama.cpp" : "cuda";
 	sample__clear(&t->scratch[2]);
 	recent_scan(&e->steps, w, engine_pass, &a);

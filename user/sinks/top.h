@@ -37,7 +37,7 @@ enum top_col {
 };
 const char *top_col__name(enum top_col c);
 
-#define TOP_NAME_MAX 48	  /* "comm[pid]" or "comm[N pids]", escaped */
+#define TOP_NAME_MAX 48	  /* "comm[pid]" (and a model), "comm[N pids]"; escaped, cut */
 #define TOP_MODEL_MAX 64  /* escaped, cut */
 #define TOP_TAIL_BAR 10	  /* the TTFT tail's split, in letters */
 #define TOP_SLOW_MAX 32	  /* slow requests a view lists */
