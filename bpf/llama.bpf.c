@@ -172,6 +172,90 @@ TS_LOOP_STEP(read_token)
 	return 0;
 }
 
+/*
+ * v's sign bit, as 0 or 1. In assembly: clang turns the same shift in C back into a comparison,
+ * and BPF has no conditional set, so into a branch; and every branch on the chunk's length
+ * inside one_sequence's loops gives the verifier a state of its own for each length, per loop
+ * (a million instructions, refused).
+ */
+static __always_inline __u64 sign_bit(__s64 v)
+{
+	asm volatile("%[v] >>= 63" : [v] "+r"(v));
+	return v;
+}
+
+/* All ones when i < n (both below 2^32), else 0. */
+static __always_inline __u32 below(__u64 i, __u64 n)
+{
+	return (__u32)-sign_bit((__s64)i - (__s64)n);
+}
+
+/*
+ * A chunk of n tokens that all go to one sequence, each to it alone (a prompt's, the common
+ * case), summed at once: as add_token would, token by token, but with no loop step per token (a
+ * 512-token prefill was 512 steps, most of its probe's cost). Its ids were read evenly spaced
+ * (or the batch has none: all sequence 0). Returns 0, having changed nothing, for any other
+ * chunk. A global function, verified once on its own.
+ */
+__noinline int one_sequence(__u32 n)
+{
+	__u32 zero = 0;
+	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
+	__s32 seq = 0, first = -1, last = -1;
+	__u32 outputs = 0, mixed = 0;
+	struct ts_llama_step *r;
+	struct ts_llama_seq *q;
+	__u64 stride;
+
+	if (!s || n == 0 || n > CHUNK)
+		return 0;
+	r = &s->call.rec;
+	stride = s->stride;
+	if (stride) {
+		seq = *(__s32 *)&s->ids[0];
+		for (__u32 i = 1; i < CHUNK; i++)
+			mixed |= below(i, n) &
+				 (__u32)(*(__s32 *)&s->ids[(i * stride) & (CHUNK * MAX_STRIDE - 4)] ^ seq);
+	} else if (s->b.seq_id) {
+		return 0; /* ids not gathered: token by token */
+	}
+	if (s->b.n_seq_id) {
+		for (__u32 i = 0; i < CHUNK; i++)
+			mixed |= below(i, n) & sign_bit(1 - (__s64)s->nseq[i]); /* shared */
+	}
+	if (mixed)
+		return 0;
+	if (s->b.logits) {
+		for (__u32 i = 0; i < CHUNK; i++)
+			outputs += below(i, n) & sign_bit(-(__s64)s->logits[i] | s->logits[i]);
+	}
+	if (s->b.pos) {
+		first = s->pos[0];
+		last = s->pos[(n - 1) & (CHUNK - 1)];
+	}
+	s->last_seq = seq;
+	r->outputs += outputs;
+	if (seq < 0 || seq >= TS_LLAMA_SEQS) {
+		r->other_seq_tokens += n;
+		return 1;
+	}
+	if (!(s->call.seqs_seen & (1ull << seq))) {
+		s->call.seqs_seen |= 1ull << seq;
+		s->slot[seq & (TS_LLAMA_SEQS - 1)] = (__u8)r->nseqs;
+		q = &r->seqs[r->nseqs++ & (TS_LLAMA_SEQS - 1)];
+		q->seq = seq;
+		q->first_pos = first;
+		q->tokens = 0;
+		q->outputs = 0;
+	} else {
+		q = &r->seqs[s->slot[seq & (TS_LLAMA_SEQS - 1)] & (TS_LLAMA_SEQS - 1)];
+	}
+	q->tokens += n;
+	q->last_pos = last;
+	q->outputs += outputs;
+	return 1;
+}
+
 /* One chunk of the batch: each array's part in one read, then each token's first seq id. */
 TS_LOOP_STEP(read_chunk)
 {
@@ -201,6 +285,10 @@ TS_LOOP_STEP(read_chunk)
 	if (stride < 4 || stride > MAX_STRIDE || (stride & 3) || read_ids(s, n, stride))
 		stride = 0; /* one read per token */
 	s->stride = stride;
+	if (one_sequence(n)) {
+		s->done += n;
+		return 0;
+	}
 	s->failed = 0;
 	ts_loop(CHUNK, n, read_token);
 	if (s->failed)
