@@ -492,7 +492,7 @@ static __always_inline int sock_exit(long ret)
 		goto out;
 	cs.total = ret;
 	cs.kind = c->kind;
-	sock_addr((void *)c->sk, &addr);
+	sock_addr((struct sock *)c->sk, &addr);
 	if (c->kind == CALL_BUF) {
 		cs.seg_base = c->base;
 		cs.seg_len = c->len;
@@ -536,24 +536,6 @@ static __always_inline int sock_exit(long ret)
 	if (planned > TS_MAX_PIECES)
 		planned = TS_MAX_PIECES + 1;
 	cs.seq = ts_fetch_add(&st->seq[c->dir & 1], planned, c->sock, SEQ_LOCK(c->dir));
-
-	/* One buffer that holds the whole call in one piece (an SSE event, a token's frame):
-	 * copied and sent here, without the loop's helper call and steps. */
-	if (c->kind == CALL_BUF && cs.total <= TS_CHUNK_MAX && cs.seg_len >= cs.total) {
-		__u64 n = cs.total;
-
-		if (n == 0 || n > TS_CHUNK_MAX) /* for the verifier */
-			goto out;
-		n = ((n - 1) & (TS_CHUNK_MAX - 1)) + 1; /* as in copy_step, for Linux 6.1 */
-		ev->flags = TS_F_SEQ_PER_DIR;
-		if (bpf_probe_read_user(ev->data, n, (void *)cs.seg_base)) {
-			ev->flags |= TS_F_READ_FAULT;
-			ts_count(TS_CNT_READ_FAULTS, 1);
-		}
-		cs.fill = cs.off = n;
-		send_piece(&cs, ev);
-		goto out;
-	}
 
 	/* one record per piece, at most TS_MAX_PIECES */
 	d->cs = cs;

@@ -100,49 +100,8 @@ static __always_inline __u32 sock_netns(struct sock *sk)
 	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 }
 
-#if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
-/* A socket's addresses (sk: a struct sock *, as a number or not): every captured call's exit
- * says them, so they are direct loads, as in stream_sock_of, not a helper call each. */
-static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a)
+static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
 {
-	struct sock *sk = bpf_rdonly_cast(sk_any, bpf_core_type_id_kernel(struct sock));
-	__u16 family = sk->__sk_common.skc_family;
-
-	a->family = family;
-	a->_pad = 0;
-	__builtin_memset(a->laddr, 0, sizeof(a->laddr));
-	__builtin_memset(a->raddr, 0, sizeof(a->raddr));
-	if (family == AF_UNIX) {
-		struct unix_sock *u =
-			bpf_rdonly_cast(sk_any, bpf_core_type_id_kernel(struct unix_sock));
-		struct sock *peer = u->peer;
-		__u64 own = sk->sk_socket->file->f_inode->i_ino;
-		__u64 peer_ino = peer ? peer->sk_socket->file->f_inode->i_ino : 0;
-
-		a->lport = a->rport = 0;
-		__builtin_memcpy(a->laddr, &own, sizeof(own));
-		__builtin_memcpy(a->raddr, &peer_ino, sizeof(peer_ino));
-		return;
-	}
-	a->lport = sk->__sk_common.skc_num;
-	a->rport = bpf_ntohs(sk->__sk_common.skc_dport);
-	if (family == AF_INET6) {
-		__u32 *l = (__u32 *)a->laddr, *r = (__u32 *)a->raddr;
-
-		for (int i = 0; i < 4; i++) {
-			l[i] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[i];
-			r[i] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[i];
-		}
-	} else {
-		*(__u32 *)a->laddr = sk->__sk_common.skc_rcv_saddr;
-		*(__u32 *)a->raddr = sk->__sk_common.skc_daddr;
-	}
-}
-#else
-/* The same with a CO-RE read per field. */
-static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a)
-{
-	struct sock *sk = (struct sock *)sk_any;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 
 	a->family = family;
@@ -169,7 +128,6 @@ static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a
 		BPF_CORE_READ_INTO((__u32 *)a->raddr, sk, __sk_common.skc_daddr);
 	}
 }
-#endif
 
 /* A captured Unix socket says its path and its peer, once (and again once its peer is known). */
 
