@@ -209,21 +209,20 @@ def evaluate(records, truth, engine_truth, chunked, api_pid, interval=1):
         if len(gaps) != len(evs) - 1:
             problems.append(f"rid {t['rid']}: {len(gaps)} gaps, truth {len(evs) - 1}")
             continue
-        merged = False
+        # An event that carries more steps than the stream interval (the first event, more
+        # than one) is the server fallen behind, merging steps' tokens: nothing on the wire
+        # tells it from a late event (the SSE does not count its tokens; usage's count says
+        # only that some event merged, not which), so the alignment places the request's
+        # events around it a step off. Such a stream's gaps are counted apart, in neither
+        # the producing-step bar nor interference (docs/attribution.md).
+        if len(evs[0]["steps"]) > 1 or any(len(ev["steps"]) > interval for ev in evs[1:]):
+            f["gaps_after_merge"] += len(gaps)
+            continue
         for g, ev in zip(gaps, evs[1:]):
-            # An event that carries more steps than the stream interval is the server
-            # fallen behind, merging steps' tokens: nothing on the wire tells it from a
-            # late event (the SSE does not count its tokens), so the alignment (one event
-            # per step) places it, and the request's events after it, a step early. Those
-            # gaps are counted apart, not in the producing-step bar (docs/attribution.md).
-            merged = merged or len(ev["steps"]) > interval
-            if merged:
-                f["gaps_after_merge"] += 1
-            else:
-                f["gaps"] += 1
-                producer = steps[max(ev["steps"])]
-                got, d = nearest_step(by_launch, launches, g["step_start_ns"])
-                f["gap_step"] += got["step"] == producer["step"] and d < 1_000_000
+            f["gaps"] += 1
+            producer = steps[max(ev["steps"])]
+            got, d = nearest_step(by_launch, launches, g["step_start_ns"])
+            f["gap_step"] += got["step"] == producer["step"] and d < 1_000_000
             truly = any(rid != t["rid"] for s in ev["steps"] for rid, _ in steps[s]["prefill"])
             if truly and g["interfered"]:
                 f["tp"] += 1
@@ -369,13 +368,13 @@ def check_bars(check, name, f, chunked, slack):
         bar(check, f"{name}: queue busy/idle within max(1 ms, 5 %) "
             f"({f['busy_idle_explained']} with the steps' time errors allowed)",
             f["busy_idle"], n, 0.95 - slack)
-    bar(check, f"{name}: the producing step of token gaps ({f['gaps_after_merge']} after the "
-        f"server merged steps into one event, not counted)", f["gap_step"], f["gaps"],
+    bar(check, f"{name}: the producing step of token gaps ({f['gaps_after_merge']} in streams "
+        f"whose server merged steps into one event, not counted)", f["gap_step"], f["gaps"],
         0.99 - slack)
     # the fixture's server keeps up nearly always: merged events stay the exception (one
-    # stall early in a run, all 32 streams merging once, leaves 85 % of the gaps before it)
-    bar(check, f"{name}: gaps not after a merged event", f["gaps"],
-        f["gaps"] + f["gaps_after_merge"], 0.75)
+    # stall, all 32 running streams merging once, leaves three quarters of the streams)
+    bar(check, f"{name}: gaps in streams without a merged event", f["gaps"],
+        f["gaps"] + f["gaps_after_merge"], 0.6)
     bar(check, f"{name}: interference precision", f["tp"], f["tp"] + f["fp"], 0.95 - slack)
     bar(check, f"{name}: interference recall", f["tp"], f["tp"] + f["fn"], 0.95 - slack)
 

@@ -138,6 +138,38 @@ static void test_late_server(void **state)
 	attrib__free(a);
 }
 
+/* A server a step late for its whole stream (each event written after the next step was seen,
+ * as an API server behind its engine's asynchronous scheduling is): from the events alone the
+ * first token's step is the one after the truth's. The engine's own output of the first token
+ * (vLLM's engine wire: sent once it had step 4's tokens, before step 5 was seen) puts it, and
+ * the events after it, on the right steps; an engine time outside the request (another
+ * clock's) is not used. */
+static void test_engine_output_bounds_first_step(void **state)
+{
+	const uint64_t outputs[] = { 0, step_start(4, 4) + 4 * MS + 30 * US, 1 };
+
+	for (size_t c = 0; c < 3; c++) {
+		struct attrib *a = new_attrib();
+		struct request *r = server_request(1, T0 + 1 * MS);
+		const struct attribution *at;
+		int first = c == 1 ? 4 : 5; /* the steps it is put on: from step 4, else 5 */
+
+		steps(a, ENGINE_PID, 14, 4);
+		r->engine_output_ns = outputs[c];
+		tokens(a, r, 5, 10, 4, 500 * US); /* steps 4..9's tokens, a step late */
+		attrib__finished(a, r);
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_true(at->ok);
+		assert_int_equal(at->prefill_start_ns, step_start(first, 4));
+		assert_int_equal(at->emit_ns, r->first_token_ns - (step_start(first, 4) + 4 * MS));
+		for (size_t g = 0; g < at->ngaps; g++)
+			assert_int_equal(at->gaps[g].producer_start_ns, step_start(first + 1 + (int)g, 4));
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 /* A stream interval of 4 steps: events on steps 2 (the first token), 6, 10, ..., 30 and the
  * remainder on 32. The event of step 18 is written after step 19 was seen (the server a step
  * behind for a moment): it goes back onto the interval's grid, with or without usage's count. */
@@ -460,6 +492,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ttft_split),
 		cmocka_unit_test(test_late_server),
+		cmocka_unit_test(test_engine_output_bounds_first_step),
 		cmocka_unit_test(test_stream_interval),
 		cmocka_unit_test(test_server_falling_behind),
 		cmocka_unit_test(test_server_streams_every_token),

@@ -111,7 +111,7 @@ bool attrib__has_steps(const struct attrib *a)
 void attrib__first_token(struct attrib *a, const struct request *r)
 {
 	struct first_token f = { .ft = r->first_token_ns, .arrival = r->start_ns, .id = r->id,
-				  .http_pid = r->pid };
+				  .engine_output = r->engine_output_ns, .http_pid = r->pid };
 	size_t i;
 
 	if (r->role == ROLE_CLIENT) {
@@ -255,6 +255,8 @@ static int split(struct attrib *a, struct engine_procs *e, struct request *r, co
 				t += r->gaps_ns[i - 1];
 			q[i] = attrib_latest_seen(v, n, t);
 		}
+		if (ne)
+			q[0] = attrib_engine_output_bound(v, n, r, q[0]);
 	}
 	sft = q[0];
 	if (sft == n || v[sft].start < r->start_ns) {

@@ -57,6 +57,18 @@ static size_t step_of(const struct first_token *f, const struct window_step *v, 
 	return k;
 }
 
+/* The latest step seen before the engine's own output of first token f, where it began
+ * after f's arrival (attrib_engine_output_bound); n when there is none. */
+static size_t first_output_step(const struct first_token *f, const struct window_step *v, size_t n)
+{
+	size_t k;
+
+	if (!f->engine_output || f->engine_output < f->arrival || f->engine_output > f->ft)
+		return n;
+	k = attrib_latest_seen(v, n, f->engine_output);
+	return k < n && v[k].start >= f->arrival ? k : n;
+}
+
 /* The first tokens of this engine's requests written in [v[0].seen, to], on their steps. A
  * request still streaming is not aligned yet: its first token is put as far behind the latest
  * step seen before it as the aligned ones around it were (the HTTP server's delay). */
@@ -77,7 +89,7 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, u
 	for (size_t pass = 0; pass < 2; pass++) {
 		for (size_t i = f; n && i < a->nfts && a->fts[i].ft <= to; i++) {
 			const struct first_token *ft = &a->fts[i];
-			size_t k, ls;
+			size_t k, ls, ke;
 
 			if (!attrib_serves(a, ft->http_pid, own_pid, e) || (pass == 0) != !!ft->step_start)
 				continue;
@@ -87,10 +99,16 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, u
 			k = ft->step_start ? step_of(ft, v, n) : ls - (lag < ls ? lag : ls);
 			if (pass == 0 && nlags < 64)
 				lags[nlags++] = ls - k;
+			/* not aligned yet, but the engine said when it had the token: that bounds
+			 * its step better than the server's typical delay */
+			ke = pass == 1 ? first_output_step(ft, v, n) : n;
+			if (ke < n)
+				k = ke;
 			if (!array__reserve((void **)&a->marks, &a->capmarks, a->nmarks + 1,
 					    sizeof(*a->marks)))
 				continue;
-			a->marks[a->nmarks++] = (struct token_mark){ k, i, ls, !!ft->step_start };
+			a->marks[a->nmarks++] =
+				(struct token_mark){ k, i, ls, ft->step_start || ke < n };
 		}
 		if (pass == 0 && nlags) {
 			qsort(lags, nlags, sizeof(*lags), by_size);
@@ -170,6 +188,24 @@ static bool lag_grew(const size_t *q, size_t ne)
 }
 
 /*
+ * The first token's step no later than the latest step seen complete before the engine's own
+ * output of it (vLLM's engine wire: the outputs message leaves once the engine has the step's
+ * tokens, however late the HTTP server then writes), where that step began after arrival.
+ * Returns the lesser of it and s0.
+ */
+size_t attrib_engine_output_bound(const struct window_step *v, size_t n, const struct request *r,
+				  size_t s0)
+{
+	size_t k;
+
+	if (!r->engine_output_ns || r->engine_output_ns < r->start_ns ||
+	    r->engine_output_ns > r->first_token_ns)
+		return s0; /* none, or another clock's (a container's time namespace) */
+	k = attrib_latest_seen(v, n, r->engine_output_ns);
+	return k < s0 && v[k].start >= r->start_ns ? k : s0;
+}
+
+/*
  * Which step produced each token event (q[0]: the first token's). A token written at t comes
  * from a step the host saw complete before t, at the latest the latest one (ls). An HTTP
  * server that falls behind writes later than that, so its latest is too late. But a running
@@ -213,6 +249,7 @@ bool attrib_align_tokens(const struct window_step *v, size_t n, const struct req
 		if (ls - i < s0)
 			s0 = ls - i;
 	}
+	s0 = attrib_engine_output_bound(v, n, r, s0);
 	one_each = known ? total == ne
 			 : server_every_token || ne < 3 || (q[ne - 1] - q[0]) * 2 < 3 * (ne - 1) ||
 				   lag_grew(q, ne);

@@ -74,6 +74,7 @@ struct first_token {
 	uint64_t step_start; /* first launch of the step that produced it, once the request
 				finished and its events were aligned (0: the latest seen before ft) */
 	uint64_t end;	     /* its end, once it finished (0: not yet) */
+	uint64_t engine_output; /* the engine's own output of it (request.h), 0: not seen */
 	uint64_t input_tokens; /* its usage's prompt, once it finished, where it said one */
 	bool has_usage;
 	uint32_t http_pid;
@@ -184,6 +185,8 @@ long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_
 
 /* attrib_align.c: which step produced each token event */
 size_t attrib_latest_seen(const struct window_step *v, size_t n, uint64_t t);
+size_t attrib_engine_output_bound(const struct window_step *v, size_t n, const struct request *r,
+				  size_t s0);
 void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, uint32_t own_pid,
 			       struct window_step *v, size_t n, uint64_t to);
 bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,

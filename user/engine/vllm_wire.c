@@ -863,15 +863,14 @@ static uint64_t earliest(uint64_t a, uint64_t b)
  * is it and a "-" and 8 characters (since, where the ADD was not seen). The id itself first:
  * where it names any, the suffix form's are another request's (a 2025 X-Request-Id that
  * ended so). Only the front end's own records are joined (not a proxy's before it, which
- * carries the same id), where its ADD's writer was seen. Their facts summed into aw, the
- * children's earliest times into t; the first (child 0 of n>1) returned, NULL for none. */
-static struct vw_req *gather(struct vllm_wire *w, const struct request *r,
-			     struct attrib_wire *aw, uint64_t t[4])
+ * carries the same id), where its ADD's writer was seen. Each is handed to fn; returns how
+ * many were. */
+static size_t each_engine_request(const struct vllm_wire *w, const struct request *r,
+				  void (*fn)(struct vw_req *q, void *ctx), void *ctx)
 {
-	size_t n = strlen(r->response_id);
-	struct vw_req *first = NULL;
+	size_t n = strlen(r->response_id), found = 0;
 
-	for (int k = 0; k < 2 && !first; k++) {
+	for (int k = 0; k < 2 && !found; k++) {
 		struct vw_req *q = k ? w->by_key2[hash(r->response_id, n)]
 				     : w->by_key1[hash(r->response_id, n)];
 
@@ -879,23 +878,67 @@ static struct vw_req *gather(struct vllm_wire *w, const struct request *r,
 			if (strcmp(k ? q->key2 : q->key1, r->response_id) ||
 			    (q->frontend_pid && q->frontend_pid != r->pid))
 				continue;
-			q->joined = true;
-			if (!first || strcmp(q->id, first->id) < 0)
-				first = q; /* "0_..." sorts first */
-			/* n>1: the first prefill that began, the first token that came */
-			t[0] = earliest(t[0], q->queued_ns);
-			t[1] = earliest(t[1], q->scheduled_ns);
-			t[2] = earliest(t[2], q->first_output_ns);
-			t[3] = earliest(t[3], q->add_ns);
-			aw->engine_requests++;
-			aw->preemptions += q->preemptions;
-			aw->preempted_ns += q->preempted_ns;
-			aw->output_steps += q->steps;
-			aw->output_tokens += q->tokens;
-			aw->events |= q->events;
+			found++;
+			fn(q, ctx);
 		}
 	}
-	return first;
+	return found;
+}
+
+static void earliest_output(struct vw_req *q, void *ctx)
+{
+	uint64_t *t = ctx;
+
+	*t = earliest(*t, q->first_output_ns);
+}
+
+uint64_t vllm_wire__first_output(const struct vllm_wire *w, const struct request *r)
+{
+	uint64_t t = 0;
+
+	if (w && r->response_id[0] && vllm_wire__seen(w))
+		each_engine_request(w, r, earliest_output, &t);
+	return t;
+}
+
+struct gathered {
+	struct attrib_wire *aw;
+	uint64_t *t;
+	struct vw_req *first;
+};
+
+/* One engine request of the response's: its facts summed into aw, the children's earliest
+ * times into t; the first (child 0 of n>1) kept. */
+static void gather_one(struct vw_req *q, void *ctx)
+{
+	struct gathered *g = ctx;
+	struct attrib_wire *aw = g->aw;
+	uint64_t *t = g->t;
+
+	q->joined = true;
+	if (!g->first || strcmp(q->id, g->first->id) < 0)
+		g->first = q; /* "0_..." sorts first */
+	/* n>1: the first prefill that began, the first token that came */
+	t[0] = earliest(t[0], q->queued_ns);
+	t[1] = earliest(t[1], q->scheduled_ns);
+	t[2] = earliest(t[2], q->first_output_ns);
+	t[3] = earliest(t[3], q->add_ns);
+	aw->engine_requests++;
+	aw->preemptions += q->preemptions;
+	aw->preempted_ns += q->preempted_ns;
+	aw->output_steps += q->steps;
+	aw->output_tokens += q->tokens;
+	aw->events |= q->events;
+}
+
+/* The response's engine requests (each_engine_request) gathered: NULL for none. */
+static struct vw_req *gather(struct vllm_wire *w, const struct request *r,
+			     struct attrib_wire *aw, uint64_t t[4])
+{
+	struct gathered g = { aw, t, NULL };
+
+	each_engine_request(w, r, gather_one, &g);
+	return g.first;
 }
 
 /* The TTFT split from the engine's times (t: queued, scheduled, first output, ADD sent), where

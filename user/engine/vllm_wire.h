@@ -80,6 +80,10 @@ bool vllm_wire__seen(const struct vllm_wire *w);
 /* A finished server request: where its response id names engine requests, its attribution
  * (r->attr, made if NULL) gets the engine's times. Returns whether it was joined. */
 bool vllm_wire__attribute(struct vllm_wire *w, struct request *r);
+/* The engine's time of a server request's first output (the earliest of its engine
+ * requests': the outputs message's timestamp, sent once the engine had that step's tokens),
+ * without joining anything; 0 when none was seen or w is NULL. */
+uint64_t vllm_wire__first_output(const struct vllm_wire *w, const struct request *r);
 /* Forget engine requests finished (or silent) long before ts. */
 void vllm_wire__prune(struct vllm_wire *w, uint64_t ts);
 const struct vllm_wire_counts *vllm_wire__counts(const struct vllm_wire *w);

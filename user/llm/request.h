@@ -103,6 +103,10 @@ struct request {
 	uint64_t first_token_ns;
 	uint64_t last_token_ns;
 	uint64_t end_ns;	 /* end of the response (terminator, last byte or close) */
+	/* the engine's own time of its first output, off vLLM's engine wire (the message it
+	 * sent once it had the step's tokens): what the first token's step is bounded by when
+	 * the HTTP server writes late (attrib_align.c); 0 = not seen */
+	uint64_t engine_output_ns;
 	bool stream_end_seen;	 /* [DONE], message_stop, response.completed, done:true, ... */
 
 	/* token events and gaps between them */

@@ -66,6 +66,8 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	match__request(p->match, r);
 	if (r->role != ROLE_SERVER)
 		return;
+	if (!r->engine_output_ns)
+		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
 	attrib__compute(p->attr, r);
 	vllm_wire__attribute(p->engine_wire, r); /* the engine's own times, where it told them */
 	if (r->attr && r->attr->ok)
@@ -137,8 +139,10 @@ static void on_request(void *ctx, struct request *r)
 		request__free(r);
 		return;
 	}
-	if (r->role == ROLE_SERVER && attrib__has_steps(p->attr))
+	if (r->role == ROLE_SERVER && attrib__has_steps(p->attr)) {
+		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
 		attrib__finished(p->attr, r);
+	}
 	end = end > r->start_ns ? end : r->start_ns;
 	if (!settle__hold(&p->settle, r, end,
 			  end + (attrib__has_steps(p->attr) ? ATTRIB_SETTLE_NS : REORDER_NS)))
@@ -149,6 +153,8 @@ static void on_first_token(void *ctx, struct request *r)
 {
 	struct pipeline *p = ctx;
 
+	if (r->role == ROLE_SERVER)
+		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
 	attrib__first_token(p->attr, r);
 }
 
