@@ -235,8 +235,9 @@ test: deps
 	$(Q)$(MAKE) -s integration
 	$(Q)$(MAKE) -s kernels
 	$(Q)$(MAKE) -s asan
-	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/replay/run.sh
+	$(Q)TOKENSCOPE=./tokenscope-asan REPLAY_HTML_AS=./tokenscope ./tests/replay/run.sh
 	$(Q)TOKENSCOPE=./tokenscope-asan ./tests/integration/run.sh --only plaintext
+	$(Q)$(MAKE) -s -j2 $(FUZZ_BINS)
 	$(Q)$(MAKE) -s fuzz FUZZ_SECONDS=5
 
 # libFuzzer targets (tests/fuzz) over the parsers, the decoder, the whole pipeline and the
@@ -245,13 +246,23 @@ FUZZ_TARGETS := http sse decode pipeline recording json h2 zmtp
 FUZZ_SECONDS ?= 60
 FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
+FUZZ_FLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all
+# the core compiled once for every target (instrumented for the fuzzer, not linked with its
+# main), and each target linked from it: eight whole-core compiles took 200 s of make test
+FUZZ_CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/fuzz/core/%.o,$(CORE_SRCS))
+
 $(OUTPUT)/fuzz:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(CORE_SRCS) | $(OUTPUT)/fuzz
+$(OUTPUT)/fuzz/core/%.o: user/%.c
+	$(call msg,FUZZCC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Ibpf -Iuser -MMD -MP -c $< -o $@
+
+$(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_CORE_OBJS) | $(OUTPUT)/fuzz
 	$(call msg,FUZZ,$@)
-	$(Q)$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-Ibpf -Iuser -Itests/fuzz $< $(CORE_SRCS) -ljansson -lnghttp2 -lz -lm -o $@
+	$(Q)$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer -Ibpf -Iuser -Itests/fuzz $< $(FUZZ_CORE_OBJS) \
+		-ljansson -lnghttp2 -lz -lm -o $@
 
 fuzz: $(FUZZ_BINS)
 	$(Q)./tests/fuzz/run.sh $(FUZZ_SECONDS)
@@ -334,4 +345,4 @@ clean:
 	$(Q)$(MAKE) -s -C tests/fixtures clean
 	$(Q)$(MAKE) -s -C tests/gpu clean
 
--include $(wildcard $(OUTPUT)/user/*/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(OUTPUT)/user/*/*.d $(OUTPUT)/tests/*.d $(OUTPUT)/fuzz/core/*/*.d)
