@@ -7,14 +7,10 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "llm/attribution.h"
-#include "llm/request.h"
 #include "proto/msgpack.h"
 #include "engine/vllm_wire.h"
+#include "engine/vllm_wire_state.h"
 
-#define ID_MAX ATTRIB_ENGINE_ID_MAX
-#define BUCKETS 1024
-#define SEEN_OUTPUTS 512	       /* outputs messages remembered to skip the other end's copy */
 /* A finished request waits for its server request's join: that leaves the settle queue at
  * most ATTRIB_SETTLE_NS after its response ended, which was after the engine's last output. */
 #define KEEP_FINISHED_NS (10ull * 1000000000ull)
@@ -56,51 +52,6 @@ const struct vllm_layout vllm_layouts[] = {
 };
 const size_t vllm_nlayouts = sizeof(vllm_layouts) / sizeof(vllm_layouts[0]);
 
-struct vw_req {
-	char id[ID_MAX];       /* the engine's request_id (NUL-terminated: idlen bytes of it) */
-	size_t idlen;	       /* its bytes, a NUL among them included (the table's key) */
-	char external[ID_MAX]; /* external_req_id (since 2025-12): the API's id */
-	/* The API ids it may belong to, for the join: key1 its id without an n>1 child's "{i}_";
-	 * key2 its external_req_id, else key1 without a "-" and 8 characters at its end (vLLM's
-	 * ids since 2025-12), else none. */
-	char key1[ID_MAX], key2[ID_MAX];
-	struct vw_req *next;   /* in its bucket */
-	struct vw_req *next1, *next2; /* in its keys' buckets */
-	struct vw_req *older, *newer; /* in the age list */
-	const char *layout;
-	uint32_t engine_pid; /* the process that wrote its outputs (0: only their reader seen) */
-	uint32_t frontend_pid; /* the process that wrote its ADD: the API server (0: unseen) */
-	bool added, events, finished, aborted;
-	bool joined; /* a server request was joined to it */
-	uint64_t touched_ns;
-	uint64_t add_ns;       /* the ADD message's capture time */
-	uint64_t queued_ns, scheduled_ns, first_output_ns;
-	uint64_t preempted_at;
-	uint32_t preemptions;
-	uint64_t preempted_ns;
-	int64_t prompt_tokens, cached_tokens;
-	uint32_t steps;
-	uint64_t tokens;
-	int finish_reason;
-};
-
-struct vllm_wire {
-	vllm_sched_fn on_sched;
-	void *ctx;
-	struct vw_req *buckets[BUCKETS];
-	struct vw_req *by_key1[BUCKETS], *by_key2[BUCKETS];
-	struct vw_req *oldest, *newest;
-	size_t nreqs;
-	struct { uint32_t engine, pid; uint64_t ts; char comm[16]; } seen[SEEN_OUTPUTS];
-	size_t nseen, seen_next;
-	/* Both ends traced: the end whose copy of a message came second is reported as the one
-	 * whose copy came first, so that one engine's stats stay one series whichever copy wins
-	 * (ring buffer order between two CPUs). */
-	struct { uint32_t from, to; char comm[16]; } alias[16];
-	size_t nalias;
-	struct vllm_wire_counts n;
-};
-
 struct vllm_wire *vllm_wire__new(vllm_sched_fn on_sched, void *ctx)
 {
 	struct vllm_wire *w = calloc(1, sizeof(*w));
@@ -137,20 +88,11 @@ const struct vllm_wire_counts *vllm_wire__counts(const struct vllm_wire *w)
 
 /* ---- the request table ---- */
 
-static uint32_t hash(const char *s, size_t n)
-{
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 16777619u;
-	return h % BUCKETS;
-}
-
 static struct vw_req *find(struct vllm_wire *w, const uint8_t *id, size_t n)
 {
 	if (n >= ID_MAX)
 		n = ID_MAX - 1;
-	for (struct vw_req *q = w->buckets[hash((const char *)id, n)]; q; q = q->next) {
+	for (struct vw_req *q = w->buckets[vllm_wire_hash((const char *)id, n)]; q; q = q->next) {
 		if (q->idlen == n && !memcmp(q->id, id, n))
 			return q;
 	}
@@ -196,17 +138,17 @@ static void index_keys(struct vllm_wire *w, struct vw_req *q, bool again)
 	uint32_t b;
 
 	if (again && q->key2[0])
-		unlink_key(&w->by_key2[hash(q->key2, strlen(q->key2))], q,
+		unlink_key(&w->by_key2[vllm_wire_hash(q->key2, strlen(q->key2))], q,
 			   offsetof(struct vw_req, next2));
 	if (!again) {
 		key1_of(q->id, q->key1);
-		b = hash(q->key1, strlen(q->key1));
+		b = vllm_wire_hash(q->key1, strlen(q->key1));
 		q->next1 = w->by_key1[b];
 		w->by_key1[b] = q;
 	}
 	key2_of(q, q->key2);
 	if (q->key2[0]) {
-		b = hash(q->key2, strlen(q->key2));
+		b = vllm_wire_hash(q->key2, strlen(q->key2));
 		q->next2 = w->by_key2[b];
 		w->by_key2[b] = q;
 	}
@@ -252,7 +194,7 @@ static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint
 	q->prompt_tokens = q->cached_tokens = -1;
 	q->finish_reason = -1;
 	q->touched_ns = ts;
-	b = hash(q->id, n);
+	b = vllm_wire_hash(q->id, n);
 	q->next = w->buckets[b];
 	w->buckets[b] = q;
 	q->older = w->newest;
@@ -268,14 +210,15 @@ static struct vw_req *get(struct vllm_wire *w, const uint8_t *id, size_t n, uint
 
 static void drop(struct vllm_wire *w, struct vw_req *q)
 {
-	struct vw_req **link = &w->buckets[hash(q->id, q->idlen)];
+	struct vw_req **link = &w->buckets[vllm_wire_hash(q->id, q->idlen)];
 
 	while (*link != q)
 		link = &(*link)->next;
 	*link = q->next;
-	unlink_key(&w->by_key1[hash(q->key1, strlen(q->key1))], q, offsetof(struct vw_req, next1));
+	unlink_key(&w->by_key1[vllm_wire_hash(q->key1, strlen(q->key1))], q,
+		   offsetof(struct vw_req, next1));
 	if (q->key2[0])
-		unlink_key(&w->by_key2[hash(q->key2, strlen(q->key2))], q,
+		unlink_key(&w->by_key2[vllm_wire_hash(q->key2, strlen(q->key2))], q,
 			   offsetof(struct vw_req, next2));
 	if (q->older)
 		q->older->newer = q->newer;
@@ -841,186 +784,4 @@ bool vllm_wire__looks_like_frames(const uint8_t *d, size_t n)
 		return false;
 	return n > body + 2 && d[body] >= 0x94 && (d[body] & 0xf0) == 0x90 && d[body + 1] < 0x80 &&
 	       (array_head(d[body + 2]) || d[body + 2] == 0xc0);
-}
-
-/* ---- the join ---- */
-
-static const char *finish_name(int f)
-{
-	static const char *const names_[] = { "stop", "length", "abort", "error", "repetition" };
-
-	return f >= 0 && f < 5 ? names_[f] : f >= 0 ? "other" : "";
-}
-
-/* The earlier of two times, 0 being none. */
-static uint64_t earliest(uint64_t a, uint64_t b)
-{
-	return !a || (b && b < a) ? b : a;
-}
-
-/* The engine requests whose API id the response carried: those whose id, less an n>1 child's
- * "{i}_", is it (vLLM until 2025-12), else those whose external_req_id is (since), or whose id
- * is it and a "-" and 8 characters (since, where the ADD was not seen). The id itself first:
- * where it names any, the suffix form's are another request's (a 2025 X-Request-Id that
- * ended so). Only the front end's own records are joined (not a proxy's before it, which
- * carries the same id), where its ADD's writer was seen. Each is handed to fn; returns how
- * many were. */
-static size_t each_engine_request(const struct vllm_wire *w, const struct request *r,
-				  void (*fn)(struct vw_req *q, void *ctx), void *ctx)
-{
-	size_t n = strlen(r->response_id), found = 0;
-
-	for (int k = 0; k < 2 && !found; k++) {
-		struct vw_req *q = k ? w->by_key2[hash(r->response_id, n)]
-				     : w->by_key1[hash(r->response_id, n)];
-
-		for (; q; q = k ? q->next2 : q->next1) {
-			if (strcmp(k ? q->key2 : q->key1, r->response_id) ||
-			    (q->frontend_pid && q->frontend_pid != r->pid))
-				continue;
-			found++;
-			fn(q, ctx);
-		}
-	}
-	return found;
-}
-
-static void earliest_output(struct vw_req *q, void *ctx)
-{
-	uint64_t *t = ctx;
-
-	*t = earliest(*t, q->first_output_ns);
-}
-
-uint64_t vllm_wire__first_output(const struct vllm_wire *w, const struct request *r)
-{
-	uint64_t t = 0;
-
-	if (w && r->response_id[0] && vllm_wire__seen(w))
-		each_engine_request(w, r, earliest_output, &t);
-	return t;
-}
-
-struct gathered {
-	struct attrib_wire *aw;
-	uint64_t *t;
-	struct vw_req *first;
-};
-
-/* One engine request of the response's: its facts summed into aw, the children's earliest
- * times into t; the first (child 0 of n>1) kept. */
-static void gather_one(struct vw_req *q, void *ctx)
-{
-	struct gathered *g = ctx;
-	struct attrib_wire *aw = g->aw;
-	uint64_t *t = g->t;
-
-	q->joined = true;
-	if (!g->first || strcmp(q->id, g->first->id) < 0)
-		g->first = q; /* "0_..." sorts first */
-	/* n>1: the first prefill that began, the first token that came */
-	t[0] = earliest(t[0], q->queued_ns);
-	t[1] = earliest(t[1], q->scheduled_ns);
-	t[2] = earliest(t[2], q->first_output_ns);
-	t[3] = earliest(t[3], q->add_ns);
-	aw->engine_requests++;
-	aw->preemptions += q->preemptions;
-	aw->preempted_ns += q->preempted_ns;
-	aw->output_steps += q->steps;
-	aw->output_tokens += q->tokens;
-	aw->events |= q->events;
-}
-
-/* The response's engine requests (each_engine_request) gathered: NULL for none. */
-static struct vw_req *gather(struct vllm_wire *w, const struct request *r,
-			     struct attrib_wire *aw, uint64_t t[4])
-{
-	struct gathered g = { aw, t, NULL };
-
-	each_engine_request(w, r, gather_one, &g);
-	return g.first;
-}
-
-/* The TTFT split from the engine's times (t: queued, scheduled, first output, ADD sent), where
- * they fall inside the request, as the same clock's must; else they are another clock's (a
- * container's time namespace) and split nothing. */
-static void split(struct attribution *a, const struct request *r, const uint64_t t[4])
-{
-	uint64_t queued = t[0], scheduled = t[1], out = t[2], add = t[3];
-
-	if (!out || out < r->start_ns || (r->first_token_ns && out > r->first_token_ns) ||
-	    (a->wire.events && (!queued || !scheduled || queued < r->start_ns ||
-				scheduled < queued || out < scheduled))) {
-		if (!a->ok)
-			snprintf(a->error, sizeof(a->error), "%s",
-				 !out ? "engine_wire: no output of its engine request was seen"
-				      : "engine_wire: the engine's times fall outside the request");
-		return;
-	}
-	a->wire.split = true;
-	if (a->wire.events) {
-		a->wire.frontend_ns = queued - r->start_ns;
-		a->wire.engine_queue_ns = scheduled - queued;
-		a->queue_ns = a->wire.queue_ns = scheduled - r->start_ns;
-		a->prefill_ns = a->wire.prefill_ns = out - scheduled;
-		a->prefill_start_ns = scheduled;
-		a->estimated &= ~(uint32_t)(EST_PREFILL_START | EST_ENGINE);
-	} else {
-		/* --disable-log-stats: the ADD's send stands for the arrival in the engine; queue
-		 * and prefill are one span */
-		a->wire.frontend_ns = add > r->start_ns ? add - r->start_ns : 0;
-		a->wire.engine_ns = out > add && add ? out - add : 0;
-		if (!a->ok)
-			a->queue_ns = a->prefill_ns = 0;
-	}
-	if (r->first_token_ns && (a->wire.events || !a->ok))
-		a->emit_ns = r->first_token_ns - out;
-	if (!a->ok) {
-		a->ok = true;
-		a->error[0] = 0;
-		a->queue_busy_ns = a->queue_idle_ns = 0;
-	}
-}
-
-bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
-{
-	struct attrib_wire aw = { .prompt_tokens = -1, .cached_tokens = -1 };
-	uint64_t t[4] = { 0 };
-	struct vw_req *first;
-	struct attribution *a;
-
-	if (!r->response_id[0] || !vllm_wire__seen(w))
-		return false;
-	first = gather(w, r, &aw, t);
-	if (!first) {
-		w->n.requests_unjoined++;
-		return false;
-	}
-	w->n.requests_joined++;
-	if (!r->attr && !(r->attr = calloc(1, sizeof(*r->attr)))) {
-		w->n.no_memory++;
-		return false;
-	}
-	a = r->attr;
-	aw.joined = true;
-	snprintf(aw.engine_request_id, sizeof(aw.engine_request_id), "%s", first->id);
-	aw.layout = first->layout;
-	aw.prompt_tokens = first->prompt_tokens;
-	aw.cached_tokens = first->cached_tokens;
-	snprintf(aw.finish_reason, sizeof(aw.finish_reason), "%s",
-		 first->finish_reason < 0 && first->aborted ? "abort"
-							    : finish_name(first->finish_reason));
-	aw.queued_ns = t[0];
-	aw.scheduled_ns = t[1];
-	aw.first_output_ns = t[2];
-	if (a->ok) { /* CUDA steps split it too: kept beside */
-		aw.cuda = true;
-		aw.cuda_queue_ns = a->queue_ns;
-		aw.cuda_prefill_ns = a->prefill_ns;
-	}
-	a->wire = aw;
-	if (!a->nengine_pids && first->engine_pid)
-		a->engine_pids[a->nengine_pids++] = first->engine_pid;
-	split(a, r, t);
-	return true;
 }
