@@ -91,32 +91,39 @@ struct {
 /* A call whose return was never seen (its thread died inside it) is forgotten after this. */
 #define STALE_NS (600ull * 1000000000ull)
 
-static __always_inline void add_token(struct llama_scratch *s, __s32 seq, __s32 pos, bool out)
+/* n tokens of sequence seq at positions first..last, outs of them asking for an output: its
+ * entry, started where the sequence first appears in the call (the record stays compact). */
+static __always_inline void add_tokens(struct llama_scratch *s, __s32 seq, __s32 first,
+				       __s32 last, __u32 n, __u32 outs)
 {
 	struct ts_llama_step *r = &s->call.rec;
 	struct ts_llama_seq *q;
 
 	s->last_seq = seq;
-	r->outputs += out;
+	r->outputs += outs;
 	if (seq < 0 || seq >= TS_LLAMA_SEQS) {
-		r->other_seq_tokens++;
+		r->other_seq_tokens += n;
 		return;
 	}
 	if (!(s->call.seqs_seen & (1ull << seq))) {
-		/* entries in the order their sequences first appear: the record stays compact */
 		s->call.seqs_seen |= 1ull << seq;
 		s->slot[seq & (TS_LLAMA_SEQS - 1)] = (__u8)r->nseqs;
 		q = &r->seqs[r->nseqs++ & (TS_LLAMA_SEQS - 1)];
 		q->seq = seq;
-		q->first_pos = pos;
+		q->first_pos = first;
 		q->tokens = 0;
 		q->outputs = 0;
 	} else {
 		q = &r->seqs[s->slot[seq & (TS_LLAMA_SEQS - 1)] & (TS_LLAMA_SEQS - 1)];
 	}
-	q->tokens++;
-	q->last_pos = pos;
-	q->outputs += out;
+	q->tokens += n;
+	q->last_pos = last;
+	q->outputs += outs;
+}
+
+static __always_inline void add_token(struct llama_scratch *s, __s32 seq, __s32 pos, bool out)
+{
+	add_tokens(s, seq, pos, pos, 1, out);
 }
 
 /* n entries of elem bytes from a batch array, starting at entry `from` (an absent array
@@ -203,13 +210,10 @@ __noinline int one_sequence(__u32 n)
 	struct llama_scratch *s = bpf_map_lookup_elem(&llama_scratch, &zero);
 	__s32 seq = 0, first = -1, last = -1;
 	__u32 outputs = 0, mixed = 0;
-	struct ts_llama_step *r;
-	struct ts_llama_seq *q;
 	__u64 stride;
 
 	if (!s || n == 0 || n > CHUNK)
 		return 0;
-	r = &s->call.rec;
 	stride = s->stride;
 	if (stride) {
 		seq = *(__s32 *)&s->ids[0];
@@ -233,26 +237,7 @@ __noinline int one_sequence(__u32 n)
 		first = s->pos[0];
 		last = s->pos[(n - 1) & (CHUNK - 1)];
 	}
-	s->last_seq = seq;
-	r->outputs += outputs;
-	if (seq < 0 || seq >= TS_LLAMA_SEQS) {
-		r->other_seq_tokens += n;
-		return 1;
-	}
-	if (!(s->call.seqs_seen & (1ull << seq))) {
-		s->call.seqs_seen |= 1ull << seq;
-		s->slot[seq & (TS_LLAMA_SEQS - 1)] = (__u8)r->nseqs;
-		q = &r->seqs[r->nseqs++ & (TS_LLAMA_SEQS - 1)];
-		q->seq = seq;
-		q->first_pos = first;
-		q->tokens = 0;
-		q->outputs = 0;
-	} else {
-		q = &r->seqs[s->slot[seq & (TS_LLAMA_SEQS - 1)] & (TS_LLAMA_SEQS - 1)];
-	}
-	q->tokens += n;
-	q->last_pos = last;
-	q->outputs += outputs;
+	add_tokens(s, seq, first, last, n, outputs);
 	return 1;
 }
 
