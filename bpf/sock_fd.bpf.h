@@ -14,13 +14,12 @@
 /* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
-/* The stream socket behind fd in the current process, TCP or Unix, with its inode number;
- * NULL for anything else (pipes, files, UDP and datagram sockets). Every call of a traced
- * process pays this, so the walk uses direct loads (BTF pointers) and one helper call for the
- * fd table slot. */
-static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
+/* The stream socket behind fd in task's process (task: the current one), TCP or Unix, with
+ * its inode number; NULL for anything else (pipes, files, UDP and datagram sockets). Every
+ * call of a traced process pays this, so the walk uses direct loads (BTF pointers) and one
+ * helper call for the fd table slot. */
+static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u64 fd, __u64 *ino)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *slot = NULL, *file;
 	struct inode *inode;
@@ -49,14 +48,14 @@ static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
  * Linux 2023, COS): each field past the fd table slot with a CO-RE read, a helper call each
  * (user/capture/live.c loads this build, sock_core, there; docs/kernels.md). The legacy build
  * (before 5.17) reads the fd table so too: its task is no BTF pointer. */
-static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
+static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u64 fd, __u64 *ino)
 {
 	struct file *slot = NULL;
 	struct inode *inode;
 	struct socket *sock;
 	struct sock *sk;
 #ifdef TS_LEGACY
-	struct fdtable *fdt = BPF_CORE_READ(ts_current_task(), files, fdt);
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds;
 
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
@@ -65,7 +64,6 @@ static __always_inline struct sock *stream_sock_of(__u64 fd, __u64 *ino)
 	if (bpf_probe_read_kernel(&slot, sizeof(slot), &fds[fd]) || !slot)
 		return NULL;
 #else
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 
 	if (!fdt || fd >= fdt->max_fds)
@@ -100,8 +98,50 @@ static __always_inline __u32 sock_netns(struct sock *sk)
 	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 }
 
-static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
+#if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
+/* A socket's addresses (sk: a struct sock *, as a number or not): every captured call's exit
+ * says them, so they are direct loads, as in stream_sock_of; five helper calls each were a
+ * fifth of the captured path's cost (docs/performance.md). */
+static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a)
 {
+	struct sock *sk = bpf_rdonly_cast(sk_any, bpf_core_type_id_kernel(struct sock));
+	__u16 family = sk->__sk_common.skc_family;
+
+	a->family = family;
+	a->_pad = 0;
+	__builtin_memset(a->laddr, 0, sizeof(a->laddr));
+	__builtin_memset(a->raddr, 0, sizeof(a->raddr));
+	if (family == AF_UNIX) {
+		struct unix_sock *u =
+			bpf_rdonly_cast(sk_any, bpf_core_type_id_kernel(struct unix_sock));
+		struct sock *peer = u->peer;
+		__u64 own = sk->sk_socket->file->f_inode->i_ino;
+		__u64 peer_ino = peer ? peer->sk_socket->file->f_inode->i_ino : 0;
+
+		a->lport = a->rport = 0;
+		__builtin_memcpy(a->laddr, &own, sizeof(own));
+		__builtin_memcpy(a->raddr, &peer_ino, sizeof(peer_ino));
+		return;
+	}
+	a->lport = sk->__sk_common.skc_num;
+	a->rport = bpf_ntohs(sk->__sk_common.skc_dport);
+	if (family == AF_INET6) {
+		__u32 *l = (__u32 *)a->laddr, *r = (__u32 *)a->raddr;
+
+		for (int i = 0; i < 4; i++) {
+			l[i] = sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[i];
+			r[i] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[i];
+		}
+	} else {
+		*(__u32 *)a->laddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)a->raddr = sk->__sk_common.skc_daddr;
+	}
+}
+#else
+/* The same with a CO-RE read per field. */
+static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a)
+{
+	struct sock *sk = (struct sock *)sk_any;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 
 	a->family = family;
@@ -128,17 +168,19 @@ static __always_inline void sock_addr(struct sock *sk, struct ts_sock_addr *a)
 		BPF_CORE_READ_INTO((__u32 *)a->raddr, sk, __sk_common.skc_daddr);
 	}
 }
+#endif
 
 /* A captured Unix socket says its path and its peer, once (and again once its peer is known). */
 
 /*
- * A global function, verified once on its own: sk is the socket's struct sock, ino its inode
+ * A function of its own, not inlined (but not global: sk may be a pointer the verifier knows,
+ * which a global function's arguments may not be): sk is the socket's struct sock, ino its inode
  * number, owner its stream's process. A client may write before its server has accepted the
  * connection, and the server's socket has no inode until then: the record is sent again, once,
  * at a later call that finds the peer's inode (only_if_peer), so that both ends' records name
  * each other. Returns 1 when the peer's inode was said.
  */
-__noinline int send_unix_sock(__u64 sk, __u64 ino, __u32 owner, __u32 only_if_peer)
+static __noinline int send_unix_sock(const void *sk, __u64 ino, __u32 owner, __u32 only_if_peer)
 {
 	struct unix_sock *u = (struct unix_sock *)sk;
 	struct sock *peer = BPF_CORE_READ(u, peer);
