@@ -52,5 +52,8 @@ void attacher__tick(struct attacher *a, uint64_t now_ns);
 size_t attacher__files(const struct attacher *a, const char *set);
 /* Probes that could not be attached, after retries (each one warned about). */
 size_t attacher__probes_off(const struct attacher *a);
+/* When a file last got a uprobe set (CLOCK_MONOTONIC ns; 0: never): -v says how soon after
+ * its exec a new program was probed. */
+uint64_t attacher__probed_ns(const struct attacher *a);
 
 #endif

@@ -28,58 +28,205 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
 }
 
 /*
- * A symbol table's functions named in names. A large binary (node: 150 000 symbols, nearly
- * all C++ names beginning "_Z") is read in a few milliseconds: a name is compared only when
- * its first byte is one a wanted name begins with, and read from the string table directly
- * (elf_strptr checks its section each time). Comparing each symbol with every name took
- * 50 ms on node, which a program's first requests waited for (docs/performance.md).
+ * The wanted names, hashed (GNU hash, the one DT_GNU_HASH tables use), in an open-addressing
+ * table, and their first 8 bytes in a bitmap: a symbol's name is hashed only when its first 8
+ * bytes may be a wanted name's, and compared only on a hash match. Comparing each symbol with
+ * every name took 50 ms on node's 184 000 symbols (docs/performance.md); so did a first-byte
+ * filter, once a wanted name began with "_Z" as node's 123 000 C++ names do.
  */
-static int scan_symtab(Elf *elf, Elf_Scn *scn, const char *const names[], size_t n,
-		       uint64_t offsets[])
+#define WANT_SLOTS 512 /* a power of two, at least twice the most names asked for */
+#define PREFIX_BITS 4096
+
+struct wanted {
+	const char *const *names;
+	uint64_t *offsets;
+	size_t n, left;	      /* left: names not found yet */
+	uint32_t hash[WANT_SLOTS];
+	int16_t slot[WANT_SLOTS]; /* index into names, -1: empty */
+	uint64_t prefixes[PREFIX_BITS / 64];
+};
+
+/* A name's first 8 bytes (fewer when it is shorter, or end comes first), as a number. */
+static uint64_t prefix8(const char *s, const char *end)
 {
-	bool first[256] = { false };
-	GElf_Shdr sh, strsh;
-	Elf_Data *data, *strdata;
-	Elf_Scn *strscn;
-	const char *strtab;
-	int found = 0;
+	uint64_t v = 0;
 
-	if (!gelf_getshdr(scn, &sh) || !(data = elf_getdata(scn, NULL)) || !sh.sh_entsize ||
-	    !(strscn = elf_getscn(elf, sh.sh_link)) || !gelf_getshdr(strscn, &strsh) ||
-	    !(strdata = elf_getdata(strscn, NULL)) || !strdata->d_buf || !strdata->d_size)
-		return 0;
-	strtab = strdata->d_buf;
-	for (size_t k = 0; k < n; k++)
-		first[(unsigned char)names[k][0]] = true;
-	for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-		GElf_Sym sym;
-		const char *name;
-
-		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-		    sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		if (GELF_ST_BIND(sym.st_info) == STB_LOCAL || sym.st_name >= strdata->d_size)
-			continue;
-		name = strtab + sym.st_name;
-		if (!first[(unsigned char)name[0]] ||
-		    !memchr(name, 0, strdata->d_size - sym.st_name))
-			continue;
-		for (size_t k = 0; k < n; k++) {
-			if (!offsets[k] && !strcmp(name, names[k])) {
-				offsets[k] = vaddr_to_offset(elf, sym.st_value);
-				found += offsets[k] != 0;
-			}
-		}
-	}
-	return found;
+	for (int i = 0; i < 8 && s + i < end && s[i]; i++)
+		v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+	return v;
 }
 
-int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[])
+static uint32_t prefix_bit(uint64_t prefix)
+{
+	return (uint32_t)((prefix * 0x9e3779b97f4a7c15ull) >> 52); /* 12 bits: PREFIX_BITS */
+}
+
+static uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+static int wanted_init(struct wanted *w, const char *const names[], size_t n, uint64_t offsets[])
+{
+	if (n > WANT_SLOTS / 2)
+		return -E2BIG;
+	w->names = names;
+	w->offsets = offsets;
+	w->n = w->left = n;
+	memset(w->slot, 0xff, sizeof(w->slot));
+	memset(w->prefixes, 0, sizeof(w->prefixes));
+	for (size_t k = 0; k < n; k++) {
+		const char *end = names[k] + strlen(names[k]);
+		uint32_t h = gnu_hash(names[k]), i = h, bit = prefix_bit(prefix8(names[k], end));
+
+		while (w->slot[i & (WANT_SLOTS - 1)] >= 0)
+			i++;
+		w->slot[i & (WANT_SLOTS - 1)] = (int16_t)k;
+		w->hash[i & (WANT_SLOTS - 1)] = h;
+		w->prefixes[bit / 64] |= 1ull << (bit % 64);
+	}
+	return 0;
+}
+
+/* The symbol name (its hash h) is wanted: its value, a virtual address, recorded. */
+static void wanted_found(Elf *elf, struct wanted *w, const char *name, uint32_t h, uint64_t value)
+{
+	for (uint32_t i = h; w->slot[i & (WANT_SLOTS - 1)] >= 0; i++) {
+		size_t k = (size_t)w->slot[i & (WANT_SLOTS - 1)];
+
+		if (w->hash[i & (WANT_SLOTS - 1)] != h || w->offsets[k] || strcmp(name, w->names[k]))
+			continue;
+		w->offsets[k] = vaddr_to_offset(elf, value);
+		w->left -= w->offsets[k] != 0;
+	}
+}
+
+/* A symbol that can be probed: a defined, non-local function. */
+static bool probeable(const GElf_Sym *sym)
+{
+	return GELF_ST_TYPE(sym->st_info) == STT_FUNC && sym->st_shndx != SHN_UNDEF &&
+	       sym->st_value && GELF_ST_BIND(sym->st_info) != STB_LOCAL;
+}
+
+/* A symbol table and its string table, checked once. */
+struct symtab {
+	Elf_Data *syms, *strs;
+	size_t count;
+};
+
+static bool symtab_open(Elf *elf, Elf_Scn *scn, struct symtab *t)
+{
+	GElf_Shdr sh;
+	Elf_Scn *strscn;
+
+	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize || !(t->syms = elf_getdata(scn, NULL)) ||
+	    !(strscn = elf_getscn(elf, sh.sh_link)) || !(t->strs = elf_getdata(strscn, NULL)) ||
+	    !t->strs->d_buf || !t->strs->d_size)
+		return false;
+	t->count = t->syms->d_size / sh.sh_entsize;
+	return true;
+}
+
+/* Every symbol of a table, each name hashed as it is read (bounded by the string table). */
+static void scan_symtab(Elf *elf, const struct symtab *t, struct wanted *w)
+{
+	const char *strtab = t->strs->d_buf, *end = strtab + t->strs->d_size;
+
+	for (size_t i = 0; i < t->count && w->left; i++) {
+		const char *name, *p;
+		uint32_t h = 5381, bit;
+		GElf_Sym sym;
+
+		if (!gelf_getsym(t->syms, (int)i, &sym) || !probeable(&sym) ||
+		    sym.st_name >= t->strs->d_size)
+			continue;
+		name = strtab + sym.st_name;
+		bit = prefix_bit(prefix8(name, end));
+		if (!(w->prefixes[bit / 64] & 1ull << (bit % 64)))
+			continue;
+		for (p = name; p < end && *p; p++)
+			h = h * 33 + (unsigned char)*p;
+		if (p < end && w->slot[h & (WANT_SLOTS - 1)] >= 0)
+			wanted_found(elf, w, name, h, sym.st_value);
+	}
+}
+
+/*
+ * The dynamic symbols through their GNU hash table (what the dynamic linker reads): each name
+ * looked up in its bucket's chain, not the whole table. Returns false when the table is absent
+ * or does not hold together, and the caller scans. Every index is checked: a probed file may be
+ * anything a process executes.
+ */
+static bool lookup_gnu_hash(Elf *elf, Elf_Scn *dynsym, const struct symtab *t, struct wanted *w)
 {
 	Elf_Scn *scn = NULL;
-	Elf *elf;
-	int fd, found = 0;
+	Elf_Data *d = NULL;
+	const uint32_t *hdr, *buckets, *chain;
+	uint32_t nbuckets, symoffset, bloom_words;
+	size_t words, nchain;
 
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_HASH &&
+		    elf_getscn(elf, sh.sh_link) == dynsym) {
+			d = elf_getdata(scn, NULL);
+			break;
+		}
+	}
+	if (!d || !d->d_buf || d->d_size < 16 || gelf_getclass(elf) != ELFCLASS64 ||
+	    (uintptr_t)d->d_buf % 8)
+		return false;
+	hdr = d->d_buf;
+	words = d->d_size / 4;
+	nbuckets = hdr[0];
+	symoffset = hdr[1];
+	bloom_words = hdr[2] * 2; /* 64-bit bloom words, counted in 32-bit ones */
+	if (!nbuckets || (size_t)4 + bloom_words + nbuckets > words || symoffset > t->count)
+		return false;
+	buckets = hdr + 4 + bloom_words;
+	chain = buckets + nbuckets;
+	nchain = words - (size_t)(chain - hdr);
+	for (size_t k = 0; k < w->n; k++) {
+		uint32_t h = gnu_hash(w->names[k]), i = buckets[h % nbuckets];
+
+		if (w->offsets[k] || i < symoffset)
+			continue;
+		for (; i < t->count && (size_t)(i - symoffset) < nchain; i++) {
+			uint32_t ch = chain[i - symoffset];
+			GElf_Sym sym;
+
+			if ((ch | 1) == (h | 1) && gelf_getsym(t->syms, (int)i, &sym) &&
+			    probeable(&sym) && sym.st_name < t->strs->d_size &&
+			    memchr((const char *)t->strs->d_buf + sym.st_name, 0,
+				   t->strs->d_size - sym.st_name) &&
+			    !strcmp((const char *)t->strs->d_buf + sym.st_name, w->names[k])) {
+				w->offsets[k] = vaddr_to_offset(elf, sym.st_value);
+				w->left -= w->offsets[k] != 0;
+				break;
+			}
+			if (ch & 1)
+				break;
+		}
+	}
+	return true;
+}
+
+/* elfsym__offsets, in .dynsym alone (passes 1) or in .dynsym then .symtab (passes 2) */
+static int lookup(const char *path, const char *const names[], size_t n, uint64_t offsets[],
+		  int passes)
+{
+	struct wanted w;
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+	int fd, err;
+
+	if ((err = wanted_init(&w, names, n, offsets)))
+		return err;
 	memset(offsets, 0, n * sizeof(offsets[0]));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
@@ -93,21 +240,36 @@ int elfsym__offsets(const char *path, const char *const names[], size_t n, uint6
 		close(fd);
 		return -ENOEXEC;
 	}
-	/* .dynsym first: exported symbols are what other code calls. */
-	for (int pass = 0; pass < 2; pass++) {
+	/* .dynsym first: exported symbols are what other code calls; then .symtab, for the names
+	 * still missing (a static binary's, or a library's hidden ones) */
+	for (int pass = 0; pass < passes && w.left; pass++) {
 		Elf64_Word want = pass == 0 ? SHT_DYNSYM : SHT_SYMTAB;
 
 		scn = NULL;
-		while ((scn = elf_nextscn(elf, scn))) {
+		while ((scn = elf_nextscn(elf, scn)) && w.left) {
+			struct symtab t;
 			GElf_Shdr sh;
 
-			if (gelf_getshdr(scn, &sh) && sh.sh_type == want)
-				found += scan_symtab(elf, scn, names, n, offsets);
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != want || !symtab_open(elf, scn, &t))
+				continue;
+			if (want != SHT_DYNSYM || !lookup_gnu_hash(elf, scn, &t, &w))
+				scan_symtab(elf, &t, &w);
 		}
 	}
 	elf_end(elf);
 	close(fd);
-	return found;
+	return (int)(n - w.left);
+}
+
+int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[])
+{
+	return lookup(path, names, n, offsets, 2);
+}
+
+int elfsym__dynamic_offsets(const char *path, const char *const names[], size_t n,
+			    uint64_t offsets[])
+{
+	return lookup(path, names, n, offsets, 1);
 }
 
 /* File offset back to a virtual address, through the executable segment that maps it. */

@@ -9,9 +9,15 @@
 /*
  * Look up each name in names[] among the file's defined function symbols (.dynsym, then
  * .symtab) and store its file offset in offsets[i], or 0 when absent.
- * Returns how many were found, or -errno when the file is not a readable ELF file.
+ * Returns how many were found, or -errno when the file is not a readable ELF file (-E2BIG:
+ * more than 256 names asked for at once).
  */
 int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[]);
+
+/* The same in .dynsym alone: through its GNU hash table, microseconds even for node, whose
+ * .symtab takes milliseconds to scan. */
+int elfsym__dynamic_offsets(const char *path, const char *const names[], size_t n,
+			    uint64_t offsets[]);
 
 /* The function symbol (.symtab, then .dynsym) covering a file offset of an executable
  * segment: its raw (mangled) name. Returns 0, or -1 when none does. */

@@ -266,7 +266,7 @@ static void on_event(void *ctx, const void *data, size_t size)
 		if (lv->o->verbose && probed_files(lv) > probed)
 			fprintf(stderr, "tokenscope: exec of %u: its new files probed %.3f ms after the "
 					"exec\n",
-				h->pid, (clock__now_ns() - h->ts_ns) / 1e6);
+				h->pid, (attacher__probed_ns(lv->att) - h->ts_ns) / 1e6);
 	}
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Function symbols to file offsets (user/capture/elfsym.c), the offsets uprobes attach at.
+ * Ground truth is this process's own memory: where the dynamic linker put a function
+ * (dlsym, or the function's address) and the mapping that holds it (/proc/self/maps) give its
+ * file offset, without reading the ELF file. Covered: a library's exported functions, found
+ * through its GNU hash table (libcmocka's, one of them named "_c...", as node's C++ names
+ * are "_Z..."), this binary's own functions, in .symtab only, and hostile files.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "capture/elfsym.h"
+#include "capture/procmaps.h"
+
+/* Functions of this binary: global, not exported (no -rdynamic), so in .symtab alone. */
+__attribute__((noinline, used)) void elfsym_target_plain(void)
+{
+	__asm__ volatile("");
+}
+
+__attribute__((noinline, used)) void _elfsym_target_underscore(void)
+{
+	__asm__ volatile("nop");
+}
+
+/* The file offset of the code at addr, and the file that holds it, from /proc/self/maps. */
+static uint64_t offset_in_mapping(const void *addr, char *path, size_t n)
+{
+	char line[PATH_MAX + 256];
+	uint64_t a = (uint64_t)(uintptr_t)addr, off = 0;
+	struct maps_entry m;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (procmaps__parse(line, &m) || !m.path || a < m.start || a >= m.end)
+			continue;
+		off = a - m.start + m.offset;
+		snprintf(path, n, "%s", m.path);
+		break;
+	}
+	fclose(f);
+	assert_true(off);
+	return off;
+}
+
+static void test_library_exports_through_gnu_hash(void **state)
+{
+	static const char *const names[] = { "_cmocka_run_group_tests", "no_such_function_here",
+					     "mock_assert", "_assert_true", "cmocka_set_message_output" };
+	const size_t n = sizeof(names) / sizeof(names[0]);
+	char path[PATH_MAX], other[PATH_MAX];
+	uint64_t want[5] = { 0 }, got[5];
+
+	(void)state;
+	for (size_t k = 0; k < n; k++) {
+		void *fn = dlsym(RTLD_DEFAULT, names[k]);
+
+		if (k == 1) {
+			assert_null(fn);
+			continue;
+		}
+		assert_non_null(fn);
+		want[k] = offset_in_mapping(fn, k == 0 ? path : other, sizeof(path));
+		if (k)
+			assert_string_equal(other, path); /* all of them libcmocka's */
+	}
+	assert_int_equal(elfsym__offsets(path, names, n, got), (int)n - 1);
+	for (size_t k = 0; k < n; k++)
+		assert_int_equal(got[k], want[k]);
+}
+
+static void test_own_functions_in_symtab(void **state)
+{
+	static const char *const names[] = { "elfsym_target_plain", "_elfsym_target_underscore",
+					     "elfsym_target_absent" };
+	char path[PATH_MAX], path2[PATH_MAX];
+	uint64_t got[3], plain, underscore;
+
+	(void)state;
+	plain = offset_in_mapping((void *)elfsym_target_plain, path, sizeof(path));
+	underscore = offset_in_mapping((void *)_elfsym_target_underscore, path2, sizeof(path2));
+	assert_string_equal(path, path2);
+	assert_int_equal(elfsym__offsets(path, names, 3, got), 2);
+	assert_int_equal(got[0], plain);
+	assert_int_equal(got[1], underscore);
+	assert_int_equal(got[2], 0);
+}
+
+/* Many names, most absent: the table's collisions resolve to the right ones. */
+static void test_many_names(void **state)
+{
+	static char storage[200][32];
+	const char *names[200];
+	uint64_t got[200], plain;
+	char path[PATH_MAX];
+
+	(void)state;
+	for (int k = 0; k < 200; k++) {
+		snprintf(storage[k], sizeof(storage[k]), "elfsym_target_%d", k);
+		names[k] = storage[k];
+	}
+	names[137] = "elfsym_target_plain";
+	plain = offset_in_mapping((void *)elfsym_target_plain, path, sizeof(path));
+	assert_int_equal(elfsym__offsets(path, names, 200, got), 1);
+	for (int k = 0; k < 200; k++)
+		assert_int_equal(got[k], k == 137 ? plain : 0);
+	/* more names than the table holds: refused, not cut */
+	{
+		const char *too_many[300];
+		uint64_t many_got[300];
+
+		for (int k = 0; k < 300; k++)
+			too_many[k] = "elfsym_target_plain";
+		assert_int_equal(elfsym__offsets(path, too_many, 300, many_got), -E2BIG);
+	}
+}
+
+/* A copy of a library with its bytes damaged from `from` on: any answer but a crash or a
+ * read past the file (ASan, in the sanitized unit run) is fine; then the undamaged copy. */
+static void write_damaged(const char *src, const char *dst, size_t keep, int scramble)
+{
+	struct stat st;
+	char *buf;
+	FILE *f = fopen(src, "rb");
+
+	assert_non_null(f);
+	assert_int_equal(fstat(fileno(f), &st), 0);
+	buf = malloc((size_t)st.st_size);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+	fclose(f);
+	if (scramble)
+		for (size_t i = 64; i < (size_t)st.st_size; i += 7)
+			buf[i] ^= (char)(i * 31);
+	f = fopen(dst, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, keep < (size_t)st.st_size ? keep : (size_t)st.st_size, f),
+			 keep < (size_t)st.st_size ? keep : (size_t)st.st_size);
+	fclose(f);
+	free(buf);
+}
+
+static void test_hostile_files(void **state)
+{
+	static const char *const names[] = { "_cmocka_run_group_tests", "mock_assert" };
+	char lib[PATH_MAX], tmp[] = "/tmp/tokenscope-elfsym-XXXXXX";
+	uint64_t got[2];
+	int fd;
+
+	(void)state;
+	offset_in_mapping(dlsym(RTLD_DEFAULT, "mock_assert"), lib, sizeof(lib));
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	close(fd);
+
+	assert_int_equal(elfsym__offsets("/nonexistent/file", names, 2, got), -ENOENT);
+	write_damaged("/proc/self/status", tmp, 1 << 20, 0); /* text, not ELF */
+	assert_int_equal(elfsym__offsets(tmp, names, 2, got), -ENOEXEC);
+	for (size_t keep = 16; keep < (1 << 20); keep = keep * 3 + 1) {
+		write_damaged(lib, tmp, keep, 0); /* cut short */
+		assert_true(elfsym__offsets(tmp, names, 2, got) <= 2);
+		write_damaged(lib, tmp, keep, 1); /* cut and scrambled */
+		assert_true(elfsym__offsets(tmp, names, 2, got) <= 2);
+	}
+	write_damaged(lib, tmp, SIZE_MAX, 0);
+	assert_int_equal(elfsym__offsets(tmp, names, 2, got), 2);
+	unlink(tmp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_library_exports_through_gnu_hash),
+		cmocka_unit_test(test_own_functions_in_symtab),
+		cmocka_unit_test(test_many_names),
+		cmocka_unit_test(test_hostile_files),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
