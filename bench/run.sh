@@ -185,30 +185,12 @@ fi
 if want start; then
 # Start and stop (medians of 5): from exec to "Hit Ctrl-C to end." (every probe attached),
 # from SIGINT to the process's end, and from SIGINT until its probes are gone (the detaching
-# child's end).
-: >"$work/start"
-: >"$work/stop"
-: >"$work/gone"
-for r in $(seq 5); do
-	t0=$(date +%s%N)
-	./tokenscope -q 2>"$work/stderr" >"$work/stdout" &
-	tracer=$!
-	until grep -q "Hit Ctrl-C to end." "$work/stderr"; do sleep 0.005; done
-	t1=$(date +%s%N)
-	sleep 1
-	t2=$(date +%s%N)
-	kill -INT "$tracer"
-	wait "$tracer" || true
-	t3=$(date +%s%N)
-	tracer=
-	while detaching; do sleep 0.01; done
-	t4=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000)) >>"$work/start"
-	echo $(((t3 - t2) / 1000000)) >>"$work/stop"
-	echo $(((t4 - t2) / 1000000)) >>"$work/gone"
-done
-printf "  start (exec to every probe attached): %d ms; Ctrl-C to exit: %d ms; to every probe removed: %d ms\n" \
-	"$(median <"$work/start")" "$(median <"$work/stop")" "$(median <"$work/gone")"
+# child's end); tokenscope's stderr read through a pipe (bench/start_time.py says why)
+python3 bench/start_time.py ./tokenscope 5 >"$work/startstop"
+printf "  start (exec to every probe attached): %d ms [%d, %d]; Ctrl-C to exit: %d ms; to every probe removed: %d ms\n" \
+	"$(cut -d' ' -f1 "$work/startstop" | median)" "$(cut -d' ' -f1 "$work/startstop" | sort -n | head -n 1)" \
+	"$(cut -d' ' -f1 "$work/startstop" | sort -n | tail -n 1)" \
+	"$(cut -d' ' -f2 "$work/startstop" | median)" "$(cut -d' ' -f3 "$work/startstop" | median)"
 # where the start goes: one more run, its phases (-v) and each family's verifier time
 # (TOKENSCOPE_VERIFIER_STATS: the kernel's own count, summed over the family's programs)
 TOKENSCOPE_VERIFIER_STATS=1 ./tokenscope -q -v -d 1 2>"$work/start.v" >/dev/null

@@ -29,6 +29,7 @@
 #include "capture/nat.h"
 #include "capture/proc_tree.h"
 #include "capture/ring.h"
+#include "capture/start_heap.h"
 #include "capture/tracefs.h"
 
 /* Longest wait for records. Data records do not wake the reader (ts_submit_flags in
@@ -317,6 +318,7 @@ static int setup(struct live *lv)
 	char loads[256];
 
 	/* phase: open, set filters, load */
+	start_heap__reserve();
 	/* TOKENSCOPE_UPROBE_MULTI=0: perf-event uprobes, as on kernels before 6.6 (the tests
 	 * run one tracer so) */
 	forced_off = getenv("TOKENSCOPE_UPROBE_MULTI") &&
@@ -327,7 +329,9 @@ static int setup(struct live *lv)
 			lv->fams.uprobe_multi ? "uprobe_multi links"
 			: forced_off	 ? "perf events (TOKENSCOPE_UPROBE_MULTI=0)"
 					 : "perf events (this kernel has no uprobe_multi links)");
-	if (families__load(&lv->fams, o))
+	err = families__load(&lv->fams, o);
+	start_heap__release();
+	if (err)
 		return -1;
 	t_load = clock__now_ns();
 	pids_fd = bpf_map__fd(bpf_object__find_map_by_name(families__owner(&lv->fams), "pids"));
