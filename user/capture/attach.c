@@ -595,11 +595,24 @@ static void examine_go(struct attacher *a, const char *path)
 			g.has_symtab ? "" : ", stripped", g.read.nrets, g.write.nrets);
 }
 
+/* Whether a set's symbols that are read, not probed (llama.cpp's setters, for where a context
+ * keeps its embeddings flag), were all found: a library may export its C calls and keep its
+ * C++ ones in .symtab alone. */
+static bool read_symbols_found(size_t set, const uint64_t *off)
+{
+	for (size_t i = 0; i < sets[set].n; i++) {
+		if (!sets[set].probes[i].enter && !sets[set].probes[i].ret && !off[i])
+			return false;
+	}
+	return true;
+}
+
 /* The sets a file's symbols (off, from first[set] on for each) make it want, attached: a set
- * of which some symbol was found, and whose wants() agrees. Those attached are taken out of
- * *todo. */
+ * of which some symbol was found, and whose wants() agrees; from the exported symbols alone
+ * (exported_only), only a set whose read symbols are all there. Those attached are taken out
+ * of *todo. */
 static void attach_wanted(struct attacher *a, const char *path, const uint64_t *off,
-			  const size_t first[], unsigned *todo)
+			  const size_t first[], unsigned *todo, bool exported_only)
 {
 	const char *base = strrchr(path, '/');
 
@@ -609,7 +622,9 @@ static void attach_wanted(struct attacher *a, const char *path, const uint64_t *
 
 		for (size_t i = 0; (*todo & 1u << set) && i < sets[set].n; i++)
 			found |= off[first[set] + i] != 0;
-		if (found && sets[set].wants(base, off + first[set])) {
+		if (!found || (exported_only && !read_symbols_found(set, off + first[set])))
+			continue;
+		if (sets[set].wants(base, off + first[set])) {
 			attach_set(a, set, path, off + first[set]);
 			*todo &= ~(1u << set);
 		}
@@ -644,9 +659,9 @@ static void examine(struct attacher *a, const char *path)
 		examine_go(a, path);
 	if (elfsym__dynamic_offsets(path, names, n, off) < 0)
 		return; /* not an ELF file */
-	attach_wanted(a, path, off, first, &todo);
+	attach_wanted(a, path, off, first, &todo, true);
 	if (todo && elfsym__offsets(path, names, n, off) > 0)
-		attach_wanted(a, path, off, first, &todo);
+		attach_wanted(a, path, off, first, &todo, false);
 }
 
 void attacher__scan_system(struct attacher *a)
