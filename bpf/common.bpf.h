@@ -175,8 +175,9 @@ static __always_inline bool ts_traced(__u32 tgid)
 
 /*
  * Per-thread state: a map `name` of vtype and `fn(create)`, which finds the current thread's
- * entry (made zeroed when create). Task storage in the default build (freed with the thread;
- * reached without a hash); in the legacy build an LRU hash by thread id, which the family
+ * entry (made zeroed when create); `fn_of(t, create)` the same for t, the current task as
+ * ts_current_task() gave it (one helper call fewer). Task storage in the default build
+ * (freed with the thread; reached without a hash); in the legacy build an LRU hash by thread id, which the family
  * deletes at the thread's exit (LRU so that a thread whose exit was not seen, one that began
  * before tokenscope, cannot fill it).
  */
@@ -195,6 +196,10 @@ static __always_inline bool ts_traced(__u32 tgid)
                                                                                               \
 		return create ? ts_lookup_or_init(&name, &tid, &none)                         \
 			      : bpf_map_lookup_elem(&name, &tid);                             \
+	}                                                                                     \
+	static __always_inline vtype *fn##_of(struct task_struct *t, bool create)             \
+	{                                                                                     \
+		return fn(create);                                                            \
 	}
 #else
 #define TS_THREAD_STATE(name, vtype, fn)                                                      \
@@ -204,10 +209,14 @@ static __always_inline bool ts_traced(__u32 tgid)
 		__type(key, int);                                                             \
 		__type(value, vtype);                                                         \
 	} name SEC(".maps");                                                                  \
+	static __always_inline vtype *fn##_of(struct task_struct *t, bool create)             \
+	{                                                                                     \
+		return bpf_task_storage_get(&name, t, NULL,                                   \
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);      \
+	}                                                                                     \
 	static __always_inline vtype *fn(bool create)                                         \
 	{                                                                                     \
-		return bpf_task_storage_get(&name, bpf_get_current_task_btf(), NULL,          \
-					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);      \
+		return fn##_of(bpf_get_current_task_btf(), create);                           \
 	}
 #endif
 

@@ -166,7 +166,7 @@ static __always_inline void tls_link(struct task_struct *t, struct sock_state *s
 				     struct sock *sk, __u32 dir)
 {
 	__u32 tgid = TS_TGID(t), flags = 0;
-	struct ssl_call *call = tls_thread(false);
+	struct ssl_call *call = tls_thread_of(t, false);
 	struct ts_tls_sock *e;
 	__u64 ssl = 0;
 	__u32 exact = 1;
@@ -499,7 +499,7 @@ int sock_write_enter(void *ctx)
 
 	if (!ts_traced_task(t, TS_TGID(t)))
 		return 0;
-	w = write_start(true);
+	w = write_start_of(t, true);
 	if (w)
 		w->ns = bpf_ktime_get_ns();
 	return 0;
@@ -633,7 +633,7 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	d->call.ns = bpf_ktime_get_ns();
 	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
-		struct write_start *w = write_start(false);
+		struct write_start *w = write_start_of(t, false);
 
 		if (w && w->ns)
 			d->call.ns = w->ns;

@@ -74,7 +74,7 @@ static __always_inline int tls_call_enter(void *ssl, const void *buf, void *out_
 	struct task_struct *t = ts_current_task();
 	struct ssl_call *c;
 
-	if (!ts_traced_task(t, TS_TGID(t)) || !(c = tls_thread(true)))
+	if (!ts_traced_task(t, TS_TGID(t)) || !(c = tls_thread_of(t, true)))
 		return 0;
 	/* OpenSSL does not nest these calls, so an entry still here is stale: its return was
 	 * never seen (the thread died, or the probe was attached while the call ran). */
