@@ -99,6 +99,17 @@ static void test_own_functions_in_symtab(void **state)
 	assert_int_equal(got[0], plain);
 	assert_int_equal(got[1], underscore);
 	assert_int_equal(got[2], 0);
+
+	/* in two steps, as attach.c looks: none is exported; then .symtab, keeping an offset
+	 * already found (here one made up for the absent name) */
+	assert_int_equal(elfsym__dynamic_offsets(path, names, 3, got), 0);
+	assert_int_equal(got[0], 0);
+	assert_int_equal(got[1], 0);
+	got[2] = 12345;
+	assert_int_equal(elfsym__static_offsets(path, names, 3, got), 3);
+	assert_int_equal(got[0], plain);
+	assert_int_equal(got[1], underscore);
+	assert_int_equal(got[2], 12345);
 }
 
 /* Many names, most absent: the table's collisions resolve to the right ones. */

@@ -504,7 +504,7 @@ static void examine(struct attacher *a, const char *path)
 	if (elfsym__dynamic_offsets(path, names, n, off) < 0)
 		return; /* not an ELF file */
 	attach_wanted(a, path, off, first, &wanting, true);
-	if (wanting && elfsym__offsets(path, names, n, off) > 0)
+	if (wanting && elfsym__static_offsets(path, names, n, off) > 0)
 		attach_wanted(a, path, off, first, &wanting, false);
 }
 

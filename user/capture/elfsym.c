@@ -70,6 +70,7 @@ static uint32_t gnu_hash(const char *s)
 	return h;
 }
 
+/* offsets[] as they stand: a name whose offset is set is not looked for again. */
 static int wanted_init(struct wanted *w, const char *const names[], size_t n, uint64_t offsets[])
 {
 	if (n > WANT_SLOTS / 2)
@@ -83,6 +84,7 @@ static int wanted_init(struct wanted *w, const char *const names[], size_t n, ui
 		const char *end = names[k] + strlen(names[k]);
 		uint32_t h = gnu_hash(names[k]), i = h, bit = prefix_bit(prefix8(names[k], end));
 
+		w->left -= offsets[k] != 0;
 		while (w->slot[i & (WANT_SLOTS - 1)] >= 0)
 			i++;
 		w->slot[i & (WANT_SLOTS - 1)] = (int16_t)k;
@@ -198,27 +200,27 @@ static bool lookup_gnu_hash(Elf *elf, Elf_Scn *dynsym, const struct symtab *t, s
 			continue;
 		for (; i < t->count && (size_t)(i - symoffset) < nchain; i++) {
 			uint32_t ch = chain[i - symoffset];
+			const char *strs = t->strs->d_buf;
 			GElf_Sym sym;
 
 			if ((ch | 1) == (h | 1) && gelf_getsym(t->syms, (int)i, &sym) &&
 			    probeable(&sym) && sym.st_name < t->strs->d_size &&
-			    memchr((const char *)t->strs->d_buf + sym.st_name, 0,
-				   t->strs->d_size - sym.st_name) &&
-			    !strcmp((const char *)t->strs->d_buf + sym.st_name, w->names[k])) {
-				w->offsets[k] = vaddr_to_offset(elf, sym.st_value);
-				w->left -= w->offsets[k] != 0;
-				break;
-			}
-			if (ch & 1)
+			    memchr(strs + sym.st_name, 0, t->strs->d_size - sym.st_name))
+				wanted_found(elf, w, strs + sym.st_name, h, sym.st_value);
+			if (w->offsets[k] || (ch & 1))
 				break;
 		}
 	}
 	return true;
 }
 
-/* elfsym__offsets, in .dynsym alone (passes 1) or in .dynsym then .symtab (passes 2) */
+enum { DYNSYM = 1, SYMTAB = 2 }; /* the tables a lookup reads */
+
+/* The names still missing from offsets[], looked up in the tables asked for: .dynsym first
+ * (exported symbols are what other code calls), then .symtab (a static binary's, or a
+ * library's hidden ones). */
 static int lookup(const char *path, const char *const names[], size_t n, uint64_t offsets[],
-		  int passes)
+		  unsigned tables)
 {
 	struct wanted w;
 	Elf_Scn *scn = NULL;
@@ -227,7 +229,6 @@ static int lookup(const char *path, const char *const names[], size_t n, uint64_
 
 	if ((err = wanted_init(&w, names, n, offsets)))
 		return err;
-	memset(offsets, 0, n * sizeof(offsets[0]));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -240,13 +241,11 @@ static int lookup(const char *path, const char *const names[], size_t n, uint64_
 		close(fd);
 		return -ENOEXEC;
 	}
-	/* .dynsym first: exported symbols are what other code calls; then .symtab, for the names
-	 * still missing (a static binary's, or a library's hidden ones) */
-	for (int pass = 0; pass < passes && w.left; pass++) {
-		Elf64_Word want = pass == 0 ? SHT_DYNSYM : SHT_SYMTAB;
+	for (unsigned table = DYNSYM; table <= SYMTAB && w.left; table <<= 1) {
+		Elf64_Word want = table == DYNSYM ? SHT_DYNSYM : SHT_SYMTAB;
 
 		scn = NULL;
-		while ((scn = elf_nextscn(elf, scn)) && w.left) {
+		while ((tables & table) && (scn = elf_nextscn(elf, scn)) && w.left) {
 			struct symtab t;
 			GElf_Shdr sh;
 
@@ -261,15 +260,31 @@ static int lookup(const char *path, const char *const names[], size_t n, uint64_
 	return (int)(n - w.left);
 }
 
+/* A lookup from nothing found: offsets[] cleared first (after the count is checked). */
+static int fresh_lookup(const char *path, const char *const names[], size_t n,
+			uint64_t offsets[], unsigned tables)
+{
+	if (n > WANT_SLOTS / 2)
+		return -E2BIG;
+	memset(offsets, 0, n * sizeof(offsets[0]));
+	return lookup(path, names, n, offsets, tables);
+}
+
 int elfsym__offsets(const char *path, const char *const names[], size_t n, uint64_t offsets[])
 {
-	return lookup(path, names, n, offsets, 2);
+	return fresh_lookup(path, names, n, offsets, DYNSYM | SYMTAB);
 }
 
 int elfsym__dynamic_offsets(const char *path, const char *const names[], size_t n,
 			    uint64_t offsets[])
 {
-	return lookup(path, names, n, offsets, 1);
+	return fresh_lookup(path, names, n, offsets, DYNSYM);
+}
+
+int elfsym__static_offsets(const char *path, const char *const names[], size_t n,
+			   uint64_t offsets[])
+{
+	return lookup(path, names, n, offsets, SYMTAB);
 }
 
 /* File offset back to a virtual address, through the executable segment that maps it. */

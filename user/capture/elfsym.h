@@ -19,6 +19,11 @@ int elfsym__offsets(const char *path, const char *const names[], size_t n, uint6
 int elfsym__dynamic_offsets(const char *path, const char *const names[], size_t n,
 			    uint64_t offsets[]);
 
+/* The names still 0 in offsets[] (after elfsym__dynamic_offsets) looked up in .symtab, the
+ * others kept: the two calls give what elfsym__offsets gives. */
+int elfsym__static_offsets(const char *path, const char *const names[], size_t n,
+			   uint64_t offsets[]);
+
 /* The function symbol (.symtab, then .dynsym) covering a file offset of an executable
  * segment: its raw (mangled) name. Returns 0, or -1 when none does. */
 int elfsym__name_at(const char *path, uint64_t file_off, char *out, size_t n);
