@@ -6,6 +6,9 @@ The Go TLS client (tests/fixtures/go/sseclient.go, Debian's Go) built normally a
   - started before tokenscope (probed by the scan of running processes), and after it (a copy
     of the binary at a new path, probed at its exec), each waiting for a go-ahead file until
     tokenscope says it probed that file (-v);
+  - 20 more copies at new paths (stripped PIE, never seen), no go-ahead: each sends its
+    request 5 ms after it was spawned, or as soon as it can, and each request must be
+    measured (issue 37: a new program probed at its exec, before its first TLS write);
   - each record against the server's ground truth and the client's own CLOCK_MONOTONIC
     (run.py's check_record, as for node's clients); transport go_tls; its addresses the
     server record's, reversed (the socket a goroutine's syscalls use inside a TLS call);
@@ -29,6 +32,7 @@ import plaintext_checks
 from h2_checks import start_hypercorn, truths, wait_file
 
 STRESS_STREAMS = 1000
+LATE_RUNS, LATE_AFTER_NS = 20, 5_000_000
 
 # Python's ssl, HTTP/1.1: stream one reply from URL (argv[2]) with BODY (argv[3]) to its end.
 PY_CLIENT = """
@@ -159,6 +163,24 @@ def run_go_checks(ctx):
             if check(rc == 0, f"go: {label}: the client streamed its reply ({err[-300:]})"):
                 client_times[c.model] = json.loads(out.strip().splitlines()[-1])
 
+        # phase: never-seen copies, no go-ahead (issue 37): each a new file, started after
+        # tokenscope and sending its request 5 ms after it was started, or as soon as it can
+        # (Go's runtime and the client's set-up take longer here). Tokenscope learns of the
+        # file at its exec and must have probed it before the first TLS write: every request
+        # measured, in each of the runs.
+        late, lateness = [], []
+        for i in range(LATE_RUNS):
+            binary, model = os.path.join(work, f"never-seen-{i}"), f"fx-ttft10-itl3-n4-golate{i}"
+            shutil.copy(stripped, binary)
+            spawned = time.monotonic_ns()  # CLOCK_MONOTONIC, as the client's -at
+            r = subprocess.run([binary, "-url", url, "-ca", cert, "-model", model, "-http1",
+                                "-at", str(spawned + LATE_AFTER_NS)],
+                               capture_output=True, text=True, timeout=60)
+            if check(r.returncode == 0, f"go: never-seen copy {i}: streamed ({r.stderr[-300:]})"):
+                client_times[model] = json.loads(r.stdout.strip().splitlines()[-1])
+                lateness.append((client_times[model]["start_ns"] - spawned) / 1e6)
+            late.append((f"never-seen copy {i}", model))
+
         # phase: stack safety under the probes
         stress = []
         for i in range(2):
@@ -232,6 +254,17 @@ def run_go_checks(ctx):
               f"go server: {label}: request start and first token inside the server's own "
               f"times (start {t['recv_ns'] - rec['start_ns']} ns before the handler, first "
               f"token {rec['first_token_ns'] - t['token_ns'][0]} ns after its write began)")
+    for label, model in late:
+        rec = next((r for r in requests if r["model"] == model and r["role"] == "client"), None)
+        check(rec is not None and rec["transport"] == "go_tls",
+              f"go: {label}: its first request seen through the Go probes "
+              f"({rec and rec['transport']})")
+        if check(model in truth, f"go: {label}: the server wrote its truth"):
+            check_record(rec, truth[model], "openai.chat", f"go: {label}")
+    lateness.sort()
+    if lateness:
+        print(f"go: never-seen copies: request sent {lateness[0]:.1f} to {lateness[-1]:.1f} ms "
+              f"after the spawn (median {lateness[len(lateness) // 2]:.1f})")
     for model in stress:
         got = [r for r in requests if r["role"] == "client" and r["transport"] == "go_tls" and
                (r["model"] or "").startswith(model + "-s")]
