@@ -359,25 +359,6 @@ static __always_inline void send_mark(__u32 kind, __u32 scope, __u64 stream, __u
 	bpf_ringbuf_submit(m, ts_submit_flags());
 }
 
-/* Device-wide sync: every stream of the process hands over its work first. */
-static __always_inline void flush_all(__u32 tgid, __u32 api)
-{
-	struct cuda_proc *p = bpf_map_lookup_elem(&cuda_procs, &tgid);
-
-	if (!p)
-		return;
-	for (int i = 0; i < TS_GPU_MAX_STREAMS; i++) {
-		__u64 stream = p->s[i] - 1;
-		struct work_slot *s;
-
-		if (!p->s[i])
-			continue;
-		s = work_find(tgid, stream);
-		if (s && (s->w.launches || s->w.graph_launches || s->w.copies))
-			send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, stream, 0, api, true, 0, 0);
-	}
-}
-
 /*
  * Most entry points come twice: NAME takes 0 as the legacy default stream, NAME_ptsz (the
  * _ptsz/_ptds symbols) as the per-thread one. BOTH_STREAMS makes both programs from one body
@@ -436,6 +417,31 @@ static __always_inline struct cuda_entry *entry_scratch(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&cuda_entry, &zero);
+}
+
+/*
+ * Device-wide sync: every stream of the process hands over its work first, one stream a
+ * loop step (ts_loop: verified once, where the 16 streams unrolled made the device sync's
+ * program the largest the verifier walked at start, 35 000 instructions). Reached through
+ * cuda_device_sync_work only, whose entry scratch holds the API.
+ */
+TS_LOOP_STEP(flush_stream)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cuda_entry *e = entry_scratch();
+	struct cuda_proc *p = bpf_map_lookup_elem(&cuda_procs, &tgid);
+	struct work_slot *s;
+	__u64 stream;
+
+	if (!e || !p || i >= TS_GPU_MAX_STREAMS)
+		return 1;
+	if (!p->s[i])
+		return 0;
+	stream = p->s[i] - 1;
+	s = work_find(tgid, stream);
+	if (s && (s->w.launches || s->w.graph_launches || s->w.copies))
+		send_mark(TS_GPU_FLUSH, TS_GPU_SCOPE_STREAM, stream, 0, e->api, true, 0, 0);
+	return 0;
 }
 
 static __always_inline int launch(struct pt_regs *ctx, const struct launch *l, __u32 api);
@@ -694,7 +700,7 @@ static __always_inline int cuda_call_enter(__u32 kind, __u32 scope, __u64 stream
 	if (kind != TS_GPU_SYNC_ENTER)
 		return 0;
 	if (scope == TS_GPU_SCOPE_DEVICE)
-		flush_all(tgid, api);
+		ts_loop(TS_GPU_MAX_STREAMS, TS_GPU_MAX_STREAMS, flush_stream);
 	send_mark(TS_GPU_SYNC_ENTER, scope, stream, event, api, scope == TS_GPU_SCOPE_STREAM, 0, 0);
 	return 0;
 }

@@ -7,11 +7,12 @@
  * it; optionally chunked) or decodes one token for every running request (cost grows with
  * the batch). Decode runs eagerly or as one CUDA graph launch. After each step the sampled
  * token ids are copied to the host:
- *   sync mode:  copy on the main stream, cuStreamSynchronize (llama.cpp);
+ *   sync mode:  copy on the main stream, cuStreamSynchronize (llama.cpp), or with
+ *               --ctx-sync cuCtxSynchronize (a device-wide sync: every stream hands over);
  *   async mode: event on the main stream, the copy stream waits for it, copies, records an
  *               event, and the host synchronizes on that event one step later (vLLM V1).
  *
- * usage: engine [--async] [--graphs] [--chunk TOKENS] [--requests N] [--seed S]
+ * usage: engine [--async | --ctx-sync] [--graphs] [--chunk TOKENS] [--requests N] [--seed S]
  *               [--wait FILE] --truth FILE
  * --wait: "loading the model" lasts until FILE exists (up to a minute), not a fixed 0.3 s:
  * a harness that must see every step waits for the tracer's probes on libcuda first.
@@ -99,9 +100,10 @@ int main(int argc, char **argv)
 		{ "async", no_argument, NULL, 'a' },	 { "graphs", no_argument, NULL, 'g' },
 		{ "chunk", required_argument, NULL, 'c' }, { "requests", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 's' },  { "truth", required_argument, NULL, 't' },
-		{ "wait", required_argument, NULL, 'w' },  {},
+		{ "wait", required_argument, NULL, 'w' },  { "ctx-sync", no_argument, NULL, 'x' },
+		{},
 	};
-	int async = 0, graphs = 0, chunk = 0, nreq = 12, c, done = 0;
+	int async = 0, graphs = 0, chunk = 0, nreq = 12, c, done = 0, ctx_sync = 0;
 	unsigned seed = 1;
 	const char *truth = NULL, *wait = NULL;
 	struct req reqs[MAX_REQ];
@@ -121,10 +123,11 @@ int main(int argc, char **argv)
 		case 's': seed = (unsigned)atoi(optarg); break;
 		case 't': truth = optarg; break;
 		case 'w': wait = optarg; break;
+		case 'x': ctx_sync = 1; break;
 		default: return 2;
 		}
 	}
-	if (!truth || nreq < 1 || nreq > MAX_REQ)
+	if (!truth || nreq < 1 || nreq > MAX_REQ || (async && ctx_sync))
 		return 2;
 	out = fopen(truth, "w");
 	if (!out)
@@ -233,7 +236,7 @@ int main(int argc, char **argv)
 		if (!async) {
 			CHECK(cuMemcpyDtoHAsync_v2(host_tokens, dev_tokens, sizeof(host_tokens), main_s));
 			st->sync_call_ns = now_ns();
-			CHECK(cuStreamSynchronize(main_s));
+			CHECK(ctx_sync ? cuCtxSynchronize() : cuStreamSynchronize(main_s));
 			st->host_seen_ns = now_ns();
 			st->gpu_end_ns = vgpu_stream_idle_ns(main_s);
 		} else {

@@ -3,8 +3,9 @@
 1. cudaprog: nvcc-built, real libcudart, no GPU here: every launch seen with its demangled
    name and grid/block, every sync closing exactly one step.
 2. engine: the simulated inference engine on the stand-in libcuda.so.1 (virtual GPU), in
-   sync and async (vLLM-like) modes, with and without CUDA graphs: the steps tokenscope
-   rebuilds match the engine's ground truth - same count, times within 0.5 ms.
+   sync (on its stream, or device-wide: cuCtxSynchronize) and async (vLLM-like) modes, with
+   and without CUDA graphs: the steps tokenscope rebuilds match the engine's ground truth -
+   same count, times within 0.5 ms.
 3. nested: runtime entry points that call the driver: each launch counted once.
 """
 import atexit
@@ -98,8 +99,9 @@ def run_gpu_checks(ctx):
         tracer.p.send_signal(signal.SIGCONT)
     check(all(ok for _, ok in short), f"the {SHORT_PROGRAMS} short cudaprog runs ran")
 
-    # phase: the engine in four configurations
+    # phase: the engine in five configurations
     configs = [("sync-eager", []), ("sync-graphs", ["--graphs"]),
+               ("sync-ctx-eager", ["--ctx-sync"]),
                ("async-graphs", ["--async", "--graphs"]),
                ("async-eager-chunked", ["--async", "--chunk", "256"])]
     engines = []
