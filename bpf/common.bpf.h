@@ -120,7 +120,46 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
  * split one process's requests over names. Read by direct loads from the current task (its
  * BTF pointer is inlined by the JIT): no helper call, which costs 40-150 ns here, where every
  * return pays for a speculation mitigation. The legacy build reads it in one copy.
+ *
+ * Loading a pointer (group_leader) from a trusted one (the current task) makes Linux 6.18's
+ * verifier look up to four type names (task_struct__safe_trusted, ...) in the kernel's BTF,
+ * each a linear search of its 125 000 types (btf_find_by_name_kind), at every path that
+ * reaches the load: with the loads inlined in every record's header, that search was a third
+ * of the verifier's time at start (perf; docs/performance.md). So the walk starts from a
+ * pointer the verifier does not trust, which it takes as it is:
+ * - the plaintext family's default build (TS_TASK_RDONLY: sock.bpf.c), on every call of a
+ *   traced process, casts the task read-only (bpf_rdonly_cast, 6.2, inlined: no call);
+ * - the other builds, whose kernels may lack that kfunc, call ts_leader_comm8, a global
+ *   function, which the verifier walks once per object. A call and its return cost 20-30
+ *   ns here, nothing beside the uprobe traps those families' records come from.
  */
+#if defined(TS_TASK_RDONLY)
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+static __always_inline __u64 ts_leader_comm8_of(struct task_struct *t, __u32 half)
+{
+	struct task_struct *walk = bpf_rdonly_cast(t, bpf_core_type_id_kernel(struct task_struct));
+	struct task_struct *leader = walk->group_leader;
+
+	return half ? *(__u64 *)&leader->comm[8] : *(__u64 *)&leader->comm[0];
+}
+#elif !defined(TS_LEGACY)
+/* 8 bytes of the process's command name: the first (half 0) or the last (half 1). Not in
+ * bpf/maps.bpf.c (TS_MAPS_ONLY), which has no program to call it. */
+__u64 ts_leader_comm8(__u32 half);
+#ifndef TS_MAPS_ONLY
+__noinline __u64 ts_leader_comm8(__u32 half)
+{
+	struct task_struct *leader = bpf_get_current_task_btf()->group_leader;
+
+	return half ? *(__u64 *)&leader->comm[8] : *(__u64 *)&leader->comm[0];
+}
+#endif
+/* t: the current task, which ts_leader_comm8 finds itself */
+#define ts_leader_comm8_of(t, half) ts_leader_comm8(half)
+#endif
+
+/* comm: 8-byte aligned (a record header's) */
 static __always_inline void ts_process_comm_of(struct task_struct *t, char comm[TS_COMM_LEN])
 {
 #ifdef TS_LEGACY
@@ -129,10 +168,8 @@ static __always_inline void ts_process_comm_of(struct task_struct *t, char comm[
 	if (bpf_core_read(comm, TS_COMM_LEN, &leader->comm))
 		comm[0] = 0;
 #else
-	struct task_struct *leader = t->group_leader;
-
-	for (int i = 0; i < TS_COMM_LEN; i++)
-		comm[i] = leader->comm[i];
+	((__u64 *)comm)[0] = ts_leader_comm8_of(t, 0);
+	((__u64 *)comm)[1] = ts_leader_comm8_of(t, 1);
 #endif
 }
 
@@ -153,10 +190,10 @@ static __always_inline bool ts_traced_task(struct task_struct *t, __u32 tgid)
 		for (int i = 0; i < TS_COMM_LEN; i++) {
 			char c = comm[i];
 #else
-		struct task_struct *leader = t->group_leader;
+		__u64 half[2] = { ts_leader_comm8_of(t, 0), ts_leader_comm8_of(t, 1) };
 
 		for (int i = 0; i < TS_COMM_LEN; i++) {
-			char c = leader->comm[i];
+			char c = (char)(half[i / 8] >> (8 * (i % 8)));
 #endif
 
 			if (c != ts_filter.comm[i])

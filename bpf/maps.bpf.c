@@ -6,6 +6,7 @@
  * of them load at the same time (user/capture/families.c): their verifier's work is most of
  * tokenscope's start (docs/performance.md, Start).
  */
+#define TS_MAPS_ONLY /* no program: common.bpf.h leaves its functions out */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

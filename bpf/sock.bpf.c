@@ -16,6 +16,9 @@
  * addresses their stream has (tls_link.bpf.h); anything else is ignored, and later calls on a
  * decided socket cost one map lookup.
  */
+#if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
+#define TS_TASK_RDONLY /* this kernel has bpf_rdonly_cast: common.bpf.h walks the task with it */
+#endif
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -278,6 +281,9 @@ static __always_inline void send_piece(struct copy_state *s, struct ts_sock_data
 
 	if (n == 0 || n > TS_CHUNK_MAX) /* for the verifier */
 		return;
+	/* the same n, bounded by its arithmetic: Linux 6.1's verifier loses the check above
+	 * where clang keeps n on the stack across the header's calls (sock_core) */
+	n = ((n - 1) & (TS_CHUNK_MAX - 1)) + 1;
 	ev->hdr.size = sizeof(*ev) + n;
 	ev->seq = s->seq + s->pieces;
 	ev->total_len = s->total > 0xffffffffULL ? 0xffffffffU : (__u32)s->total;

@@ -11,8 +11,8 @@
 #define TS_SOCK_FD_BPF_H
 
 #if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
-/* A pointer read as a number made walkable again, read-only: its loads cannot fault. */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+/* bpf_rdonly_cast (common.bpf.h, TS_TASK_RDONLY): a pointer read as a number made walkable
+ * again, read-only: its loads cannot fault. */
 
 /* The stream socket behind fd in task's process (task: the current one), TCP or Unix, with
  * its inode number; NULL for anything else (pipes, files, UDP and datagram sockets). Every
@@ -20,7 +20,10 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
  * helper call for the fd table slot. */
 static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u64 fd, __u64 *ino)
 {
-	struct fdtable *fdt = task->files->fdt;
+	/* walked read-only: a pointer loaded from the trusted task would cost the verifier its
+	 * linear type-name searches (common.bpf.h, ts_process_comm_of) at every path here */
+	struct task_struct *walk = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct));
+	struct fdtable *fdt = walk->files->fdt;
 	struct file *slot = NULL, *file;
 	struct inode *inode;
 	struct socket *sock;
