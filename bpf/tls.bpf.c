@@ -308,7 +308,7 @@ int BPF_KPROBE(ssl_write_ex2_enter, void *ssl, const void *buf, size_t num, __u6
  * A call is keyed by its goroutine (g, in R14), not by its thread: a goroutine blocked in
  * Read can go on on another thread. g's address stands for the goroutine for as long as the
  * call lasts (a g is reused only after its goroutine ended). The calls in progress
- * (go_tls_reads, go_tls_writes: tls_link.bpf.h) also tell the socket probes which *tls.Conn
+ * (go_tls_calls: tls_link.bpf.h) also tell the socket probes which *tls.Conn
  * a socket syscall made meanwhile by that goroutine belongs to: its addresses.
  */
 
@@ -331,11 +331,11 @@ int go_tls_read_enter(struct pt_regs *ctx)
 {
 	struct task_struct *t = ts_current_task();
 	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
-	struct go_call c = { .conn = ctx->ax, .buf = ctx->bx };
+	struct go_call c = { .conn = ctx->ax, .buf = ctx->bx, .dir = TS_DIR_READ };
 
 	if (!ts_traced_task(t, k.pid))
 		return 0;
-	bpf_map_update_elem(&go_tls_reads, &k, &c, BPF_ANY);
+	bpf_map_update_elem(&go_tls_calls, &k, &c, BPF_ANY);
 	go_note_pid(k.pid); /* before the call's syscalls: they look for it */
 	return 0;
 }
@@ -346,15 +346,15 @@ int go_tls_read_ret(struct pt_regs *ctx)
 {
 	struct task_struct *t = ts_current_task();
 	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
-	struct go_call *c = bpf_map_lookup_elem(&go_tls_reads, &k);
+	struct go_call *c = bpf_map_lookup_elem(&go_tls_calls, &k);
 	long n = (long)ctx->ax;
 
-	if (!c)
+	if (!c || c->dir != TS_DIR_READ)
 		return 0;
 	if (n > 0)
 		tls_emit_call(k.pid, c->conn, c->buf, n, bpf_ktime_get_ns(), TS_DIR_READ,
 			      TS_F_GO_TLS);
-	bpf_map_delete_elem(&go_tls_reads, &k);
+	bpf_map_delete_elem(&go_tls_calls, &k);
 	return 0;
 }
 
@@ -364,14 +364,14 @@ int go_tls_write_enter(struct pt_regs *ctx)
 {
 	struct task_struct *t = ts_current_task();
 	struct go_call_key k = { .pid = TS_TGID(t), .g = ctx->r14 };
-	__u64 conn = ctx->ax;
+	struct go_call c = { .conn = ctx->ax, .dir = TS_DIR_WRITE };
 	long n = (long)ctx->cx;
 
 	if (n <= 0 || !ts_traced_task(t, k.pid))
 		return 0;
-	tls_emit_call(k.pid, conn, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
+	tls_emit_call(k.pid, c.conn, ctx->bx, n, bpf_ktime_get_ns(), TS_DIR_WRITE, TS_F_GO_TLS);
 	go_note_pid(k.pid);
-	bpf_map_update_elem(&go_tls_writes, &k, &conn, BPF_ANY);
+	bpf_map_update_elem(&go_tls_calls, &k, &c, BPF_ANY);
 	return 0;
 }
 
@@ -380,8 +380,10 @@ SEC("uprobe")
 int go_tls_write_ret(struct pt_regs *ctx)
 {
 	struct go_call_key k = { .pid = TS_TGID(ts_current_task()), .g = ctx->r14 };
+	struct go_call *c = bpf_map_lookup_elem(&go_tls_calls, &k);
 
-	bpf_map_delete_elem(&go_tls_writes, &k);
+	if (c && c->dir == TS_DIR_WRITE)
+		bpf_map_delete_elem(&go_tls_calls, &k);
 	return 0;
 }
 

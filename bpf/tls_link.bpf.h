@@ -33,7 +33,7 @@ TS_THREAD_STATE(tls_calls, struct ssl_call, tls_thread)
  * Go's crypto/tls calls in progress (tls.bpf.c, go_tls_*), by goroutine: (process, g) ->
  * the *tls.Conn (a Read's entry also keeps its buffer). A syscall on a TLS socket made by a
  * goroutine inside one is that Conn's: g is R14 of the user registers the syscall saved.
- * LRU: a goroutine that died inside a call (its return never seen) cannot fill them.
+ * LRU: a goroutine that died inside a call (its return never seen) cannot fill it.
  */
 struct go_call_key {
 	__u32 pid;
@@ -42,22 +42,20 @@ struct go_call_key {
 };
 
 struct go_call {
-	__u64 conn, buf;
+	__u64 conn;
+	__u64 buf; /* a Read's */
+	__u32 dir; /* enum ts_dir: in Read or in Write */
+	__u32 _pad;
 };
 
+/* One map for both calls (a goroutine is in one at a time): each LRU entry is made when the
+ * map is, and 65 536 of them cost about 8 ms of the start here (bpf_lru_populate). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct go_call_key);
 	__type(value, struct go_call);
-} go_tls_reads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct go_call_key);
-	__type(value, __u64);
-} go_tls_writes SEC(".maps");
+} go_tls_calls SEC(".maps");
 
 /* Processes that made a Go TLS call: only their TLS sockets look for one. */
 struct {
@@ -88,8 +86,7 @@ static __always_inline __u64 go_conn_in_call(struct task_struct *t)
 {
 	struct go_call_key k = { .pid = TS_TGID(t) };
 	struct pt_regs *regs;
-	struct go_call *r;
-	__u64 *w;
+	struct go_call *c;
 
 	if (!bpf_map_lookup_elem(&go_pids, &k.pid))
 		return 0;
@@ -97,11 +94,8 @@ static __always_inline __u64 go_conn_in_call(struct task_struct *t)
 	if (!regs)
 		return 0;
 	k.g = BPF_CORE_READ(regs, r14);
-	r = bpf_map_lookup_elem(&go_tls_reads, &k);
-	if (r)
-		return r->conn;
-	w = bpf_map_lookup_elem(&go_tls_writes, &k);
-	return w ? *w : 0;
+	c = bpf_map_lookup_elem(&go_tls_calls, &k);
+	return c ? c->conn : 0;
 }
 
 #endif /* TS_TLS_LINK_BPF_H */
