@@ -163,11 +163,11 @@ def run_gpu_checks(ctx):
         # the call it comes from (first launch: before and after the launch call; host-seen
         # and exact completion: the sync call and its return; an exact completion also not
         # before the virtual GPU finished). A host thread descheduled at the wrong moment
-        # (this 2-core VM does that now and then) widens a window; the medians of the
-        # differences must still be within 0.5 ms.
+        # (this 2-core VM does that now and then) widens a window; the medians of the first
+        # launch's and host-seen differences must still be within 0.5 ms.
         bad = []
         exact = 0
-        d_first, d_seen, d_done = [], [], []
+        d_first, d_seen = [], []
         for t, s in zip(want, got):
             if s["launches"] != t["launches"] or s["graph_launches"] != t["graph_launches"]:
                 bad.append(f"step {t['step']} launches {s['launches']}/{s['graph_launches']}")
@@ -182,7 +182,6 @@ def run_gpu_checks(ctx):
                     bad.append(f"step {t['step']} bound {s['gpu_done_ns']} before the GPU end")
             else:
                 exact += 1
-                d_done.append(abs(s["gpu_done_ns"] - t["gpu_end_ns"]))
                 if not t["gpu_end_ns"] - 50_000 <= s["gpu_done_ns"] <= t["host_seen_ns"]:
                     bad.append(f"step {t['step']} exact completion "
                                f"{(s['gpu_done_ns'] - t['gpu_end_ns']) / 1e6:.3f} ms after the "
@@ -199,13 +198,17 @@ def run_gpu_checks(ctx):
         if name.startswith("sync"):
             # the host blocked in every sync: completion times are exact
             check(exact == len(got), f"engine {name}: {exact}/{len(got)} completions exact")
-        for what, d in (("first launch", d_first), ("host_seen", d_seen),
-                        ("exact completion vs GPU end", d_done)):
+        for what, d in (("first launch", d_first), ("host_seen", d_seen)):
             if d:
                 med = sorted(d)[len(d) // 2]
                 check(med <= STEP_TOLERANCE_NS,
                       f"engine {name}: {what} within {med / 1e6:.3f} ms of the truth (median, "
                       f"<= 0.5)")
+        # An exact completion has no median check against the GPU's end: a completion is
+        # known once a host call saw it (a sync's return), so its distance from the GPU's end
+        # is the host's own lag, which the engine measures too: microseconds on an idle
+        # machine, 1-3 ms with two CPU hogs, whatever tokenscope does. The per-step window
+        # above, from the GPU's end to the engine's return from its sync, is the check.
 
     # nested: one step, each launch once
     nest = [s for s in steps if s["comm"] == "nested"]
