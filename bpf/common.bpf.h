@@ -130,8 +130,9 @@ static __always_inline void ts_count(__u32 idx, __u64 n)
  * - the plaintext family's default build (TS_TASK_RDONLY: sock.bpf.c), on every call of a
  *   traced process, casts the task read-only (bpf_rdonly_cast, 6.2, inlined: no call);
  * - the other builds, whose kernels may lack that kfunc, call ts_leader_comm8, a global
- *   function, which the verifier walks once per object. A call and its return cost 20-30
- *   ns here, nothing beside the uprobe traps those families' records come from.
+ *   function, which the verifier walks once per program that calls it, not once per path
+ *   to it. A call and its return cost 20-30 ns here, nothing beside the uprobe traps those
+ *   families' records come from.
  */
 #if defined(TS_TASK_RDONLY)
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
