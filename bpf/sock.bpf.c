@@ -144,7 +144,7 @@ struct {
 	__type(value, struct sock_buf);
 } sock_scratch SEC(".maps");
 
-/* phase: which socket an fd is, and its addresses (sock_fd.bpf.h) */
+/* phase: the call's registers, which socket an fd is, and its addresses (sock_fd.bpf.h) */
 #include "sock_fd.bpf.h"
 
 static __always_inline bool port_wanted(const struct ts_sock_addr *a)
@@ -544,54 +544,6 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
 #define SYSCALL_ARG(regs, reg) BPF_CORE_READ(regs, reg)
 #else
 #define SYSCALL_ARG(regs, reg) ((regs)->reg)
-#endif
-
-#ifdef TS_TASK_RDONLY
-/* How far a task's user registers lie from its stack page (task_pt_regs: THREAD_SIZE less the
- * registers and a padding, which depend on the kernel's build), learnt from bpf_task_pt_regs
- * at the first call; 0 until then. */
-__u64 regs_from_stack;
-
-/* The learning's two addresses, per CPU (one program runs at a time on a CPU): stored as
- * pointers, read back as numbers, whose difference the verifier lets be taken. */
-struct regs_learn {
-	__u64 regs, stack;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct regs_learn);
-} sock_regs_learn SEC(".maps");
-
-/* The current task's user registers: its stack page plus that distance, a load and an add,
- * where bpf_task_pt_regs is a helper call (30-50 ns here) on every call of a traced process. */
-static __always_inline struct pt_regs *sock_task_regs(struct task_struct *t)
-{
-	struct task_struct *walk = bpf_rdonly_cast(t, bpf_core_type_id_kernel(struct task_struct));
-	void *stack = walk->stack;
-	__u64 off = regs_from_stack;
-
-	if (!off) {
-		__u32 zero = 0;
-		struct regs_learn *l = bpf_map_lookup_elem(&sock_regs_learn, &zero);
-
-		if (!l)
-			return (struct pt_regs *)bpf_task_pt_regs(t);
-		*(volatile __u64 *)&l->regs = (__u64)bpf_task_pt_regs(t);
-		*(volatile __u64 *)&l->stack = (__u64)stack;
-		off = *(volatile __u64 *)&l->regs - *(volatile __u64 *)&l->stack;
-		if (!l->stack || off == 0 || off > (1 << 16)) /* not where it can be: the helper */
-			return (struct pt_regs *)bpf_task_pt_regs(t);
-		regs_from_stack = off;
-	}
-	if (!stack)
-		return NULL;
-	return bpf_rdonly_cast(stack + off, bpf_core_type_id_kernel(struct pt_regs));
-}
-#else
-#define sock_task_regs(t) ts_task_pt_regs(t)
 #endif
 
 /*
