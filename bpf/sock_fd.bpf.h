@@ -3,9 +3,9 @@
  * The plaintext family's first step on every call (bpf/sock.bpf.c includes this, after its
  * constants): the stream socket behind an fd, TCP or Unix, in the build for this kernel
  * (bpf_rdonly_cast's direct loads; CO-RE reads before 6.2; the legacy task walk before
- * 5.17), and the socket's addresses; the call's user registers (sock_task_regs); for a captured Unix socket, the record that says its path
- * and peer (send_unix_sock). Every call of a traced process pays the walk, so it is kept
- * short.
+ * 5.17), and the socket's addresses; for a captured Unix socket, the record that says its
+ * path and peer (send_unix_sock); the call's user registers (sock_task_regs). Every call of a
+ * traced process pays the walk, so it is kept short.
  */
 #ifndef TS_SOCK_FD_BPF_H
 #define TS_SOCK_FD_BPF_H
