@@ -127,12 +127,13 @@ $(OUTPUT)/tests/test_%: $(OUTPUT)/tests/test_%.o $(UNIT_HELPERS) $(CORE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -lcmocka $(LDLIBS_UNIT) -o $@
 
-# Live-side code that needs no BPF to test: CUDA kernel names (with libelf), the ring reader,
-# symbol lookup (elfsym).
+# Live-side code that needs no BPF to test: CUDA kernel names (with libelf), the ring reader
+# and its backlog, symbol lookup (elfsym).
 $(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/capture/cuda_names.o $(OUTPUT)/user/capture/elfsym.o \
 	$(OUTPUT)/user/capture/procmaps.o
 $(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
 $(OUTPUT)/tests/test_ring: $(OUTPUT)/user/capture/ring.o
+$(OUTPUT)/tests/test_backlog: $(OUTPUT)/user/capture/backlog.o $(OUTPUT)/user/capture/ring.o
 $(OUTPUT)/tests/test_elfsym: $(OUTPUT)/user/capture/elfsym.o $(OUTPUT)/user/capture/procmaps.o
 $(OUTPUT)/tests/test_elfsym: LDLIBS_UNIT += -lelf
 

@@ -26,21 +26,25 @@ struct fake {
 
 struct got {
 	size_t readable; /* what the reader promises readable of a long wrapped record; 0: all */
+	int room;	 /* records taken at most (0: any number); past it, left in the ring */
 	int n;
 	size_t size[8];
 	uint8_t bytes[8][SIZE];
 };
 
-static void collect(void *ctx, const void *data, size_t size)
+static int collect(void *ctx, const void *data, size_t size)
 {
 	struct got *g = ctx;
 
+	if (g->room && g->n >= g->room)
+		return 1;
 	assert_true(g->n < 8);
 	g->size[g->n] = size;
 	if (g->readable && size > g->readable)
 		size = g->readable;
 	memcpy(g->bytes[g->n], data, size < SIZE ? size : SIZE);
 	g->n++;
+	return 0;
 }
 
 /* Write a record at the producer position, as bpf_ringbuf_reserve + submit do. */
@@ -143,6 +147,32 @@ static void test_wrapped_beyond_the_buffer(void **state)
 	ring__close(&r);
 }
 
+/* A record the taker has no room for stays in the ring, and every one after it: the next
+ * consume starts there. */
+static void test_left_when_the_taker_is_full(void **state)
+{
+	struct fake f = { 0 };
+	struct got g = { .room = 1 };
+	struct ring r;
+	unsigned long after_first;
+
+	assert_int_equal(ring__init_mem(&r, &f.cons, &f.prod, f.data, SIZE, SIZE, collect, &g), 0);
+	produce(&f, "first", 5, 0);
+	after_first = f.prod;
+	produce(&f, "second!", 7, 0);
+	produce(&f, "third", 5, 0);
+	assert_int_equal(ring__consume(&r), 1);
+	assert_int_equal(f.cons, after_first); /* the second's space not given back */
+	assert_int_equal(ring__consume(&r), 0);
+	g.room = 0;
+	assert_int_equal(ring__consume(&r), 2);
+	assert_int_equal(g.n, 3);
+	assert_memory_equal(g.bytes[1], "second!", 7);
+	assert_memory_equal(g.bytes[2], "third", 5);
+	assert_int_equal(f.cons, f.prod);
+	ring__close(&r);
+}
+
 static void test_bad_size_refused(void **state)
 {
 	struct fake f = { 0 };
@@ -159,6 +189,7 @@ int main(void)
 		cmocka_unit_test(test_stops_at_a_busy_record),
 		cmocka_unit_test(test_wrapped_records),
 		cmocka_unit_test(test_wrapped_beyond_the_buffer),
+		cmocka_unit_test(test_left_when_the_taker_is_full),
 		cmocka_unit_test(test_bad_size_refused),
 	};
 

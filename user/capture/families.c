@@ -267,9 +267,9 @@ static void *prepare_family(const struct probe_family *f, const struct live_opts
 	set_filter(f->filter(skel), o);
 	*step = "size the ring buffer";
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
-				     (__u32)o->ringbuf_mb << 20))
+				     (__u32)live__ring_mb(o->ringbuf_mb) << 20))
 		goto fail;
-	*f->ring_wake(skel) = ((__u64)o->ringbuf_mb << 20) / 8;
+	*f->ring_wake(skel) = ((__u64)live__ring_mb(o->ringbuf_mb) << 20) / 8;
 	bpf_object__for_each_map(map, obj) {
 		struct bpf_map *shared;
 

@@ -27,6 +27,7 @@
 #include "capture/live.h"
 #include "capture/identity.h"
 #include "capture/nat.h"
+#include "capture/backlog.h"
 #include "capture/proc_tree.h"
 #include "capture/ring.h"
 #include "capture/start_heap.h"
@@ -55,6 +56,7 @@ struct live {
 	struct families fams;
 	struct family_work work;	/* what the families' work on a record uses */
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
+	struct backlog *backlog;	/* its records, drained by a thread of their own */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	struct pidset known;		/* live processes whose tree was recorded */
 	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
@@ -176,11 +178,12 @@ int live__check(const struct live_opts *o)
 #define RING_RAM_SHARE 256 /* at most 1/256 of the memory */
 
 /*
- * The default ring buffer: sized for a busy host, since what overflows it is lost. A burst
- * is bounded by how many CPUs produce records while the reader is descheduled, so 32 MiB per
- * CPU, within 8 and 256 MiB and at most 1/256 of the memory (it is locked kernel memory), as
- * the power of two at or below that. 2 CPUs and 24 GiB: 64 MiB (2 000 concurrent streams
- * on such a VM needed 64 to lose nothing; 8 lost 3 489 records).
+ * The default room for records waiting to be read (-b): sized for a busy host, since what
+ * overflows it is lost. A burst is bounded by how many CPUs produce records while the
+ * pipeline is behind, so 32 MiB per CPU, within 8 and 256 MiB and at most 1/256 of the
+ * memory, as the power of two at or below that. 2 CPUs and 24 GiB: 64 MiB (2 000 concurrent
+ * streams on such a VM needed 64 to lose nothing; 8 lost 3 489 records). Most of it is the
+ * reader's backlog (capture/backlog.h), in memory only while a burst lasts.
  */
 long live__default_ringbuf_mb(void)
 {
@@ -194,6 +197,23 @@ long live__default_ringbuf_mb(void)
 	while (mb * 2 <= want)
 		mb *= 2;
 	return mb < RING_MB_MIN ? RING_MB_MIN : mb;
+}
+
+/*
+ * The kernel's ring itself: small, so that the bytes a probe writes next are still in cache
+ * (a 64 MiB ring cost a captured plaintext call about 300 ns more than a 4 MiB one here,
+ * docs/performance.md). Its reader's thread drains it at an eighth full (ts_ring_wake), so
+ * it holds the records of that thread's wake-up delay: 4 MiB, 4 more for each 16 CPUs past
+ * the first 16, as a power of two, at most 32 and at most the whole room.
+ */
+long live__ring_mb(long room_mb)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), want = 4 * ((ncpu > 0 ? ncpu : 1) + 15) / 16;
+	long mb = 4;
+
+	while (mb < want && mb < 32)
+		mb *= 2;
+	return mb < room_mb ? mb : room_mb;
 }
 
 /* ---- open, load, attach ---- */
@@ -364,9 +384,17 @@ static int setup(struct live *lv)
 	attacher__on_cuda(lv->att, snapshot_maps, lv->work.cuda_names);
 	events = bpf_object__find_map_by_name(families__owner(&lv->fams), "events");
 	err = ring__open(&lv->ring, bpf_map__fd(events), bpf_map__max_entries(events),
-			 sizeof(lv->buf), on_event, lv);
+			 sizeof(lv->buf), NULL, NULL);
 	if (err) {
 		fprintf(stderr, "tokenscope: cannot map the ring buffer: %s\n", strerror(-err));
+		return -1;
+	}
+	/* drained from now on, while the rest of the start runs: the ring is small */
+	lv->backlog = backlog__new(&lv->ring,
+				   (size_t)(o->ringbuf_mb - live__ring_mb(o->ringbuf_mb)) << 20);
+	if (!lv->backlog || (err = backlog__start(lv->backlog, POLL_MAX_MS))) {
+		fprintf(stderr, "tokenscope: cannot start the ring buffer's reader: %s\n",
+			strerror(lv->backlog ? -err : ENOMEM));
 		return -1;
 	}
 
@@ -418,8 +446,9 @@ static void update_counters(struct live *lv, uint64_t *reported_drops)
 			want *= 2;
 		if (want == lv->o->ringbuf_mb && want < 1024)
 			want *= 2;
-		fprintf(stderr, "tokenscope: WARNING: %llu events dropped (ring buffer of %ld MiB full); "
-				"affected requests are marked incomplete; try -b %ld or more\n",
+		fprintf(stderr, "tokenscope: WARNING: %llu events dropped (the ring buffer and its "
+				"backlog, %ld MiB, full); affected requests are marked incomplete; try -b "
+				"%ld or more\n",
 			(unsigned long long)(c[TS_CNT_DROPS] - *reported_drops), lv->o->ringbuf_mb, want);
 		*reported_drops = c[TS_CNT_DROPS];
 		lv->reported_drop_bytes = c[TS_CNT_DROP_BYTES];
@@ -433,17 +462,16 @@ static int consume(struct live *lv)
 	if (lv->o->duration_s)
 		deadline = clock__now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
 	while (!exiting) {
-		uint64_t now;
-		long n = ring__poll(&lv->ring, attacher__next_due_ms(lv->att, clock__now_ns(),
+		uint64_t now, consumed;
+		int n = backlog__wait(lv->backlog, attacher__next_due_ms(lv->att, clock__now_ns(),
 									 POLL_MAX_MS));
-		uint64_t consumed = clock__now_ns();
 
-		if (n >= 0) /* what came without a wake-up */
-			n = ring__consume(&lv->ring);
 		if (n < 0 && n != -EINTR) {
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
 			return -1;
 		}
+		/* what came, with or without a wake-up */
+		backlog__take(lv->backlog, on_event, lv, &consumed);
 		now = clock__now_ns();
 		attacher__tick(lv->att, now);
 		if (now >= next_stats) {
@@ -455,7 +483,8 @@ static int consume(struct live *lv)
 		if (deadline && now >= deadline)
 			break;
 		/* a record is committed within microseconds of its time: one of 1 ms ago is read */
-		if (lv->o->poll && lv->o->poll(lv->o->started_ctx, consumed - CONSUMED_MARGIN_NS))
+		if (lv->o->poll && consumed > CONSUMED_MARGIN_NS &&
+		    lv->o->poll(lv->o->started_ctx, consumed - CONSUMED_MARGIN_NS))
 			break;
 	}
 	return 0;
@@ -513,15 +542,22 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 		goto cleanup;
 
 	/* phase: drain, then close what is still open */
-	ring__consume(&lv->ring);
+	backlog__stop(lv->backlog); /* the ring is this thread's now */
+	while (backlog__pass(lv->backlog) + backlog__take(lv->backlog, on_event, lv, NULL) > 0)
+		;
+	if (o->verbose)
+		fprintf(stderr, "tokenscope: the reader's backlog held %.1f MiB at most\n",
+			backlog__peak(lv->backlog) / 1048576.0);
 	end_ns = clock__now_ns();
 	feed_final_counters(lv, end_ns);
 	pipeline__finish(pl, end_ns);
 	err = 0;
 
 cleanup:
+	backlog__stop(lv->backlog); /* no thread of this process runs past here */
 	/* nothing attached (setup failed early): nothing to leave to a child */
 	detacher = lv->fams.nlinks || lv->att ? detacher__start() : -1;
+	backlog__free(lv->backlog);
 	ring__close(&lv->ring);
 	attacher__free(lv->att);
 	nat__free(lv->nat);

@@ -24,7 +24,8 @@ struct live_opts {
 	const uint16_t *ports; /* --port: plaintext sockets with one of these local or peer ports */
 	int nports;
 	bool no_plaintext; /* --no-plaintext: TLS (and CUDA) only */
-	long ringbuf_mb;   /* a power of two (live__default_ringbuf_mb() unless -b) */
+	long ringbuf_mb;   /* room for records, a power of two (live__default_ringbuf_mb() unless
+			    * -b): the kernel's ring (live__ring_mb) and the reader's backlog */
 	long duration_s;   /* 0: until SIGINT or SIGTERM */
 	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */
 	/* Called once every probe is attached, before the first record is read: the run has
@@ -49,8 +50,11 @@ int live__check(const struct live_opts *o);
  * it has a recording). Returns 0, or 1 with a message on stderr. */
 int live__run(const struct live_opts *o, struct pipeline *pl);
 
-/* The ring buffer's size without -b, in MiB: 32 per CPU, within 8 and 256, at most 1/256 of
+/* The room for records without -b, in MiB: 32 per CPU, within 8 and 256, at most 1/256 of
  * the memory, a power of two. */
 long live__default_ringbuf_mb(void);
+/* The kernel ring's share of room_mb, in MiB: 4, more with more than 16 CPUs, a power of two
+ * at most 32 and at most room_mb. The reader's backlog holds up to room_mb more. */
+long live__ring_mb(long room_mb);
 
 #endif

@@ -99,8 +99,10 @@ long ring__consume(struct ring *r)
 			if (!(hdr & BPF_RINGBUF_DISCARD_BIT)) {
 				size_t start = (at + BPF_RINGBUF_HDR_SZ) & mask;
 
+				int refused;
+
 				if (start + len <= r->size) {
-					r->fn(r->ctx, r->data + start, len);
+					refused = r->fn(r->ctx, r->data + start, len);
 				} else {
 					size_t first = r->size - start, want = len;
 
@@ -109,8 +111,10 @@ long ring__consume(struct ring *r)
 					memcpy(r->bounce, r->data + start, first < want ? first : want);
 					if (want > first)
 						memcpy(r->bounce + first, r->data, want - first);
-					r->fn(r->ctx, r->bounce, len);
+					refused = r->fn(r->ctx, r->bounce, len);
 				}
+				if (refused)
+					return n; /* left in the ring, and what follows it */
 				n++;
 			}
 			cons += (BPF_RINGBUF_HDR_SZ + (unsigned long)len + 7) & ~7ul;

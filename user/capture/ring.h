@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One committed record: its bytes, contiguous, valid until fn returns. */
-typedef void (*ring_fn)(void *ctx, const void *data, size_t size);
+/* One committed record: its bytes, contiguous, valid until fn returns. 0: taken; nonzero:
+ * left in the ring, with every record after it (the taker has no room now). */
+typedef int (*ring_fn)(void *ctx, const void *data, size_t size);
 
 struct ring {
 	unsigned long *consumer_pos;	   /* the reader's page (writable) */
@@ -42,7 +43,7 @@ int ring__open(struct ring *r, int map_fd, size_t size, size_t bounce_cap, ring_
 void ring__close(struct ring *r);
 
 /* Hand every committed record to fn, in order, and give its space back to the kernel.
- * Stops at a record still being written. Returns the records handed over. */
+ * Stops at a record still being written, or one fn left. Returns the records taken. */
 long ring__consume(struct ring *r);
 /* Wait up to timeout_ms for the kernel's wake-up, then consume. Returns the records handed
  * over, or -errno (-EINTR when a signal came). */

@@ -124,8 +124,8 @@ static int set_ringbuf_mb(struct options *o, const char *arg)
 	long v;
 
 	if (parse_long(arg, 1, 1024, &v) || (v & (v - 1))) {
-		fprintf(stderr, "tokenscope: ring buffer size must be a power of two between 1 and "
-				"1024 MB\n");
+		fprintf(stderr, "tokenscope: -b (room for records) must be a power of two between 1 "
+				"and 1024 MB\n");
 		return -1;
 	}
 	o->ringbuf_mb = v;
@@ -224,8 +224,8 @@ static const struct opt_spec specs[] = {
 	  "completions; credentials masked)" },
 	{ "duration", 'd', "SECS", FN(set_duration), false, "stop after SECS seconds" },
 	{ "ringbuf-mb", 'b', "MB", FN(set_ringbuf_mb), false,
-	  "ring buffer size, a power of two (default: 32 per CPU, 8 to\n256, at most 1/256 of "
-	  "the memory)" },
+	  "room for records waiting to be read, a power of two: the\nkernel's ring and the "
+	  "reader's backlog (default: 32 per\nCPU, 8 to 256, at most 1/256 of the memory)" },
 	{ "quiet", 'q', NULL, FIELD(SET_FLAG, quiet), true, "no per-request lines, only the summary" },
 	{ "verbose", 'v', NULL, FIELD(SET_COUNT, verbose), true,
 	  "which files were probed (repeat for libbpf debug output)" },

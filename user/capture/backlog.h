@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The reader's backlog: a thread of its own drains the kernel's ring buffer as soon as the
+ * ring wakes it and keeps the records here, in order, until the pipeline takes them.
+ *
+ * Why a thread: the ring can then stay small. A probe writes each record into the ring's next
+ * bytes, and in a ring of 64 MiB those bytes were last touched 64 MiB of records ago, long
+ * out of every cache: each record's lines missed (about 300 ns of a captured plaintext call
+ * here, docs/performance.md). A ring of a few MiB stays in cache; what a burst brings faster
+ * than the pipeline handles waits here instead, in chunks that are given back once read.
+ *
+ * Nothing is lost silently: past its cap the backlog takes no more, the thread stops draining,
+ * the ring fills, and the probes count what they could not write (TS_CNT_DROPS).
+ *
+ * One thread fills (backlog__start's), one takes (the caller's): a queue of chunks, each filled
+ * at its end and published by its length (release), read up to that length (acquire).
+ */
+#ifndef TS_BACKLOG_H
+#define TS_BACKLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capture/ring.h"
+
+struct backlog;
+
+/* What takes the records: one at a time, in the order the ring held them. */
+typedef void (*backlog_fn)(void *ctx, const void *data, size_t size);
+
+/* A backlog of at most cap bytes for ring r's records (not started: backlog__pass fills it in
+ * the caller's thread). NULL when out of memory. */
+struct backlog *backlog__new(struct ring *r, size_t cap);
+/* The thread that drains r whenever its ring wakes it, and at least every poll_ms. 0, or
+ * -errno. */
+int backlog__start(struct backlog *b, int poll_ms);
+/* Stop the thread (and wait for it): the caller owns the ring again. */
+void backlog__stop(struct backlog *b);
+void backlog__free(struct backlog *b);
+
+/* One pass over the ring: every committed record it can take, appended. Returns the records
+ * taken (the thread's step; after backlog__stop, the caller's). */
+long backlog__pass(struct backlog *b);
+
+/* Wait up to timeout_ms for records the thread has drained (-EINTR: a signal came). Returns 1
+ * when some may be waiting, 0 when none came, or -errno. */
+int backlog__wait(struct backlog *b, int timeout_ms);
+/* Hand every record drained so far to fn, and give their memory back. *drained_ns (when not
+ * NULL): when the last pass whose records are among them began, on the CLOCK_MONOTONIC clock:
+ * every record committed before then has been handed over. Returns the records handed over. */
+long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *drained_ns);
+
+/* What the backlog held at most, in bytes of chunks (a burst's depth). */
+size_t backlog__peak(const struct backlog *b);
+
+#endif
