@@ -519,10 +519,14 @@ def seq_race_run(ctx, work, env, start, label):
 
 
 def wait_records(path, model, n, timeout):
-    """The records of model in the JSON Lines at path, once there are n (or at timeout)."""
+    """The records of model in the JSON Lines at path, once there are n (or at timeout).
+    Read while tokenscope writes: a line without its newline yet is one still being written
+    (a reader can see a write(2) to a file in part, page by page), so it waits for the next
+    look."""
     deadline = time.monotonic() + timeout
     while True:
-        got = [json.loads(line) for line in open(path) if f'"{model}"' in line]
+        got = [json.loads(line) for line in open(path)
+               if line.endswith("\n") and f'"{model}"' in line]
         if len(got) >= n or time.monotonic() > deadline:
             return got, time.monotonic()
         time.sleep(0.1)
