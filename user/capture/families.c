@@ -252,6 +252,23 @@ static void say_verifier_stats(const struct probe_family *f, struct bpf_object *
 
 /* Open, filter, size or share the maps (owner: the loaded build that holds them; NULL for
  * the first). Returns NULL with the failed step in *step. */
+/*
+ * The kernel's ring itself: small, so that the bytes a probe writes next are still in cache
+ * (a 64 MiB ring cost a captured plaintext call about 300 ns more than a 4 MiB one here,
+ * docs/performance.md). Its reader's thread drains it at an eighth full (ts_ring_wake), so
+ * it holds the records of that thread's wake-up delay: 4 MiB, 4 more for each 16 CPUs past
+ * the first 16, as a power of two, at most 32 and at most the whole room.
+ */
+long families__ring_mb(long room_mb)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), want = 4 * (((ncpu > 0 ? ncpu : 1) + 15) / 16);
+	long mb = 4;
+
+	while (mb < want && mb < 32)
+		mb *= 2;
+	return mb < room_mb ? mb : room_mb;
+}
+
 static void *prepare_family(const struct probe_family *f, const struct live_opts *o,
 			    struct bpf_object *owner, bool uprobe_multi, const char **step)
 {
@@ -267,9 +284,9 @@ static void *prepare_family(const struct probe_family *f, const struct live_opts
 	set_filter(f->filter(skel), o);
 	*step = "size the ring buffer";
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
-				     (__u32)live__ring_mb(o->ringbuf_mb) << 20))
+				     (__u32)families__ring_mb(o->ringbuf_mb) << 20))
 		goto fail;
-	*f->ring_wake(skel) = ((__u64)live__ring_mb(o->ringbuf_mb) << 20) / 8;
+	*f->ring_wake(skel) = ((__u64)families__ring_mb(o->ringbuf_mb) << 20) / 8;
 	bpf_object__for_each_map(map, obj) {
 		struct bpf_map *shared;
 

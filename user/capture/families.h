@@ -62,4 +62,8 @@ void families__after(const struct families *fs, const struct family_work *w, con
 /* Links, then builds (the later hold references to the first one's maps). */
 void families__destroy(struct families *fs);
 
+/* The kernel ring's share of room_mb (-b), in MiB: 4, more with more than 16 CPUs, a power of
+ * two at most 32 and at most room_mb. The reader's backlog (backlog.h) holds the rest. */
+long families__ring_mb(long room_mb);
+
 #endif

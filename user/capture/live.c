@@ -199,23 +199,6 @@ long live__default_ringbuf_mb(void)
 	return mb < RING_MB_MIN ? RING_MB_MIN : mb;
 }
 
-/*
- * The kernel's ring itself: small, so that the bytes a probe writes next are still in cache
- * (a 64 MiB ring cost a captured plaintext call about 300 ns more than a 4 MiB one here,
- * docs/performance.md). Its reader's thread drains it at an eighth full (ts_ring_wake), so
- * it holds the records of that thread's wake-up delay: 4 MiB, 4 more for each 16 CPUs past
- * the first 16, as a power of two, at most 32 and at most the whole room.
- */
-long live__ring_mb(long room_mb)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), want = 4 * ((ncpu > 0 ? ncpu : 1) + 15) / 16;
-	long mb = 4;
-
-	while (mb < want && mb < 32)
-		mb *= 2;
-	return mb < room_mb ? mb : room_mb;
-}
-
 /* ---- open, load, attach ---- */
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -391,7 +374,7 @@ static int setup(struct live *lv)
 	}
 	/* drained from now on, while the rest of the start runs: the ring is small */
 	lv->backlog = backlog__new(&lv->ring,
-				   (size_t)(o->ringbuf_mb - live__ring_mb(o->ringbuf_mb)) << 20);
+				   (size_t)(o->ringbuf_mb - families__ring_mb(o->ringbuf_mb)) << 20);
 	if (!lv->backlog || (err = backlog__start(lv->backlog, POLL_MAX_MS))) {
 		fprintf(stderr, "tokenscope: cannot start the ring buffer's reader: %s\n",
 			strerror(lv->backlog ? -err : ENOMEM));

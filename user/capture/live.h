@@ -25,7 +25,7 @@ struct live_opts {
 	int nports;
 	bool no_plaintext; /* --no-plaintext: TLS (and CUDA) only */
 	long ringbuf_mb;   /* room for records, a power of two (live__default_ringbuf_mb() unless
-			    * -b): the kernel's ring (live__ring_mb) and the reader's backlog */
+			    * -b): the kernel's ring (families__ring_mb) and the reader's backlog */
 	long duration_s;   /* 0: until SIGINT or SIGTERM */
 	int verbose;	   /* 1: probed files; 2: libbpf's debug output too */
 	/* Called once every probe is attached, before the first record is read: the run has
@@ -53,8 +53,5 @@ int live__run(const struct live_opts *o, struct pipeline *pl);
 /* The room for records without -b, in MiB: 32 per CPU, within 8 and 256, at most 1/256 of
  * the memory, a power of two. */
 long live__default_ringbuf_mb(void);
-/* The kernel ring's share of room_mb, in MiB: 4, more with more than 16 CPUs, a power of two
- * at most 32 and at most room_mb. The reader's backlog holds up to room_mb more. */
-long live__ring_mb(long room_mb);
 
 #endif
