@@ -17,7 +17,9 @@ import json
 import os
 import shutil
 import subprocess
+import signal
 import sys
+import threading
 import time
 
 DEBIAN_PYTHON = "/usr/bin/python3"  # where python3-fastapi and python3-uvicorn live
@@ -467,6 +469,7 @@ def run_plaintext_checks(ctx):
         check(secret not in blob, f"plaintext: no '{secret}' in any output")
 
     check_seq_race(ctx, work)
+    check_full_ring(ctx, work)
 
 
 SEQ_RACE = (3, 64, 200)  # runs, pipelined requests a run, tokens a response
@@ -516,6 +519,64 @@ def seq_race_run(ctx, work, env, start, label):
           "without the stream's lock" not in out,
           f"{label}: nothing dropped, no piece lost, every number taken under its lock "
           f"({[line for line in out.splitlines() if 'lost_pieces' in line]})")
+
+
+FULL_RING = (16, 64, 200)  # runs, requests a run, tokens a response
+
+
+def check_full_ring(ctx, work):
+    """A tracer that cannot keep up: with -b 8 (a 4 MiB ring, a 4 MiB backlog behind it) and
+    stopped (SIGSTOP, both its threads) while seq_race streams, until four more runs have
+    finished (each about 38 000 records, several MiB). What the ring could not take must be
+    counted and said, the requests it cut marked incomplete, and no request reported whole
+    with a wrong count. Ground truth: every response has exactly TOKENS token events."""
+    check = ctx["check"]
+    runs, nreq, ntok = FULL_RING
+    tracer = ctx["Tracer"](os.path.join(work, "full-ring"), "--comm", "seq_race", "-b", "8")
+    finished = []
+    done = threading.Condition()
+
+    def traffic():
+        for i in range(runs):
+            r = subprocess.run([os.path.join(FIXTURES, ".gen", "seq_race"), str(nreq),
+                                str(ntok), f"full{i}"], capture_output=True, timeout=120)
+            with done:
+                finished.append(r.returncode)
+                done.notify_all()
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    with done:
+        done.wait_for(lambda: len(finished) >= 1, timeout=120)
+        tracer.p.send_signal(signal.SIGSTOP)
+        stopped_at = len(finished)
+        done.wait_for(lambda: len(finished) >= min(runs, stopped_at + 4), timeout=120)
+        tracer.p.send_signal(signal.SIGCONT)
+    t.join()
+    rc, out, err = tracer.stop()
+    check(rc == 0 and finished == [0] * runs,
+          f"full ring: tokenscope exited 0, the {runs} runs ran ({finished}; {err[-300:]})")
+    summary = [line for line in out.splitlines() if line.startswith("capture:")]
+    drops = int(summary[0].split("drops=")[1].split()[0]) if summary else 0
+    check(drops > 0 and "events dropped" in err,
+          f"full ring: the records the ring could not take are counted ({drops}) and said on "
+          f"stderr ({[line for line in err.splitlines() if 'dropped' in line][:1]})")
+    records = [json.loads(line) for line in open(tracer.out)]
+    for role in ("client", "server"):
+        got = [r for r in records if r.get("type") == "request" and r["role"] == role]
+        whole = [r for r in got if r["complete"]]
+        wrong = [(r["model"], r["token_events"]) for r in whole if r["token_events"] != ntok]
+        check(not wrong and len(whole) >= nreq and len(got) <= runs * nreq,
+              f"full ring [{role}]: {len(whole)} requests whole, each with its {ntok} tokens "
+              f"({len(wrong)} not: {wrong[:3]}), {len(got)} of {runs * nreq} in all")
+    # the connection the ring filled on had a request under way at both ends (pipelined):
+    # what it lost is said as the loss, not as the capture's end
+    cut = [(r["role"], r["model"], r["token_events"]) for r in records
+           if r.get("type") == "request" and not r["complete"]]
+    check(cut and all(r.get("error") == "capture_loss" for r in records
+                      if r.get("type") == "request" and not r["complete"]),
+          f"full ring: the requests the loss cut are incomplete, capture_loss ({cut[:4]}, "
+          f"{sorted({r.get('error') for r in records if not r.get('complete', True)})})")
 
 
 def wait_records(path, model, n, timeout):

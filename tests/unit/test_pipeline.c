@@ -230,6 +230,41 @@ static void test_lost_pieces(void **state)
 	run__free(&r);
 }
 
+static void feed_drops(struct run *r, uint64_t ts, uint64_t drops)
+{
+	struct ts_rec_counters c = { 0 };
+
+	c.hdr.type = TS_REC_COUNTERS;
+	c.hdr.size = sizeof(c);
+	c.hdr.ts_ns = ts;
+	c.counters[TS_CNT_DROPS] = drops;
+	assert_int_equal(pipeline__feed(r->pl, &c, sizeof(c)), 0);
+}
+
+/* The ring dropped records after a request's last one, and none of that stream came after to
+ * show a gap (its end and its close were among them): at the end of the capture it is
+ * capture_loss, not capture_ended. A stream seen again after the drops ends as before. */
+static void test_loss_before_the_end(void **state)
+{
+	for (int later = 0; later < 2; later++) {
+		struct run r;
+
+		run__init(&r);
+		run__data(&r, true, T0, req_chat, strlen(req_chat));
+		run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+		token(&r, T0 + 20 * MS);
+		feed_drops(&r, T0 + 30 * MS, 7);
+		if (later)
+			token(&r, T0 + 40 * MS); /* its next piece came: nothing of its was lost */
+		run__finish(&r, T0 + 999 * MS);
+		assert_int_equal(r.n, 1);
+		assert_int_equal(json_bool(r.json[0], "complete"), 0);
+		assert_string_equal(json_str(r.json[0], "error"),
+				    later ? "capture_ended" : "capture_loss");
+		run__free(&r);
+	}
+}
+
 static void feed_proc(struct run *r, uint32_t type, uint64_t ts)
 {
 	struct ts_proc e = { 0 };
@@ -1257,6 +1292,7 @@ int main(void)
 		cmocka_unit_test(test_server_role),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_lost_pieces),
+		cmocka_unit_test(test_loss_before_the_end),
 		cmocka_unit_test(test_process_dies_midstream),
 		cmocka_unit_test(test_ssl_free_and_capture_end),
 		cmocka_unit_test(test_unsupported_streams),

@@ -45,6 +45,7 @@ struct pipeline {
 	struct health h;
 	struct conn_sink sink;
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
+	uint64_t lost_ns; /* record time by which the ring had dropped records (0: none yet) */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
 	struct vllm_wire *engine_wire; /* vLLM's engine-core messages, for the join */
@@ -659,6 +660,10 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 	    c[TS_CNT_GPU_NO_SLOT] > p->h.bpf[TS_CNT_GPU_NO_SLOT] ||
 	    c[TS_CNT_LLAMA_DROPS] > p->h.bpf[TS_CNT_LLAMA_DROPS])
 		attrib__step_loss(p->attr, p->last_ts);
+	/* Lost stream records: a stream that shows no gap after this may have lost its end */
+	if (c[TS_CNT_DROPS] > p->h.bpf[TS_CNT_DROPS] ||
+	    c[TS_CNT_OTHER_DROPS] > p->h.bpf[TS_CNT_OTHER_DROPS])
+		p->lost_ns = p->last_ts;
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
 }
 
@@ -681,7 +686,7 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 {
 	if (!ts)
 		ts = p->last_ts;
-	streams__finish(&p->streams, ts);
+	streams__finish(&p->streams, ts, p->lost_ns);
 	cuda_steps__finish(p->cuda);
 	settle__release(&p->settle, UINT64_MAX);
 }

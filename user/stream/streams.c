@@ -225,11 +225,13 @@ void streams__sweep_idle(struct streams *t, uint64_t now)
 	}
 }
 
-void streams__finish(struct streams *t, uint64_t ts)
+void streams__finish(struct streams *t, uint64_t ts, uint64_t lost_ns)
 {
 	for (size_t b = 0; b < STREAMS_BUCKETS; b++) {
 		while (t->buckets[b])
-			streams__drop(t, &t->buckets[b], ts, "capture_ended");
+			streams__drop(t, &t->buckets[b], ts,
+				      t->buckets[b]->last_ns < lost_ns ? "capture_loss"
+								       : "capture_ended");
 	}
 }
 

@@ -78,8 +78,11 @@ void streams__exit(struct streams *t, uint32_t pid, uint64_t ts, bool sockets_fo
 /* Streams idle past their limit (record time now) are let go; one with a request in flight
  * reports it incomplete (idle_timeout). */
 void streams__sweep_idle(struct streams *t, uint64_t now);
-/* The capture ended at ts: every stream ends (capture_ended). */
-void streams__finish(struct streams *t, uint64_t ts);
+/* The capture ended at ts: every stream ends, capture_ended; or capture_loss for a stream last
+ * seen before lost_ns, the record time by which the ring had dropped records (0: none): what
+ * it was still owed may have been among them (its close too), which no later record of its
+ * own showed by a gap. */
+void streams__finish(struct streams *t, uint64_t ts, uint64_t lost_ns);
 /* Calls fn for each request in flight, once per connection. */
 void streams__each_open(const struct streams *t, open_request_fn fn, void *ctx);
 
