@@ -680,13 +680,15 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	d = bpf_map_lookup_elem(&sock_scratch, &zero);
 	if (!d || !sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st))
 		return 0;
-	d->call.ns = bpf_ktime_get_ns();
+	d->call.ns = 0;
 	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
 		struct write_start *w = write_start_of(t, false);
 
-		if (w && w->ns)
+		if (w)
 			d->call.ns = w->ns;
 	}
+	if (!d->call.ns) /* a read; or a write whose entry was not seen (it began before us) */
+		d->call.ns = bpf_ktime_get_ns();
 	/* The call goes through map memory, read back after the barrier: then the verifier
 	 * checks sock_finish once for any kind and direction, not once for each case above
 	 * (48 000 instructions, 100 ms of the start). */
