@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "base/outfile.h"
+#include "stream/conn.h"
 #include "stream/recording.h"
 #include "sinks/jsonl.h"
 #include "sinks/line.h"
@@ -242,26 +243,76 @@ static void feed_drops(struct run *r, uint64_t ts, uint64_t drops)
 }
 
 /* The ring dropped records after a request's last one, and none of that stream came after to
- * show a gap (its end and its close were among them): at the end of the capture it is
- * capture_loss, not capture_ended. A stream seen again after the drops ends as before. */
+ * show a gap (its end was among them): whatever ends the stream then, the capture's end or
+ * its close (a small record the full ring still took), the request is capture_loss. A stream
+ * seen again after the drops ends as before. */
 static void test_loss_before_the_end(void **state)
 {
 	for (int later = 0; later < 2; later++) {
-		struct run r;
+		for (int closed = 0; closed < 2; closed++) {
+			struct ts_tls_free fr = { 0 };
+			struct run r;
 
-		run__init(&r);
-		run__data(&r, true, T0, req_chat, strlen(req_chat));
-		run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
-		token(&r, T0 + 20 * MS);
-		feed_drops(&r, T0 + 30 * MS, 7);
-		if (later)
-			token(&r, T0 + 40 * MS); /* its next piece came: nothing of its was lost */
-		run__finish(&r, T0 + 999 * MS);
-		assert_int_equal(r.n, 1);
-		assert_int_equal(json_bool(r.json[0], "complete"), 0);
-		assert_string_equal(json_str(r.json[0], "error"),
-				    later ? "capture_ended" : "capture_loss");
-		run__free(&r);
+			run__init(&r);
+			run__data(&r, true, T0, req_chat, strlen(req_chat));
+			run__data(&r, false, T0 + 2 * MS, resp_head, strlen(resp_head));
+			token(&r, T0 + 20 * MS);
+			feed_drops(&r, T0 + 30 * MS, 7);
+			if (later)
+				token(&r, T0 + 40 * MS); /* its next piece came: none of its lost */
+			if (closed) {
+				fr.hdr.type = TS_EV_TLS_FREE;
+				fr.hdr.size = sizeof(fr);
+				fr.hdr.ts_ns = T0 + 50 * MS;
+				fr.hdr.pid = r.pid;
+				fr.ssl = r.ssl;
+				assert_int_equal(pipeline__feed(r.pl, &fr, sizeof(fr)), 0);
+			}
+			run__finish(&r, T0 + 999 * MS);
+			assert_int_equal(r.n, 1);
+			assert_int_equal(json_bool(r.json[0], "complete"), 0);
+			assert_string_equal(json_str(r.json[0], "error"),
+					    later ? (closed ? "connection_closed" : "capture_ended")
+						  : "capture_loss");
+			run__free(&r);
+		}
+	}
+}
+
+static void keep_error(void *ctx, struct request *r)
+{
+	snprintf(ctx, REQ_ERROR_MAX, "%s", r->error);
+	request__free(r);
+}
+
+/* A request in flight when its peer died says peer_exited, whatever ends it; but one whose
+ * bytes may be missing says capture_loss, which matters more. */
+static void test_loss_before_a_dead_peer(void **state)
+{
+	static const char *const ends[] = { "connection_closed", "capture_loss" };
+	uint64_t next_id = 0, unpaired = 0, malformed = 0, encodings = 0, budget = 0, no_memory = 0;
+	struct h2_counts h2 = { 0 };
+
+	for (int i = 0; i < 2; i++) {
+		char error[REQ_ERROR_MAX] = "";
+		struct conn_sink sink = { .on_request = keep_error, .ctx = error, .next_id = &next_id,
+					  .unpaired_responses = &unpaired,
+					  .malformed_streams = &malformed,
+					  .unsupported_encodings = &encodings,
+					  .decode_budget_exceeded = &budget, .no_memory = &no_memory,
+					  .h2 = &h2 };
+		struct stream_key key = { .pid = 1, .transport = TRANSPORT_TCP, .id = 7001 };
+		struct conn *c = conn__new(&key, "client", &sink);
+		char req[256];
+
+		assert_non_null(c);
+		snprintf(req, sizeof(req), "%s", req_chat);
+		conn__data(c, true, (uint8_t *)req, strlen(req), T0);
+		assert_int_equal(conn__inflight(c), 1);
+		conn__peer_exited(c);
+		conn__close(c, T0 + MS, ends[i]);
+		assert_string_equal(error, i ? "capture_loss" : "peer_exited");
+		conn__free(c);
 	}
 }
 
@@ -1293,6 +1344,7 @@ int main(void)
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_lost_pieces),
 		cmocka_unit_test(test_loss_before_the_end),
+		cmocka_unit_test(test_loss_before_a_dead_peer),
 		cmocka_unit_test(test_process_dies_midstream),
 		cmocka_unit_test(test_ssl_free_and_capture_end),
 		cmocka_unit_test(test_unsupported_streams),

@@ -72,8 +72,12 @@ static void end_request(void *ctx, struct request *r, const char *reason, uint64
 
 	if (!r->peer_pid) /* a Unix socket's peer learnt after the request began */
 		r->peer_pid = c->peer_pid;
+	/* a dead peer says why a request ended, unless bytes were lost: that says its figures
+	 * may be short, which matters more */
 	if (reason)
-		request__error(r, "%s", c->peer_exited ? "peer_exited" : reason);
+		request__error(r, "%s", c->peer_exited && strcmp(reason, "capture_loss")
+						? "peer_exited"
+						: reason);
 	if (!r->end_ns)
 		r->end_ns = ts;
 	c->sink->on_request(c->sink->ctx, r);

@@ -121,7 +121,8 @@ bool conn__has_addresses(const struct conn *c);
 /* Are a and b the two ends of one socket (each one's local address the other's peer)? */
 bool conn__is_peer(const struct conn *a, const struct conn *b);
 /* The process at the other end died with requests of c in flight: those that do not end
- * whole say peer_exited, whatever ends them. */
+ * whole say peer_exited, whatever ends them, but for a loss (capture_loss: their bytes may be
+ * short, which matters more). */
 void conn__peer_exited(struct conn *c);
 const char *transport__name(enum transport t);
 

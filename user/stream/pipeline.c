@@ -45,7 +45,6 @@ struct pipeline {
 	struct health h;
 	struct conn_sink sink;
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
-	uint64_t lost_ns; /* record time by which the ring had dropped records (0: none yet) */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
 	struct vllm_wire *engine_wire; /* vLLM's engine-core messages, for the join */
@@ -663,7 +662,7 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 	/* Lost stream records: a stream that shows no gap after this may have lost its end */
 	if (c[TS_CNT_DROPS] > p->h.bpf[TS_CNT_DROPS] ||
 	    c[TS_CNT_OTHER_DROPS] > p->h.bpf[TS_CNT_OTHER_DROPS])
-		p->lost_ns = p->last_ts;
+		p->streams.lost_ns = p->last_ts;
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
 }
 
@@ -686,7 +685,7 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 {
 	if (!ts)
 		ts = p->last_ts;
-	streams__finish(&p->streams, ts, p->lost_ns);
+	streams__finish(&p->streams, ts);
 	cuda_steps__finish(p->cuda);
 	settle__release(&p->settle, UINT64_MAX);
 }

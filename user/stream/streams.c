@@ -128,6 +128,8 @@ void streams__drop(struct streams *t, struct stream **link, uint64_t ts, const c
 {
 	struct stream *s = *link;
 
+	if (s->last_ns < t->lost_ns)
+		why = "capture_loss"; /* its end may be among the records the ring dropped */
 	unindex_sock(t, s);
 	/* a connection another process still carries (fork) lives on */
 	if (conn__unref(s->conn)) {
@@ -225,13 +227,11 @@ void streams__sweep_idle(struct streams *t, uint64_t now)
 	}
 }
 
-void streams__finish(struct streams *t, uint64_t ts, uint64_t lost_ns)
+void streams__finish(struct streams *t, uint64_t ts)
 {
 	for (size_t b = 0; b < STREAMS_BUCKETS; b++) {
 		while (t->buckets[b])
-			streams__drop(t, &t->buckets[b], ts,
-				      t->buckets[b]->last_ns < lost_ns ? "capture_loss"
-								       : "capture_ended");
+			streams__drop(t, &t->buckets[b], ts, "capture_ended");
 	}
 }
 

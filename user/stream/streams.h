@@ -45,6 +45,10 @@ struct streams {
 	 * closes follow, has only these to end, and with none it looks at no stream (a
 	 * fork-per-request client exits hundreds of times a second) */
 	size_t not_tcp;
+	/* The record time by which the ring had dropped records (0: none yet). A stream last seen
+	 * before it may have lost what followed, its end and close too, with no later record of
+	 * its own to show the gap: whatever ends it, its requests in flight end as capture_loss. */
+	uint64_t lost_ns;
 };
 
 void streams__init(struct streams *t, const struct conn_sink *sink, struct health *h);
@@ -78,11 +82,8 @@ void streams__exit(struct streams *t, uint32_t pid, uint64_t ts, bool sockets_fo
 /* Streams idle past their limit (record time now) are let go; one with a request in flight
  * reports it incomplete (idle_timeout). */
 void streams__sweep_idle(struct streams *t, uint64_t now);
-/* The capture ended at ts: every stream ends, capture_ended; or capture_loss for a stream last
- * seen before lost_ns, the record time by which the ring had dropped records (0: none): what
- * it was still owed may have been among them (its close too), which no later record of its
- * own showed by a gap. */
-void streams__finish(struct streams *t, uint64_t ts, uint64_t lost_ns);
+/* The capture ended at ts: every stream ends (capture_ended). */
+void streams__finish(struct streams *t, uint64_t ts);
 /* Calls fn for each request in flight, once per connection. */
 void streams__each_open(const struct streams *t, open_request_fn fn, void *ctx);
 
