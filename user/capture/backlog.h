@@ -50,7 +50,8 @@ int backlog__wait(struct backlog *b, int timeout_ms);
  * every record committed before then has been handed over. Returns the records handed over. */
 long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *drained_ns);
 
-/* What the backlog held at most, in bytes of chunks (a burst's depth). */
+/* What the backlog held at most, in bytes of chunks (a burst's depth): read once the thread
+ * is stopped. */
 size_t backlog__peak(const struct backlog *b);
 
 #endif

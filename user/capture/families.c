@@ -250,8 +250,6 @@ static void say_verifier_stats(const struct probe_family *f, struct bpf_object *
 	}
 }
 
-/* Open, filter, size or share the maps (owner: the loaded build that holds them; NULL for
- * the first). Returns NULL with the failed step in *step. */
 /*
  * The kernel's ring itself: small, so that the bytes a probe writes next are still in cache
  * (a 64 MiB ring cost a captured plaintext call about 300 ns more than a 4 MiB one here,
@@ -269,6 +267,8 @@ long families__ring_mb(long room_mb)
 	return mb < room_mb ? mb : room_mb;
 }
 
+/* Open, filter, size or share the maps (owner: the loaded build that holds them; NULL for
+ * the first). Returns NULL with the failed step in *step. */
 static void *prepare_family(const struct probe_family *f, const struct live_opts *o,
 			    struct bpf_object *owner, bool uprobe_multi, const char **step)
 {
