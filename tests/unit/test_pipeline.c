@@ -231,6 +231,19 @@ static void test_lost_pieces(void **state)
 	run__free(&r);
 }
 
+/* The connection's SSL_free. */
+static void tls_free(struct run *r, uint64_t ts)
+{
+	struct ts_tls_free fr = { 0 };
+
+	fr.hdr.type = TS_EV_TLS_FREE;
+	fr.hdr.size = sizeof(fr);
+	fr.hdr.ts_ns = ts;
+	fr.hdr.pid = r->pid;
+	fr.ssl = r->ssl;
+	assert_int_equal(pipeline__feed(r->pl, &fr, sizeof(fr)), 0);
+}
+
 static void feed_drops(struct run *r, uint64_t ts, uint64_t drops)
 {
 	struct ts_rec_counters c = { 0 };
@@ -250,7 +263,6 @@ static void test_loss_before_the_end(void **state)
 {
 	for (int later = 0; later < 2; later++) {
 		for (int closed = 0; closed < 2; closed++) {
-			struct ts_tls_free fr = { 0 };
 			struct run r;
 
 			run__init(&r);
@@ -260,14 +272,8 @@ static void test_loss_before_the_end(void **state)
 			feed_drops(&r, T0 + 30 * MS, 7);
 			if (later)
 				token(&r, T0 + 40 * MS); /* its next piece came: none of its lost */
-			if (closed) {
-				fr.hdr.type = TS_EV_TLS_FREE;
-				fr.hdr.size = sizeof(fr);
-				fr.hdr.ts_ns = T0 + 50 * MS;
-				fr.hdr.pid = r.pid;
-				fr.ssl = r.ssl;
-				assert_int_equal(pipeline__feed(r.pl, &fr, sizeof(fr)), 0);
-			}
+			if (closed)
+				tls_free(&r, T0 + 50 * MS);
 			run__finish(&r, T0 + 999 * MS);
 			assert_int_equal(r.n, 1);
 			assert_int_equal(json_bool(r.json[0], "complete"), 0);
@@ -348,7 +354,6 @@ static void test_process_dies_midstream(void **state)
 
 static void test_ssl_free_and_capture_end(void **state)
 {
-	struct ts_tls_free fr = { 0 };
 	struct run r;
 
 	run__init(&r);
@@ -357,12 +362,7 @@ static void test_ssl_free_and_capture_end(void **state)
 		  52);
 	run__data(&r, false, T0 + 9 * MS, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", 48);
 	/* A body delimited by the close is complete when the connection is freed. */
-	fr.hdr.type = TS_EV_TLS_FREE;
-	fr.hdr.size = sizeof(fr);
-	fr.hdr.ts_ns = T0 + 10 * MS;
-	fr.hdr.pid = r.pid;
-	fr.ssl = r.ssl;
-	assert_int_equal(pipeline__feed(r.pl, &fr, sizeof(fr)), 0);
+	tls_free(&r, T0 + 10 * MS);
 	run__tick(&r, T0 + 200 * MS);
 	assert_int_equal(r.n, 1);
 	assert_int_equal(json_bool(r.json[0], "complete"), 1);
