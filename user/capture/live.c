@@ -57,6 +57,8 @@ struct live {
 	struct family_work work;	/* what the families' work on a record uses */
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	struct backlog *backlog;	/* its records, drained by a thread of their own */
+	int counters_fd;		/* the kernel counters' map */
+	uint64_t *cpu_vals;		/* one counter's value on each CPU (drops_now) */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	struct pidset known;		/* live processes whose tree was recorded */
 	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
@@ -308,6 +310,27 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 	return 0;
 }
 
+/* What the ring could not take so far (its records and the others): read before each batch is
+ * fed, so that the records that follow drops come after the counters that say so. A stream
+ * that then ends with no record of its own since the drops ends as capture_loss (streams.h):
+ * its close can reach a full ring where its last bytes did not. */
+static __u64 drops_now(struct live *lv)
+{
+	__u32 keys[] = { TS_CNT_DROPS, TS_CNT_OTHER_DROPS };
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 n = 0;
+
+	if (ncpu <= 0 || (!lv->cpu_vals && !(lv->cpu_vals = calloc(ncpu, sizeof(uint64_t)))))
+		return 0; /* then the counters' read every second says it, later */
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		if (bpf_map_lookup_elem(lv->counters_fd, &keys[k], lv->cpu_vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			n += lv->cpu_vals[c];
+	}
+	return n;
+}
+
 /* ---- the run ---- */
 
 static int setup(struct live *lv)
@@ -366,6 +389,8 @@ static int setup(struct live *lv)
 	families__add_uprobe_sets(&lv->fams, lv->att);
 	attacher__on_cuda(lv->att, snapshot_maps, lv->work.cuda_names);
 	events = bpf_object__find_map_by_name(families__owner(&lv->fams), "events");
+	lv->counters_fd =
+		bpf_map__fd(bpf_object__find_map_by_name(families__owner(&lv->fams), "counters"));
 	err = ring__open(&lv->ring, bpf_map__fd(events), bpf_map__max_entries(events),
 			 sizeof(lv->buf), NULL, NULL);
 	if (err) {
@@ -440,7 +465,7 @@ static void update_counters(struct live *lv, uint64_t *reported_drops)
 
 static int consume(struct live *lv)
 {
-	uint64_t reported_drops = 0, deadline = 0, next_stats = 0;
+	uint64_t reported_drops = 0, deadline = 0, next_stats = 0, seen_drops = 0, drops;
 
 	if (lv->o->duration_s)
 		deadline = clock__now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
@@ -453,7 +478,12 @@ static int consume(struct live *lv)
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
 			return -1;
 		}
-		/* what came, with or without a wake-up */
+		/* what came, with or without a wake-up; after the counters when drops grew */
+		drops = drops_now(lv);
+		if (drops > seen_drops) {
+			seen_drops = drops;
+			update_counters(lv, &reported_drops);
+		}
 		backlog__take(lv->backlog, on_event, lv, &consumed);
 		now = clock__now_ns();
 		attacher__tick(lv->att, now);
@@ -548,6 +578,7 @@ cleanup:
 	families__destroy(&lv->fams);
 	if (detacher >= 0)
 		close(detacher); /* this process holds no probe now: the child may drop them */
+	free(lv->cpu_vals);
 	pidset__free(&lv->known);
 	pidset__free(&lv->excluded);
 	free(lv);
