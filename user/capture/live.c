@@ -58,7 +58,7 @@ struct live {
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	struct backlog *backlog;	/* its records, drained by a thread of their own */
 	int counters_fd;		/* the kernel counters' map */
-	uint64_t *cpu_vals;		/* one counter's value on each CPU (drops_now) */
+	uint64_t *cpu_vals;		/* one counter's value on each CPU (counter_total) */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	struct pidset known;		/* live processes whose tree was recorded */
 	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
@@ -287,27 +287,29 @@ static void on_event(void *ctx, const void *data, size_t size)
 }
 
 /* The per-CPU counters of all families (they share the maps object's: families.h), summed. */
-static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
+/* Kernel counter k summed over the CPUs into *out; nonzero when it cannot be read. */
+static int counter_total(struct live *lv, __u32 k, __u64 *out)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	int fd = bpf_map__fd(bpf_object__find_map_by_name(families__owner(&lv->fams), "counters"));
-	uint64_t *vals;
 
-	if (ncpu <= 0)
+	*out = 0;
+	if (ncpu <= 0 || (!lv->cpu_vals && !(lv->cpu_vals = calloc(ncpu, sizeof(uint64_t)))) ||
+	    bpf_map_lookup_elem(lv->counters_fd, &k, lv->cpu_vals))
 		return -1;
-	vals = calloc(ncpu, sizeof(*vals));
-	if (!vals)
-		return -1;
-	for (__u32 k = 0; k < TS_CNT__MAX; k++) {
-		out[k] = 0;
-		if (bpf_map_lookup_elem(fd, &k, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			out[k] += vals[c];
-	}
-	free(vals);
-	out[TS_CNT_PROBES_OFF] = lv->att ? attacher__probes_off(lv->att) : 0;
+	for (int c = 0; c < ncpu; c++)
+		*out += lv->cpu_vals[c];
 	return 0;
+}
+
+/* Every kernel counter; nonzero when none could be read (then no figure is replaced by 0). */
+static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
+{
+	bool any = false;
+
+	for (__u32 k = 0; k < TS_CNT__MAX; k++)
+		any |= !counter_total(lv, k, &out[k]);
+	out[TS_CNT_PROBES_OFF] = lv->att ? attacher__probes_off(lv->att) : 0;
+	return any ? 0 : -1;
 }
 
 /* What the ring could not take so far (its records and the others): read before each batch is
@@ -316,19 +318,11 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
  * its close can reach a full ring where its last bytes did not. */
 static __u64 drops_now(struct live *lv)
 {
-	__u32 keys[] = { TS_CNT_DROPS, TS_CNT_OTHER_DROPS };
-	int ncpu = libbpf_num_possible_cpus();
-	__u64 n = 0;
+	__u64 records = 0, others = 0;
 
-	if (ncpu <= 0 || (!lv->cpu_vals && !(lv->cpu_vals = calloc(ncpu, sizeof(uint64_t)))))
-		return 0; /* then the counters' read every second says it, later */
-	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-		if (bpf_map_lookup_elem(lv->counters_fd, &keys[k], lv->cpu_vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			n += lv->cpu_vals[c];
-	}
-	return n;
+	counter_total(lv, TS_CNT_DROPS, &records);
+	counter_total(lv, TS_CNT_OTHER_DROPS, &others);
+	return records + others;
 }
 
 /* ---- the run ---- */
