@@ -500,7 +500,8 @@ out:
 }
 
 /* A write-family call begins: its time, for its records (sock_exit_any). The only work an
- * entry does, and only for writes. */
+ * entry does, and only for writes; loaded only where the kernel may run a reader the write
+ * wakes before the write returns (ts_filter.write_at_entry: user/capture/kernel.c). */
 SEC("tracepoint/syscalls/sys_enter_write,sys_enter_writev,sys_enter_sendto,sys_enter_sendmsg")
 int sock_write_enter(void *ctx)
 {
@@ -557,10 +558,13 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
  * and its task storage were a third of the captured path). One program on all ten exits: the
  * section names them (families.c attaches it to each), and it is verified once.
  *
- * A read is stamped here, at its return; a write when it began (sock_write_enter): a write
- * that wakes its reader is often preempted by it before it returns, and its return would then
- * come after the reader's. ret <= 0: nothing moved (EAGAIN, an error, the peer's end of
- * stream), nothing to do.
+ * A call is stamped here, at its return, where its bytes are all the kernel's: a read's are
+ * the reader's, a write's are queued for the peer. Under a full (or RT) preemption model a
+ * reader that a write wakes on the writer's CPU runs at once, before the write returns, and
+ * would be stamped first: there a write is stamped when it began (sock_write_enter; the
+ * entry program costs 200-300 ns, docs/performance.md). Elsewhere (none, voluntary, lazy)
+ * the reader runs at the writer's return to user space at the earliest, after this.
+ * ret <= 0: nothing moved (EAGAIN, an error, the peer's end of stream), nothing to do.
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"
@@ -642,13 +646,15 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	if (!d || !sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st))
 		return 0;
 	d->call.ns = 0;
-	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
+	if (ts_filter.write_at_entry && dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
 		struct write_start *w = write_start_of(t, false);
 
 		if (w)
 			d->call.ns = w->ns;
 	}
-	if (!d->call.ns) /* a read; or a write whose entry was not seen (it began before us) */
+	/* a read; a write, unless stamped at its entry; one whose entry was not seen (it began
+	 * before us) */
+	if (!d->call.ns)
 		d->call.ns = bpf_ktime_get_ns();
 	/* The call goes through map memory, read back after the barrier: then the verifier
 	 * checks sock_finish once for any kind and direction, not once for each case above

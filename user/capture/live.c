@@ -536,6 +536,13 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 				"(above)\n",
 			attacher__probes_off(lv->att), attacher__probes_off(lv->att) == 1 ? "" : "s");
 	sock = families__loaded(&lv->fams, "sock");
+	if (sock && o->verbose) {
+		const char *why;
+		bool entry = kernel__writes_at_entry(&why);
+
+		fprintf(stderr, "tokenscope: plaintext: a write is stamped at its %s (%s)\n",
+			entry ? "entry" : "return", why);
+	}
 	fprintf(stderr, "tokenscope: tracing TLS in %zu files and %zu Go programs, CUDA in %zu "
 			"files%s%s%s%s. Hit Ctrl-C to end.\n",
 		attacher__files(lv->att, "TLS"), attacher__files(lv->att, "Go TLS"),
