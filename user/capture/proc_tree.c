@@ -81,7 +81,7 @@ static uint32_t ancestry(uint32_t pid, uint32_t *up, uint32_t max, uint64_t now,
 bool proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
 {
 	struct ts_rec_proc_tree t = { 0 };
-	uint64_t now = clock__now_ns();
+	uint64_t now;
 
 	if (!pid)
 		return false;
@@ -91,6 +91,9 @@ bool proc_tree__note(struct pidset *known, struct pipeline *pl, uint32_t pid)
 		pidset__free(known);
 	if (!pidset__add(known, pid))
 		return false;
+	/* read only for a process first seen: every data record comes here, and the clock
+	 * (kvm-clock through the vDSO) was a sixth of the reader's time (docs/performance.md) */
+	now = clock__now_ns();
 	chains[pid % CHAINS].pid = 0; /* a process first seen: its own chain read afresh */
 	t.n = ancestry(pid, t.ancestors, TS_REC_MAX_ANCESTORS, now, 0);
 	t.hdr.type = TS_REC_PROC_TREE;
