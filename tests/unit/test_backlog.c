@@ -58,7 +58,7 @@ struct taken {
 	int bad;
 };
 
-static void check_record(void *ctx, const void *data, size_t size)
+static void check_record(void *ctx, void *data, size_t size)
 {
 	struct taken *t = ctx;
 	const uint8_t *p = data;

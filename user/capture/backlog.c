@@ -285,7 +285,7 @@ long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *draine
 		size_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
 
 		while (b->read < used) {
-			const uint8_t *at = (const uint8_t *)(h + 1) + b->read;
+			uint8_t *at = (uint8_t *)(h + 1) + b->read;
 			uint32_t size = *(const uint32_t *)at;
 
 			fn(ctx, at + REC_HDR, size);

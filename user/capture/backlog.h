@@ -25,8 +25,10 @@
 
 struct backlog;
 
-/* What takes the records: one at a time, in the order the ring held them. */
-typedef void (*backlog_fn)(void *ctx, const void *data, size_t size);
+/* What takes the records: one at a time, in the order the ring held them. A record is in the
+ * backlog's own memory, 8-byte aligned: the taker may change its size bytes in place (mask
+ * them) until it returns, and not a byte past them. */
+typedef void (*backlog_fn)(void *ctx, void *data, size_t size);
 
 /* A backlog of at most cap bytes for ring r's records (not started: backlog__pass fills it in
  * the caller's thread). NULL when out of memory. */

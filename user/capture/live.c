@@ -62,8 +62,9 @@ struct live {
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
 	struct pidset known;		/* live processes whose tree was recorded */
 	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
-	/* A writable copy of one record (credentials are masked in place): the largest data
-	 * record, a socket piece with its addresses, fits. */
+	/* The largest record taken (a socket piece with its addresses), and the room where one
+	 * grows before the pipeline has it (a process's exit: on_event); the others are used
+	 * where the backlog holds them. */
 	uint8_t buf[(sizeof(struct ts_sock_data) > sizeof(struct ts_tls_data)
 			     ? sizeof(struct ts_sock_data)
 			     : sizeof(struct ts_tls_data)) +
@@ -222,12 +223,13 @@ static size_t probed_files(const struct live *lv)
 	       attacher__files(lv->att, "CUDA") + attacher__files(lv->att, "llama.cpp");
 }
 
-static void on_event(void *ctx, const void *data, size_t size)
+static void on_event(void *ctx, void *data, size_t size)
 {
 	struct live *lv = ctx;
-	const struct ts_event_hdr *h = (const void *)lv->buf;
+	struct ts_event_hdr *h = data;
+	void *rec = data; /* the backlog's copy, the pipeline's to change in place (it masks
+			     credentials), or lv->buf where the record grows */
 
-	/* The ring buffer is mapped read-only and the pipeline masks credentials in place. */
 	if (size < sizeof(*h)) {
 		memcpy(lv->buf, data, size);
 		pipeline__feed(lv->pl, lv->buf, size); /* counted as malformed */
@@ -238,12 +240,14 @@ static void on_event(void *ctx, const void *data, size_t size)
 		pipeline__feed(lv->pl, lv->buf, sizeof(*h));
 		return;
 	}
-	memcpy(lv->buf, data, size);
 	if (h->type == TS_EV_EXIT && size == sizeof(struct ts_proc) &&
 	    families__loaded(&lv->fams, "sock")) {
 		/* the socket family sends the kernel's closes of the dead process's sockets */
 		struct ts_exit *x = (void *)lv->buf;
 
+		memcpy(lv->buf, data, size);
+		rec = x;
+		h = rec;
 		x->hdr.size = size = sizeof(*x);
 		x->flags = TS_EXIT_SOCKET_CLOSES;
 		x->_pad = 0;
@@ -263,7 +267,7 @@ static void on_event(void *ctx, const void *data, size_t size)
 	}
 	/* what needs the process's /proc first: a short program may be gone by the end of a
 	 * probe attach */
-	families__before(&lv->fams, &lv->work, lv->buf, size);
+	families__before(&lv->fams, &lv->work, rec, size);
 	if (h->type == TS_EV_EXEC) {
 		size_t probed = lv->o->verbose ? probed_files(lv) : 0;
 
@@ -277,9 +281,9 @@ static void on_event(void *ctx, const void *data, size_t size)
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
 	else if (h->type == TS_EV_SOCK_NET || h->type == TS_EV_TLS_SOCK)
-		nat__note(lv->nat, lv->pl, lv->buf); /* its translation first, where NAT made one */
-	pipeline__feed(lv->pl, lv->buf, size);
-	families__after(&lv->fams, &lv->work, lv->buf);
+		nat__note(lv->nat, lv->pl, rec); /* its translation first, where NAT made one */
+	pipeline__feed(lv->pl, rec, size);
+	families__after(&lv->fams, &lv->work, rec);
 	if (h->type == TS_EV_EXIT) {
 		pidset__del(&lv->known, h->pid);
 		pidset__del(&lv->excluded, h->pid);
