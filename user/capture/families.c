@@ -505,9 +505,19 @@ void families__add_uprobe_sets(const struct families *fs, struct attacher *att)
 	}
 }
 
+/* The records no hook reads: most of all records, which pass without the loop. */
+static bool stream_bytes(const void *rec)
+{
+	uint32_t type = ((const struct ts_event_hdr *)rec)->type;
+
+	return type == TS_EV_SOCK_DATA || type == TS_EV_TLS_DATA;
+}
+
 void families__before(const struct families *fs, const struct family_work *w, void *rec,
 		      size_t size)
 {
+	if (stream_bytes(rec))
+		return;
 	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
 		if (fs->skel[i] && families[i].before)
 			families[i].before(w, rec, size);
@@ -516,6 +526,8 @@ void families__before(const struct families *fs, const struct family_work *w, vo
 
 void families__after(const struct families *fs, const struct family_work *w, const void *rec)
 {
+	if (stream_bytes(rec))
+		return;
 	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
 		if (fs->skel[i] && families[i].after)
 			families[i].after(w, rec);

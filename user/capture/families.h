@@ -55,7 +55,9 @@ void families__add_uprobe_sets(const struct families *fs, struct attacher *att);
 struct bpf_object *families__owner(const struct families *fs);
 /* The loaded build of family name, in words ("plaintext TCP (CO-RE reads)"); NULL: none. */
 const char *families__loaded(const struct families *fs, const char *name);
-/* A record's live-side work, before and after the pipeline has it. */
+/* A record's live-side work, before and after the pipeline has it: the hooks of the loaded
+ * families (CUDA's kernel names), which see every record but the bytes of a stream (TLS and
+ * socket pieces, most of all records: no hook reads them). */
 void families__before(const struct families *fs, const struct family_work *w, void *rec,
 		      size_t size);
 void families__after(const struct families *fs, const struct family_work *w, const void *rec);
