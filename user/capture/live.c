@@ -461,6 +461,20 @@ static void update_counters(struct live *lv, uint64_t *reported_drops)
 	}
 }
 
+/* How long the loop may sleep when no records come: the backlog's thread wakes it for
+ * records, a signal for the end; else until the next counters, rescan or deadline. An idle
+ * tracer that woke every POLL_MAX_MS spent 5 ms of CPU a second here (docs/performance.md).
+ * `tokenscope top` reads its keys and redraws in between: POLL_MAX_MS at most there. */
+static int wait_ms(const struct live *lv, uint64_t now, uint64_t next_stats, uint64_t deadline)
+{
+	uint64_t until = deadline && deadline < next_stats ? deadline : next_stats;
+	uint64_t ms = until > now ? (until - now + 999999) / 1000000 : 0;
+
+	if (lv->o->poll && ms > POLL_MAX_MS)
+		ms = POLL_MAX_MS;
+	return attacher__next_due_ms(lv->att, now, (int)(ms < 1000 ? ms : 1000));
+}
+
 static int consume(struct live *lv)
 {
 	uint64_t reported_drops = 0, deadline = 0, next_stats = 0, seen_drops = 0, drops;
@@ -468,9 +482,8 @@ static int consume(struct live *lv)
 	if (lv->o->duration_s)
 		deadline = clock__now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
 	while (!exiting) {
-		uint64_t now, consumed;
-		int n = backlog__wait(lv->backlog, attacher__next_due_ms(lv->att, clock__now_ns(),
-									 POLL_MAX_MS));
+		uint64_t now = clock__now_ns(), consumed;
+		int n = backlog__wait(lv->backlog, wait_ms(lv, now, next_stats, deadline));
 
 		if (n < 0 && n != -EINTR) {
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
