@@ -45,7 +45,9 @@ static void test_preempt_model(void **state)
 			    "rt");
 	/* CONFIG_PREEMPT_BUILD=y and CONFIG_PREEMPT_COUNT=y are not CONFIG_PREEMPT=y */
 	assert_null(preempt__model(NULL, NULL, "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_COUNT=y"));
-	assert_string_equal(preempt__model(NULL, "preempt=none", NULL), "none");
+	/* no config: preempt=full is believed, a lesser one not (a kernel built full ignores it) */
+	assert_string_equal(preempt__model(NULL, "preempt=full", NULL), "full");
+	assert_null(preempt__model(NULL, "preempt=none", NULL));
 	assert_null(preempt__model("", "preempt=bogus", ""));
 	assert_null(preempt__model(NULL, NULL, NULL));
 

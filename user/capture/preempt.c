@@ -74,11 +74,14 @@ const char *preempt__model(const char *debugfs, const char *cmdline, const char 
 
 	if (m)
 		return m;
-	/* preempt= counts only where the model is chosen at boot (PREEMPT_DYNAMIC), or where
-	 * the config is not there to say whether it is */
+	/* preempt= counts only where the model is chosen at boot (PREEMPT_DYNAMIC) */
 	if (built && (!strcmp(built, "rt") || !config_has(config, "CONFIG_PREEMPT_DYNAMIC")))
 		return built;
 	m = from_cmdline(cmdline);
+	/* with no config to say so, a kernel built full (which ignores preempt=) cannot be told
+	 * from one that chose less at boot: only preempt=full is taken at its word */
+	if (m && !built && !preempt__inside_syscalls(m))
+		return NULL;
 	return m ? m : built;
 }
 

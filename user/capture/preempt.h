@@ -17,7 +17,7 @@
  * - debugfs: /sys/kernel/debug/sched/preempt, the current one in parentheses
  *   ("none voluntary (full) lazy"; changed at run time by writing there);
  * - cmdline: /proc/cmdline, its last preempt= (PREEMPT_DYNAMIC's boot choice: ignored
- *   where config says the kernel has no PREEMPT_DYNAMIC);
+ *   where config says the kernel has no PREEMPT_DYNAMIC; with no config, only full counts);
  * - config: the kernel's .config (/proc/config.gz, /boot/config-RELEASE), its built model.
  * NULL when none does. */
 const char *preempt__model(const char *debugfs, const char *cmdline, const char *config);
