@@ -146,7 +146,7 @@ $(OUTPUT)/tests/gobin_dump: tests/go/gobin_dump.c $(OUTPUT)/user/capture/gobin.o
 go-binaries: $(OUTPUT)/tests/gobin_dump fixtures
 	$(Q)python3 tests/go/check_gobin.py $< tests/fixtures/.gen $(OUTPUT)/go-binaries
 $(OUTPUT)/tests/test_util: $(OUTPUT)/user/capture/procmaps.o $(OUTPUT)/user/capture/tracefs.o \
-	$(OUTPUT)/user/capture/llama_layout.o $(OUTPUT)/user/capture/preempt.o
+	$(OUTPUT)/user/capture/llama_layout.o
 $(OUTPUT)/tests/test_util: LDLIBS_UNIT += -lbpf -lelf -lz -lcapstone
 
 fixtures:

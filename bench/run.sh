@@ -178,9 +178,7 @@ $stats cost "TCP, not HTTP (ignored socket)" "$work/tcp.rows"
 $stats cost "Unix socket, not HTTP (ignored)" "$work/unix.rows"
 $stats cost "TCP, HTTP (both calls captured)" "$work/http.rows"
 echo "    (a write + read of 120 bytes; bare: empty programs on the enter and exit tracepoints"
-echo "    of read and write; tokenscope's run on their exits, and on a write's entry where the"
-echo "    kernel's preemption model asks for it: here $(./tokenscope -v -d 1 -q 2>&1 |
-	sed -n 's/^tokenscope: plaintext: a write is stamped at its \([a-z]*\) .*/at its \1/p'))"
+echo "    of read and write, the very four tokenscope's run on for these calls)"
 $stats paired "bulk TCP, $((BULK >> 20)) MiB, not HTTP" MB/s "$work/bulk.rows"
 fi
 

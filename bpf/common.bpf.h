@@ -390,8 +390,8 @@ static __always_inline void *ts_reserve(__u32 type, __u32 size, __u32 drop_count
 /*
  * The flags to submit a record with. A record that wakes the reader costs an irq_work and a
  * self-interrupt, as much as the probe's trap, and a context switch in the reader: records
- * go without, and the reader drains the ring every few milliseconds (user/capture/live.c); a ring past
- * an eighth full wakes it at once. Timestamps are taken here, so delivery delay changes no
+ * go without, and the reader's thread drains the ring every 20 ms (user/capture/backlog.c);
+ * a ring past an eighth full wakes it at once. Timestamps are taken here, so delivery delay changes no
  * figure. Records the reader acts on (exec, dlopen, exit: probes to attach) wake it always
  * (flags 0 would not: they notify only a reader that has caught up).
  */

@@ -500,8 +500,7 @@ out:
 }
 
 /* A write-family call begins: its time, for its records (sock_exit_any). The only work an
- * entry does, and only for writes; loaded only where the kernel may run a reader the write
- * wakes before the write returns (ts_filter.write_at_entry: user/capture/kernel.c). */
+ * entry does, and only for writes. */
 SEC("tracepoint/syscalls/sys_enter_write,sys_enter_writev,sys_enter_sendto,sys_enter_sendmsg")
 int sock_write_enter(void *ctx)
 {
@@ -558,13 +557,11 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
  * and its task storage were a third of the captured path). One program on all ten exits: the
  * section names them (families.c attaches it to each), and it is verified once.
  *
- * A call is stamped here, at its return, where its bytes are all the kernel's: a read's are
- * the reader's, a write's are queued for the peer. Under a full (or RT) preemption model a
- * reader that a write wakes on the writer's CPU runs at once, before the write returns, and
- * would be stamped first: there a write is stamped when it began (sock_write_enter; the
- * entry program costs 200-300 ns, docs/performance.md). Elsewhere (none, voluntary, lazy)
- * the reader runs at the writer's return to user space at the earliest, after this.
- * ret <= 0: nothing moved (EAGAIN, an error, the peer's end of stream), nothing to do.
+ * A read is stamped here, at its return; a write when it began (sock_write_enter): its
+ * return can come after what it caused on another CPU (its reader's read, the engine's next
+ * step), which matching and attribution order after it. Stamping writes at their return was
+ * tried, and broke both in the tests (docs/performance.md, sixth session). ret <= 0: nothing moved (EAGAIN, an error, the peer's end of
+ * stream), nothing to do.
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"
@@ -646,15 +643,13 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	if (!d || !sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st))
 		return 0;
 	d->call.ns = 0;
-	if (ts_filter.write_at_entry && dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
+	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
 		struct write_start *w = write_start_of(t, false);
 
 		if (w)
 			d->call.ns = w->ns;
 	}
-	/* a read; a write, unless stamped at its entry; one whose entry was not seen (it began
-	 * before us) */
-	if (!d->call.ns)
+	if (!d->call.ns) /* a read; or a write whose entry was not seen (it began before us) */
 		d->call.ns = bpf_ktime_get_ns();
 	/* The call goes through map memory, read back after the barrier: then the verifier
 	 * checks sock_finish once for any kind and direction, not once for each case above

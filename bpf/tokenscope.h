@@ -211,7 +211,7 @@ struct ts_filter {
 	__u8 by_pid;  /* only tgids in the `pids` map */
 	__u8 by_comm; /* only this command name */
 	__u8 by_port; /* plaintext sockets: only those with a local or peer port in `sock_ports` */
-	__u8 write_at_entry; /* plaintext: a write stamped at its entry (kernel__writes_at_entry) */
+	__u8 _pad;
 	__u32 self;   /* tokenscope's own tgid, never traced (its --metrics replies, say) */
 	char comm[TS_COMM_LEN];
 };

@@ -46,13 +46,6 @@ KERNELS = [
     ("6.12", "bookworm", r"linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned",
      "plaintext TCP."),
 ]
-# Debian builds its kernels voluntary (6.1 and 6.12 with PREEMPT_DYNAMIC). 6.1 boots with
-# preempt=full: its writes are stamped at their entry (sock_write_enter loaded, as where a
-# reader can preempt its writer), the others' at their return, each model read as a Debian
-# host's tokenscope reads it (the command line, /boot/config-RELEASE).
-PREEMPT = {"6.1": ("preempt=full", "a write is stamped at its entry (this kernel's preemption "
-                                   "model: full)")}
-STAMP = "a write is stamped at its return (this kernel's preemption model: voluntary)"
 BOOT_TIMEOUT = 240  # seconds a guest may take, boot to power-off
 # loglevel=5: a lockup's or stall's register dump and stack (KERN_DEFAULT, level 4) reach
 # the console, not only its first line; every CPU's backtrace on a soft lockup, and the
@@ -153,22 +146,6 @@ def vmlinuz_of(deb):
     return image, version
 
 
-def config_of(deb):
-    """The kernel's config inside the package (extracted once, beside it), and the release
-    it names (config-RELEASE: what uname -r says in the guest)."""
-    config = deb[:-4] + ".config"
-    members = subprocess.run(f"dpkg-deb --fsys-tarfile '{deb}' | tar -t", shell=True,
-                             capture_output=True, text=True, check=True).stdout.split()
-    member = [m for m in members if re.match(r"(\./)?boot/config-", m)][0]
-    if not os.path.exists(config):
-        data = subprocess.run(f"dpkg-deb --fsys-tarfile '{deb}' | tar -xO '{member}'",
-                              shell=True, capture_output=True, check=True).stdout
-        with open(config + ".part", "wb") as f:
-            f.write(data)
-        os.rename(config + ".part", config)
-    return config, os.path.basename(member)[len("config-"):]
-
-
 # ---- the initramfs ----
 
 def copy_with_libraries(root, binary, dest):
@@ -234,16 +211,12 @@ poweroff -f
 """ % WATCHDOG_S
 
 
-def build_initramfs(llama_step, configs):
-    """One initramfs for every guest: busybox, tokenscope and the workloads under /w, and
-    each kernel's config as its package installs it (/boot/config-RELEASE: where a Debian
-    host's tokenscope reads the preemption model, docs/kernels.md)."""
+def build_initramfs(llama_step):
+    """One initramfs for every guest: busybox, tokenscope and the workloads under /w."""
     root = os.path.join(OUT, "root")
     shutil.rmtree(root, ignore_errors=True)
-    for d in ("bin", "proc", "sys", "dev", "tmp", "sys/fs/bpf", "w/gpu", "w/llama", "boot"):
+    for d in ("bin", "proc", "sys", "dev", "tmp", "sys/fs/bpf", "w/gpu", "w/llama"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
-    for config, release in configs:
-        shutil.copy2(config, os.path.join(root, "boot", f"config-{release}"))
     shutil.copy2(shutil.which("busybox") or "/bin/busybox", os.path.join(root, "bin", "busybox"))
     applets = subprocess.run([os.path.join(root, "bin", "busybox"), "--list"],
                              capture_output=True, text=True, check=True).stdout.split()
@@ -326,8 +299,7 @@ def boot(vmlinuz, initramfs, series):
     # prove a 1-in-30 cure (`matrix.py --only 5.10 --repeat 30` counts again)
     cmd = ["qemu-system-x86_64", "-accel", "tcg,thread=single", "-cpu", "max", "-m", "3072",
            "-smp", "2", "-kernel", vmlinuz, "-initrd", initramfs, "-append",
-           (KERNEL_CMDLINE + " " + PREEMPT.get(series, ("",))[0]).strip(), "-display",
-           "none", "-no-reboot",
+           KERNEL_CMDLINE, "-display", "none", "-no-reboot",
            "-net", "none", "-serial", f"file:{console}", "-serial", f"file:{files}"]
     t = time.monotonic()
     try:
@@ -577,9 +549,6 @@ def run_guest(series, deb, vmlinuz, version, initramfs, host_recs, build):
     print(f"kernels: {label}: {start[0] if start else err.strip()[-300:]}", flush=True)
     check(bool(start) and build in start[0],
           f"{label}: the build this kernel takes: {build!r} in the start line")
-    stamp = PREEMPT.get(series, ("", STAMP))[1]
-    check(stamp in err, f"{label}: {stamp!r} "
-                        f"({[line for line in err.splitlines() if 'stamped' in line]})")
     check_truth(label, files, recs)
     same_requests = check(requests_of(recs) == requests_of(host_recs),
                           f"{label}: every request the host's ({requests_of(recs)} vs "
@@ -602,16 +571,7 @@ def main():
         raise SystemExit("kernels: boots guests that load eBPF and traces this host: run as root")
     os.makedirs(OUT, exist_ok=True)
     t0 = time.monotonic()
-    kernels = []  # (series, deb, build), the package found
-    for series, suite, pattern, build in KERNELS:
-        if a.only and series not in a.only:
-            continue
-        deb = kernel_package(series, suite, pattern)
-        if check(deb is not None, f"kernel {series}: a {pattern} package (archive or "
-                                  f"{CACHE})"):
-            kernels.append((series, deb, build))
-    root, initramfs = build_initramfs(build_llama_step(),
-                                      [config_of(deb) for _, deb, _ in kernels])
+    root, initramfs = build_initramfs(build_llama_step())
     host = run_host(root)
     host_recs = records(host)
     check(host.get("rc", "").strip() == "0", f"host: tokenscope exited 0 "
@@ -621,7 +581,13 @@ def main():
     check_truth("host", host, host_recs)
     check_capabilities(root, host, host_recs)
     table = [("host", os.uname().release, "", "traced", "")]
-    for series, deb, build in kernels:
+    for series, suite, pattern, build in KERNELS:
+        if a.only and series not in a.only:
+            continue
+        deb = kernel_package(series, suite, pattern)
+        if not check(deb is not None, f"kernel {series}: a {pattern} package (archive or "
+                                      f"{CACHE})"):
+            continue
         vmlinuz, version = vmlinuz_of(deb)
         for _ in range(a.repeat):
             table.append(run_guest(series, deb, vmlinuz, version, initramfs, host_recs, build))

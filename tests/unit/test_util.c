@@ -18,46 +18,8 @@
 #include "llm/group.h"
 #include "llm/request.h"
 #include "capture/llama_layout.h"
-#include "capture/preempt.h"
 #include "capture/procmaps.h"
 #include "capture/tracefs.h"
-
-/* The preemption model, as each text says it, and which says it when they disagree: debugfs
- * (the current mode), then preempt= where the kernel chooses at boot, then the config. */
-static void test_preempt_model(void **state)
-{
-	const char *dynamic_none = "# comment\nCONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_NONE=y\n"
-				   "# CONFIG_PREEMPT is not set\nCONFIG_PREEMPT_DYNAMIC=y\n";
-	const char *full = "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT=y\nCONFIG_PREEMPT_COUNT=y";
-	const char *voluntary = "CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
-
-	assert_string_equal(preempt__model("none voluntary (full) lazy\n", "preempt=none",
-					   dynamic_none), "full");
-	assert_string_equal(preempt__model("(none) voluntary full lazy\n", NULL, full), "none");
-	assert_string_equal(preempt__model(NULL, "ro quiet preempt=full\n", dynamic_none),
-			    "full");
-	assert_string_equal(preempt__model(NULL, "preempt=full preempt=lazy", voluntary), "lazy");
-	/* preempt= on a kernel built without PREEMPT_DYNAMIC changes nothing */
-	assert_string_equal(preempt__model(NULL, "preempt=none", full), "full");
-	assert_string_equal(preempt__model(NULL, "xpreempt=none", dynamic_none), "none");
-	assert_string_equal(preempt__model(NULL, "quiet", voluntary), "voluntary");
-	assert_string_equal(preempt__model(NULL, NULL, "CONFIG_PREEMPT_RT=y\nCONFIG_PREEMPT=y\n"),
-			    "rt");
-	/* CONFIG_PREEMPT_BUILD=y and CONFIG_PREEMPT_COUNT=y are not CONFIG_PREEMPT=y */
-	assert_null(preempt__model(NULL, NULL, "CONFIG_PREEMPT_BUILD=y\nCONFIG_PREEMPT_COUNT=y"));
-	/* no config: preempt=full is believed, a lesser one not (a kernel built full ignores it) */
-	assert_string_equal(preempt__model(NULL, "preempt=full", NULL), "full");
-	assert_null(preempt__model(NULL, "preempt=none", NULL));
-	assert_null(preempt__model("", "preempt=bogus", ""));
-	assert_null(preempt__model(NULL, NULL, NULL));
-
-	assert_false(preempt__inside_syscalls("none"));
-	assert_false(preempt__inside_syscalls("voluntary"));
-	assert_false(preempt__inside_syscalls("lazy"));
-	assert_true(preempt__inside_syscalls("full"));
-	assert_true(preempt__inside_syscalls("rt"));
-	assert_true(preempt__inside_syscalls(NULL)); /* unknown: as if it could */
-}
 
 static void test_buf_limit_is_sticky(void **state)
 {
@@ -352,7 +314,6 @@ int main(void)
 		cmocka_unit_test(test_llama_embeddings_offset),
 		cmocka_unit_test(test_request_strings),
 		cmocka_unit_test(test_request_groups),
-		cmocka_unit_test(test_preempt_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -205,7 +205,6 @@ static void set_filter(struct ts_filter *f, const struct live_opts *o)
 	f->self = (__u32)getpid();
 	f->by_pid = o->npids > 0;
 	f->by_port = o->nports > 0;
-	f->write_at_entry = kernel__writes_at_entry(&(const char *){ NULL });
 	if (o->comm) {
 		f->by_comm = 1;
 		strncpy(f->comm, o->comm, TS_COMM_LEN - 1);
@@ -273,7 +272,6 @@ long families__ring_mb(long room_mb)
 static void *prepare_family(const struct probe_family *f, const struct live_opts *o,
 			    struct bpf_object *owner, bool uprobe_multi, const char **step)
 {
-	struct bpf_program *prog;
 	struct bpf_object *obj;
 	struct bpf_map *map;
 	void *skel;
@@ -284,9 +282,6 @@ static void *prepare_family(const struct probe_family *f, const struct live_opts
 		return NULL;
 	obj = f->object(skel);
 	set_filter(f->filter(skel), o);
-	if (!f->filter(skel)->write_at_entry &&
-	    (prog = bpf_object__find_program_by_name(obj, "sock_write_enter")))
-		bpf_program__set_autoload(prog, false); /* a write stamped at its return */
 	*step = "size the ring buffer";
 	if (bpf_map__set_max_entries(bpf_object__find_map_by_name(obj, "events"),
 				     (__u32)families__ring_mb(o->ringbuf_mb) << 20))

@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <zlib.h>
 
 #include "capture/kernel.h"
-#include "capture/preempt.h"
 
 /* Its BTF, read once while the families load (kernel__forget). */
 static struct btf *vmlinux_btf;
@@ -132,57 +130,6 @@ bool kernel__legacy(void)
 			 libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_find_vma, NULL) != 1 ||
 			 libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1;
 	return legacy;
-}
-
-/* The text of a file (gzip'd or not: gzread reads both), up to max bytes; NULL where
- * unreadable. Freed by the caller. */
-static char *read_text(const char *path, size_t max)
-{
-	gzFile f = gzopen(path, "rb");
-	char *t = f ? malloc(max + 1) : NULL;
-	int n = t ? gzread(f, t, (unsigned)max) : -1;
-
-	if (f)
-		gzclose(f);
-	if (n < 0) {
-		free(t);
-		return NULL;
-	}
-	t[n] = '\0';
-	return t;
-}
-
-bool kernel__writes_at_entry(const char **why)
-{
-	static int entry = -1;
-	static char said[96];
-	const char *force = getenv("TOKENSCOPE_WRITE_TIME");
-
-	if (entry < 0 && force && (!strcmp(force, "entry") || !strcmp(force, "return"))) {
-		entry = !strcmp(force, "entry");
-		snprintf(said, sizeof(said), "TOKENSCOPE_WRITE_TIME=%s", force);
-	} else if (entry < 0) {
-		struct utsname u;
-		char boot[128];
-		char *debugfs = read_text("/sys/kernel/debug/sched/preempt", 256);
-		char *cmdline = read_text("/proc/cmdline", 4096);
-		char *config = read_text("/proc/config.gz", 1 << 20);
-		const char *model;
-
-		if (!config && !uname(&u)) {
-			snprintf(boot, sizeof(boot), "/boot/config-%s", u.release);
-			config = read_text(boot, 1 << 20);
-		}
-		model = preempt__model(debugfs, cmdline, config);
-		entry = preempt__inside_syscalls(model);
-		snprintf(said, sizeof(said), "this kernel's preemption model: %s",
-			 model ? model : "not found, so taken as full");
-		free(debugfs);
-		free(cmdline);
-		free(config);
-	}
-	*why = said;
-	return entry;
 }
 
 void kernel__forget(void)

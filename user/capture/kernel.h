@@ -23,12 +23,6 @@ bool kernel__has_kfunc(const char *name);
  * that (io_uring_submit_sqe before 6.4); one it has under no name is not loaded, and said in
  * a line naming family. */
 void kernel__fit_tracepoints(const char *family, struct bpf_object *obj);
-/* Whether the plaintext family stamps a write at its entry (sock_write_enter attached) rather
- * than at its return: where a reader the write wakes may run before the write returns
- * (capture/preempt.h: a full or RT preemption model, or one that nothing here says), or
- * where TOKENSCOPE_WRITE_TIME=entry asks (=return: the other way). *why: what decided it, a
- * static string. */
-bool kernel__writes_at_entry(const char **why);
 /* The BTF read for these questions, freed. */
 void kernel__forget(void);
 
