@@ -106,9 +106,22 @@ struct sock_call {
 	__u32 _pad;
 };
 
-/* When the thread's latest write-family call began (sock_write_enter). */
+#ifdef TS_TASK_RDONLY
+/* How many of a thread's files its write entries remember as not captured */
+#define UNCAPTURED_SLOTS 16
+#endif
+
+/* When the thread's latest write-family call began (sock_write_enter); 0: not stamped. */
 struct write_start {
 	__u64 ns;
+#ifdef TS_TASK_RDONLY
+	/* Files this thread's writes found not captured (a pipe, a file, a datagram, ignored or
+	 * TLS socket), by inode number, in slot fd % UNCAPTURED_SLOTS: a write to one of those
+	 * is not stamped at its entry (the clock read is most of what an entry costs). By inode
+	 * number, not fd: a closed fd's number given to a socket that is captured names
+	 * another inode, so its first write is stamped. */
+	__u64 uncaptured[UNCAPTURED_SLOTS];
+#endif
 };
 
 /* deleted at the thread's exit in the legacy build (sock_process_exit) */
@@ -134,6 +147,8 @@ struct copy_state {
 struct sock_buf {
 	struct copy_state cs;
 	struct sock_call call; /* sock_exit_any's, kept here: see there */
+	__u64 write_unstamped;	/* the thread whose write entry found its file not captured
+				 * (sock_write_enter): its exit need not note it again */
 	__u8 bytes[sizeof(struct ts_sock_data) + 2 * TS_CHUNK_MAX];
 };
 
@@ -218,7 +233,8 @@ static __always_inline void send_sock_net(struct sock *sk, __u64 ino, __u32 owne
 /* phase: which call: is this a socket we capture, and where are its bytes */
 
 /* Fills c for a call on fd of the current task t: true when its bytes are to be captured;
- * *stp is then the socket's state (NULL: none yet). */
+ * *stp is then the socket's state (NULL: none yet). False: c->sock is the inode number of
+ * fd's file (in the default build for any file, else for a stream socket; 0: none). */
 static __always_inline bool sock_begin(struct task_struct *t, __u64 fd, __u64 base, __u64 len,
 				       __u32 kind, __u32 dir, __u32 counter, struct sock_call *c,
 				       struct sock_state **stp)
@@ -228,6 +244,7 @@ static __always_inline bool sock_begin(struct task_struct *t, __u64 fd, __u64 ba
 	__u64 ino = 0;
 
 	sk = stream_sock_of(t, fd, &ino);
+	c->sock = ino;
 	if (!sk || known_ignored(ino, sk))
 		return false;
 	st = bpf_map_lookup_elem(&sock_states, &ino);
@@ -502,7 +519,7 @@ out:
 /* A write-family call begins: its time, for its records (sock_exit_any). The only work an
  * entry does, and only for writes. */
 SEC("tracepoint/syscalls/sys_enter_write,sys_enter_writev,sys_enter_sendto,sys_enter_sendmsg")
-int sock_write_enter(void *ctx)
+int sock_write_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	struct task_struct *t = ts_current_task();
 	struct write_start *w;
@@ -510,10 +527,45 @@ int sock_write_enter(void *ctx)
 	if (!ts_traced_task(t, TS_TGID(t)))
 		return 0;
 	w = write_start_of(t, true);
-	if (w)
-		w->ns = bpf_ktime_get_ns();
+	if (!w)
+		return 0;
+#ifdef TS_TASK_RDONLY
+	{
+		/* A file this thread's writes found not captured: no clock. The walk to its inode
+		 * touches what the call itself is about to (the fd table, the file), where the
+		 * clock's reads are this program's own; it is taken only where the fd's slot
+		 * holds a file (a captured socket's usually does not). */
+		__u64 fd = ctx->args[0];
+		__u64 known = w->uncaptured[fd & (UNCAPTURED_SLOTS - 1)];
+		struct file *file = known ? fd_file(t, fd) : NULL;
+		struct inode *inode = file ? file->f_inode : NULL;
+
+		if (inode && inode->i_ino == known) {
+			__u32 zero = 0;
+			struct sock_buf *d = bpf_map_lookup_elem(&sock_scratch, &zero);
+
+			w->ns = 0;
+			if (d)
+				d->write_unstamped = t->pid;
+			return 0;
+		}
+	}
+#endif
+	w->ns = bpf_ktime_get_ns();
 	return 0;
 }
+
+/* A write on fd, the file of inode number ino, was found not captured: its next writes are
+ * not stamped (sock_write_enter). */
+#ifdef TS_TASK_RDONLY
+static __always_inline void note_uncaptured_write(struct task_struct *t, __u64 fd, __u64 ino)
+{
+	struct write_start *w = write_start_of(t, false);
+
+	if (w && ino)
+		w->uncaptured[fd & (UNCAPTURED_SLOTS - 1)] = ino;
+}
+#endif
 
 /* A MSG_PEEK read leaves the bytes queued: they are captured when read for real, never
  * twice. Counted on the sockets that are (or may become) captured. */
@@ -640,8 +692,22 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	}
 	d = bpf_map_lookup_elem(&sock_scratch, &zero);
-	if (!d || !sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st))
+	if (!d)
 		return 0;
+	if (!sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st)) {
+		/* not captured: a write's entry need not stamp this file again (d->call.sock:
+		 * its inode number, whatever it is), unless this one's entry already knew
+		 * (then the thread's state is not looked up again) */
+#ifdef TS_TASK_RDONLY
+		if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
+			if (d->write_unstamped == t->pid)
+				d->write_unstamped = 0;
+			else
+				note_uncaptured_write(t, fd, d->call.sock);
+		}
+#endif
+		return 0;
+	}
 	d->call.ns = 0;
 	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
 		struct write_start *w = write_start_of(t, false);

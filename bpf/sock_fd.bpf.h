@@ -14,21 +14,15 @@
 /* bpf_rdonly_cast (common.bpf.h, TS_TASK_RDONLY): a pointer read as a number made walkable
  * again, read-only: its loads cannot fault. */
 
-/* The stream socket behind fd in task's process (task: the current one), TCP or Unix, with
- * its inode number; NULL for anything else (pipes, files, UDP and datagram sockets). Every
- * call of a traced process pays this, so the walk is direct loads (BTF pointers), no helper
- * call. */
-static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u64 fd, __u64 *ino)
+/* The file behind fd in task's process (task: the current one), NULL for none: direct loads
+ * (BTF pointers), no helper call. */
+static __always_inline struct file *fd_file(struct task_struct *task, __u64 fd)
 {
 	/* walked read-only: a pointer loaded from the trusted task would cost the verifier its
 	 * linear type-name searches (common.bpf.h, ts_process_comm_of) at every path here */
 	struct task_struct *walk = bpf_rdonly_cast(task, bpf_core_type_id_kernel(struct task_struct));
 	struct fdtable *fdt = walk->files->fdt;
 	struct kiocb *slot;
-	struct inode *inode;
-	struct socket *sock;
-	struct file *file;
-	struct sock *sk;
 
 	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
@@ -38,11 +32,27 @@ static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u
 	 * (a helper call, 30-50 ns here). */
 	slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + fd * sizeof(struct file *)),
 			       bpf_core_type_id_kernel(struct kiocb));
-	file = slot->ki_filp;
+	return slot->ki_filp;
+}
+
+/* The stream socket behind fd, TCP or Unix, with its inode number; NULL for anything else
+ * (pipes, files, UDP and datagram sockets), whose inode number (0: no file) is in *ino all
+ * the same. Every call of a traced process pays this walk, so it is kept short. */
+static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u64 fd, __u64 *ino)
+{
+	struct file *file = fd_file(task, fd);
+	struct inode *inode;
+	struct socket *sock;
+	struct sock *sk;
+
+	*ino = 0;
 	if (!file)
 		return NULL;
 	inode = file->f_inode;
-	if (!inode || (inode->i_mode & S_IFMT) != S_IFSOCK)
+	if (!inode)
+		return NULL;
+	*ino = inode->i_ino;
+	if ((inode->i_mode & S_IFMT) != S_IFSOCK)
 		return NULL;
 	sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
 	if (sock->type != SOCK_STREAM)
@@ -50,7 +60,6 @@ static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u
 	sk = sock->sk;
 	if (!sk || (sk->sk_protocol != IPPROTO_TCP && sk->__sk_common.skc_family != AF_UNIX))
 		return NULL;
-	*ino = inode->i_ino;
 	return sk;
 }
 #else

@@ -251,12 +251,14 @@ def run_plaintext_checks(ctx):
 
         # phase: edge cases, each in its own process (server and client threads)
         edges = {"write": 20, "sendfile": 2, "splice": 2, "writev": 2, "bigwritev": 1,
-                 "short": 2}
+                 "short": 2, "pipefd": 2}
+        edge_times = {}  # pipefd: each request's write, from the client's clock
         for mode, n in edges.items():
             p = subprocess.run([sys.executable, os.path.join(clients, "tcp_edges.py"), mode,
                                 str(n), f"edge-{mode}"], capture_output=True, text=True,
                                timeout=60)
-            check(p.returncode == 0, f"tcp edge case {mode} ran: {p.stderr[-300:]}")
+            if check(p.returncode == 0, f"tcp edge case {mode} ran: {p.stderr[-300:]}"):
+                edge_times.update(json.loads(p.stdout)["times"])
 
         # replies sent through io_uring: the server's side is unseen, curl's is not
         uring_port_file = os.path.join(work, "uring.port")
@@ -397,6 +399,18 @@ def run_plaintext_checks(ctx):
                                    r["token_events"] == 0 for r in sv),
               f"{mode}: the server's reply is not seen: incomplete, unsupported_io, no tokens "
               f"invented ({[(r['complete'], r['error']) for r in sv]})")
+    # A write's entry skips the clock for a file its thread found not captured (by inode
+    # number): a socket given that file's fd number is captured and its first write stamped
+    # when it began, not when it returned (the server read it 200 ms later).
+    cl, sv = edge("pipefd", "client"), edge("pipefd", "server")
+    spans = [(r["start_ns"] - edge_times[r["model"]]["sent_ns"],
+              edge_times[r["model"]]["returned_ns"] - edge_times[r["model"]]["sent_ns"])
+             for r in cl if r["model"] in edge_times]
+    check(len(cl) == 2 and len(sv) == 2 and all(r["complete"] for r in cl + sv) and
+          len(spans) == 2 and all(0 <= began < took / 2 for began, took in spans),
+          f"a socket on the fd number of a pipe its thread wrote: captured, its request "
+          f"stamped when its write began (ns after the client's clock, of the write's "
+          f"duration: {spans})")
     cl, sv = edge("uring", "client"), edge("uring", "server")
     check(len(cl) == 2 and all(r["complete"] and r["token_events"] == 2 for r in cl),
           f"io_uring: curl, which reads normally, is measured ({len(cl)})")

@@ -15,7 +15,12 @@ MODE says how the reply's body, or the request, travels:
   bigwritev the same with a 400 KB request body in 1000 iovecs: past the capture budget
   short     the server's socket is non-blocking with a small send buffer and the client reads
             slowly: 300 events of 1 KB go out in short writes between EAGAINs
-Prints one JSON line: the models the client completed."""
+  pipefd    the client first writes to a pipe on the fd number its socket then gets (a file
+            its thread's writes were found not to capture, remembered by that number), then
+            sends a 200 KB request in one write, through small buffers to a server that reads
+            it 200 ms late: the write blocks until then, and it began at sent_ns
+Prints one JSON line: the models the client completed, and for pipefd each request's sent_ns
+(CLOCK_MONOTONIC just before its write) and returned_ns (just after)."""
 import json
 import os
 import select
@@ -59,6 +64,8 @@ def read_request(s):
 def serve(srv, mode, count):
     for _ in range(count):
         s, _ = srv.accept()
+        if mode == "pipefd":
+            time.sleep(PIPEFD_LATE)
         model = read_request(s)
         s.sendall(HEAD)
         body = events(model, *((300, 1000) if mode == "short" else ()))
@@ -95,22 +102,52 @@ def serve(srv, mode, count):
         s.close()
 
 
-def request(port, model, mode):
+PIPEFD_LATE = 0.2  # how late the pipefd server reads a request
+
+
+def pipefd_socket(port):
+    """A connected socket on the fd number of a pipe this thread just wrote to."""
+    r, w = os.pipe()
+    os.write(w, b"x")  # its exit finds a pipe: not captured
+    os.write(w, b"x")
+    os.read(r, 2)
+    os.close(w)
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    c.connect(("127.0.0.1", port))
+    if c.fileno() != w:
+        os.dup2(c.fileno(), w)
+        c.close()
+        c = socket.socket(fileno=w)
+    os.close(r)
+    return c
+
+
+def request(port, model, mode, times):
     body = {"model": model, "stream": True,
             "messages": [{"role": "user", "content": "PROMPT-CANARY edge"}]}
     if mode == "bigwritev":
         body["pad"] = "p" * 400_000
+    if mode == "pipefd":
+        body["pad"] = "p" * 200_000
     body = json.dumps(body).encode()
     req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
            b"Content-Length: %d\r\n\r\n" % len(body)) + body
-    c = socket.create_connection(("127.0.0.1", port))
-    if mode in ("writev", "bigwritev"):
+    if mode == "pipefd":
+        c = pipefd_socket(port)
+        sent = time.monotonic_ns()
+        n = c.send(req)  # blocking: one write for all of it
+        times[model] = {"sent_ns": sent, "returned_ns": time.monotonic_ns()}
+        assert n == len(req), f"short send {n}"
+    elif mode in ("writev", "bigwritev"):
+        c = socket.create_connection(("127.0.0.1", port))
         size = -(-len(req) // (200 if mode == "writev" else 1000))
         parts = [req[i:i + size] for i in range(0, len(req), size)]
         sent = c.sendmsg(parts)
         if sent < len(req):
             c.sendall(req[sent:])
     else:
+        c = socket.create_connection(("127.0.0.1", port))
         c.sendall(req[:40])
         time.sleep(0.005)
         c.sendall(req[40:])
@@ -134,17 +171,19 @@ def request(port, model, mode):
 def main():
     mode, count, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     srv = socket.socket()
+    if mode == "pipefd":  # the accepted sockets inherit it: the request cannot fit in buffers
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
     t = threading.Thread(target=serve, args=(srv, mode, count))
     t.start()
-    done = []
+    done, times = [], {}
     for i in range(count):
         model = f"{prefix}-{i}"
-        if request(srv.getsockname()[1], model, mode):
+        if request(srv.getsockname()[1], model, mode, times):
             done.append(model)
     t.join()
-    print(json.dumps({"done": done}), flush=True)
+    print(json.dumps({"done": done, "times": times}), flush=True)
     return 0 if len(done) == count else 1
 
 
