@@ -11,6 +11,7 @@
 #        bench/compare.sh /tmp/old/tokenscope ./tokenscope
 set -eu
 cd "$(dirname "$0")/.."
+. bench/detaching.sh
 old=$1 new=$2 rounds=${3:-9} n=${4:-20000}
 cert=tests/fixtures/.gen/cert.pem key=tests/fixtures/.gen/key.pem b=.output/sslbench
 lib=/lib/x86_64-linux-gnu/libssl.so.3
@@ -27,10 +28,7 @@ traced() { # binary: prints "ns per round trip" and "tracer CPU ns"
 	echo "$v $(($(cpu_ns $t) - c0))"
 	kill -INT $t
 	wait $t
-	# its probes come off in a child, tokenscope-det: the next measurement waits for it
-	while ps -eo stat=,comm= | awk '$1 !~ /^Z/ && $2 == "tokenscope-det" { f = 1 } END { exit !f }'; do
-		sleep 0.05
-	done
+	while detaching; do sleep 0.05; done
 }
 for r in $(seq "$rounds"); do
 	u=$($b ssl "$n" $cert $key)

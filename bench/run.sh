@@ -40,9 +40,7 @@ start_tracer() {
 		sleep 0.1
 	done
 }
-# tokenscope leaves the removal of its probes to a child, tokenscope-det, that ends on its
-# own: the next measurement waits for it, or its probes would still trap there.
-detaching() { ps -eo stat=,comm= | awk '$1 !~ /^Z/ && $2 == "tokenscope-det" { f = 1 } END { exit !f }'; }
+. bench/detaching.sh
 stop_tracer() {
 	kill -INT "$tracer"
 	wait "$tracer" || true
