@@ -3,8 +3,8 @@
  * The reader's backlog (user/capture/backlog.c) between a ring laid out as the kernel lays it
  * out and a taker: every record comes out once, whole and in order, across chunks, with its
  * own thread draining while another writes the ring; past its cap it leaves records in the
- * ring, and its drained time does not claim them. Ground truth: the records written, each
- * numbered and filled with a pattern of its number.
+ * ring, and its drained time does not claim them; a take stops at its mark. Ground truth: the
+ * records written, each numbered and filled with a pattern of its number.
  */
 #include <setjmp.h>
 #include <pthread.h>
@@ -93,11 +93,11 @@ static void test_in_order_across_chunks(void **state)
 		assert_true(backlog__pass(b) > 0);
 	}
 	assert_int_equal(f->cons, f->prod);
-	assert_int_equal(backlog__take(b, check_record, &t, NULL), 2000);
+	assert_int_equal(backlog__take(b, NULL, check_record, &t), 2000);
 	assert_int_equal(t.bad, 0);
 	assert_int_equal(t.next, 2000);
 	assert_true(backlog__peak(b) >= (1u << 20)); /* it held them all at once */
-	assert_int_equal(backlog__take(b, check_record, &t, NULL), 0);
+	assert_int_equal(backlog__take(b, NULL, check_record, &t), 0);
 	backlog__free(b);
 	ring__close(&r);
 	free(f);
@@ -111,7 +111,8 @@ static void test_full_leaves_records_in_the_ring(void **state)
 	struct taken t = { 0 };
 	struct ring r;
 	struct backlog *b;
-	uint64_t drained = 0, cut_began = 0;
+	uint64_t cut_began = 0;
+	struct backlog_mark m;
 	uint32_t i = 0;
 	long n = 0;
 
@@ -125,19 +126,61 @@ static void test_full_leaves_records_in_the_ring(void **state)
 		cut_began = clock__now_ns();
 		backlog__pass(b);
 	} while (f->cons == f->prod);
-	backlog__take(b, check_record, &t, &drained);
+	backlog__mark(b, &m);
+	backlog__take(b, &m, check_record, &t);
 	/* the pass cut short did not move the drained time: the ring holds records from before */
-	assert_true(drained < cut_began);
+	assert_true(m.drained_ns < cut_began);
 	assert_true(t.next < i);
 	/* room again: the rest comes */
 	while (f->cons != f->prod) {
 		backlog__pass(b);
-		n += backlog__take(b, check_record, &t, &drained);
+		backlog__mark(b, &m);
+		n += backlog__take(b, &m, check_record, &t);
 	}
 	assert_true(n > 0);
 	assert_int_equal(t.bad, 0);
 	assert_int_equal(t.next, i);
-	assert_true(drained > cut_began);
+	assert_true(m.drained_ns > cut_began);
+	backlog__free(b);
+	ring__close(&r);
+	free(f);
+}
+
+/* A take stops at its mark: what was drained after the mark (the reader read the drop
+ * counters in between) waits for the next take, across chunks, none lost, none twice. */
+static void test_take_stops_at_its_mark(void **state)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	struct taken t = { 0 };
+	struct backlog_mark m;
+	struct ring r;
+	struct backlog *b;
+	uint32_t i = 0, marked = 0, before;
+
+	assert_int_equal(ring__init_mem(&r, &f->cons, &f->prod, f->data, RING, 16384, NULL, NULL), 0);
+	b = backlog__new(&r, 64u << 20);
+	assert_non_null(b);
+	for (int round = 0; round < 3; round++) {
+		/* a chunk and more before the mark, then more after it */
+		while (i < 500u * (round + 1)) {
+			while (i < 500u * (round + 1) && f->prod - f->cons + 8 + rec_len(i) + 8 <= RING)
+				produce(f, i++);
+			backlog__pass(b);
+		}
+		backlog__mark(b, &m);
+		marked = i;
+		while (f->prod - f->cons + 8 + rec_len(i) + 8 <= RING)
+			produce(f, i++);
+		backlog__pass(b);
+		assert_true(i > marked);
+		before = t.next;
+		assert_int_equal(backlog__take(b, &m, check_record, &t), marked - before);
+		assert_int_equal(t.next, marked);
+		assert_int_equal(backlog__take(b, &m, check_record, &t), 0); /* still at the mark */
+	}
+	assert_int_equal(backlog__take(b, NULL, check_record, &t), i - marked);
+	assert_int_equal(t.bad, 0);
+	assert_int_equal(t.next, i);
 	backlog__free(b);
 	ring__close(&r);
 	free(f);
@@ -179,14 +222,14 @@ static void test_threads(void **state)
 	assert_int_equal(pthread_create(&writer, NULL, write_all, &w), 0);
 	while (t.next < w.count && clock__now_ns() < deadline) {
 		backlog__wait(b, 5);
-		backlog__take(b, check_record, &t, NULL);
+		backlog__take(b, NULL, check_record, &t);
 		if (t.next % 7 == 0)
 			usleep(200); /* a slow taker now and then */
 	}
 	pthread_join(writer, NULL);
 	backlog__stop(b);
 	backlog__pass(b);
-	backlog__take(b, check_record, &t, NULL);
+	backlog__take(b, NULL, check_record, &t);
 	assert_int_equal(t.bad, 0);
 	assert_int_equal(t.next, w.count);
 	assert_int_equal(f->cons, f->prod);
@@ -200,6 +243,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_in_order_across_chunks),
 		cmocka_unit_test(test_full_leaves_records_in_the_ring),
+		cmocka_unit_test(test_take_stops_at_its_mark),
 		cmocka_unit_test(test_threads),
 	};
 

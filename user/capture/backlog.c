@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -36,10 +37,12 @@ struct backlog {
 	size_t cap_chunks;
 	/* the filler's */
 	struct chunk *tail;
-	bool full; /* the last pass stopped at a record there was no room for */
+	bool full;	   /* the last pass stopped at a record there was no room for */
+	uint64_t appended; /* records appended so far: atomic, stored after each (release) */
 	/* the taker's */
 	struct chunk *head;
 	size_t read;
+	uint64_t taken; /* records handed over so far */
 	/* both: */
 	uint64_t drained_ns; /* atomic: when the last whole pass began */
 	size_t in_use;	     /* chunks in the queue; under lock */
@@ -123,6 +126,7 @@ static int append(void *ctx, const void *data, size_t size)
 	*(uint32_t *)at = (uint32_t)size;
 	memcpy(at + REC_HDR, data, size);
 	__atomic_store_n(&t->used, t->used + REC_SPACE(size), __ATOMIC_RELEASE);
+	__atomic_store_n(&b->appended, b->appended + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -274,24 +278,33 @@ int backlog__wait(struct backlog *b, int timeout_ms)
 	return n > 0;
 }
 
-long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *drained_ns)
+void backlog__mark(struct backlog *b, struct backlog_mark *m)
 {
-	/* read first: every record of a pass that began before it is in the queue below */
-	uint64_t stamp = __atomic_load_n(&b->drained_ns, __ATOMIC_ACQUIRE);
+	/* the stamp first: every record of a pass that began before it is counted below */
+	m->drained_ns = __atomic_load_n(&b->drained_ns, __ATOMIC_ACQUIRE);
+	m->records = __atomic_load_n(&b->appended, __ATOMIC_ACQUIRE);
+}
+
+long backlog__take(struct backlog *b, const struct backlog_mark *upto, backlog_fn fn, void *ctx)
+{
+	uint64_t last = upto ? upto->records : UINT64_MAX;
 	long n = 0;
 
 	for (;;) {
 		struct chunk *h = b->head, *next;
 		size_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
 
-		while (b->read < used) {
+		while (b->read < used && b->taken < last) {
 			uint8_t *at = (uint8_t *)(h + 1) + b->read;
 			uint32_t size = *(const uint32_t *)at;
 
 			fn(ctx, at + REC_HDR, size);
 			b->read += REC_SPACE(size);
+			b->taken++;
 			n++;
 		}
+		if (b->taken >= last)
+			break;
 		next = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
 		if (!next)
 			break;
@@ -302,8 +315,6 @@ long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *draine
 		b->read = 0;
 		chunk_put(b, h);
 	}
-	if (drained_ns)
-		*drained_ns = stamp;
 	return n;
 }
 

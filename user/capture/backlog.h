@@ -47,10 +47,19 @@ long backlog__pass(struct backlog *b);
 /* Wait up to timeout_ms for records the thread has drained (-EINTR: a signal came). Returns 1
  * when some may be waiting, 0 when none came, or -errno. */
 int backlog__wait(struct backlog *b, int timeout_ms);
-/* Hand every record drained so far to fn, and give their memory back. *drained_ns (when not
- * NULL): when the last pass whose records are among them began, on the CLOCK_MONOTONIC clock:
- * every record committed before then has been handed over. Returns the records handed over. */
-long backlog__take(struct backlog *b, backlog_fn fn, void *ctx, uint64_t *drained_ns);
+/* Where the backlog stands: the records drained so far, and when the last pass whose records
+ * are among them began (CLOCK_MONOTONIC): every record committed before then is among them. */
+struct backlog_mark {
+	uint64_t records;
+	uint64_t drained_ns;
+};
+
+void backlog__mark(struct backlog *b, struct backlog_mark *m);
+/* Hand the records drained up to mark upto (NULL: every one so far) to fn, in order, and give
+ * their memory back. What came after the mark waits for the next take: so a reader that reads
+ * the drop counters between the mark and the take knows of every drop that came before the
+ * records it hands over (capture/live.c). Returns the records handed over. */
+long backlog__take(struct backlog *b, const struct backlog_mark *upto, backlog_fn fn, void *ctx);
 
 /* What the backlog held at most, in bytes of chunks (a burst's depth): read once the thread
  * is stopped. */

@@ -59,7 +59,9 @@ struct live {
 	struct backlog *backlog;	/* its records, drained by a thread of their own */
 	int counters_fd;		/* the kernel counters' map */
 	uint64_t *cpu_vals;		/* one counter's value on each CPU (counter_total) */
+	uint64_t reported_drops;      /* TS_CNT_DROPS at the last drop warning */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
+	uint64_t seen_drops;	      /* drops_now when the pipeline was last told */
 	struct pidset known;		/* live processes whose tree was recorded */
 	struct pidset excluded;		/* of them, those --namespace/--pod/--container leave out */
 	/* The largest record taken (a socket piece with its addresses), and the room where one
@@ -316,10 +318,11 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 	return any ? 0 : -1;
 }
 
-/* What the ring could not take so far (its records and the others): read before each batch is
- * fed, so that the records that follow drops come after the counters that say so. A stream
- * that then ends with no record of its own since the drops ends as capture_loss (streams.h):
- * its close can reach a full ring where its last bytes did not. */
+/* What the ring could not take so far (its records and the others): read between a batch's
+ * mark and its take (feed_drained), so that the records made after drops come after the
+ * counters that say so. A stream that then ends with no record of its own since the counters
+ * were read ends as capture_loss (streams.h): its close can reach a full ring where its last
+ * bytes did not. */
 static __u64 drops_now(struct live *lv)
 {
 	__u64 records = 0, others = 0;
@@ -432,7 +435,7 @@ static int setup(struct live *lv)
 /* Read the kernel counters into the pipeline, as a record (recordings replay them at the same
  * point, and their time moves the pipeline's clock on when no traffic does); warn about new
  * drops. */
-static void update_counters(struct live *lv, uint64_t *reported_drops)
+static void update_counters(struct live *lv)
 {
 	struct ts_rec_counters rc = { 0 };
 	__u64 *c = rc.counters;
@@ -443,7 +446,7 @@ static void update_counters(struct live *lv, uint64_t *reported_drops)
 	rc.hdr.size = sizeof(rc);
 	rc.hdr.ts_ns = clock__now_ns();
 	pipeline__feed(lv->pl, &rc, sizeof(rc));
-	if (c[TS_CNT_DROPS] > *reported_drops) {
+	if (c[TS_CNT_DROPS] > lv->reported_drops) {
 		/* What the ring lacked in this interval, at least: the bytes it could not take. */
 		uint64_t lost_mb = (c[TS_CNT_DROP_BYTES] - lv->reported_drop_bytes) >> 20;
 		long want = lv->o->ringbuf_mb;
@@ -455,8 +458,8 @@ static void update_counters(struct live *lv, uint64_t *reported_drops)
 		fprintf(stderr, "tokenscope: WARNING: %llu events dropped (the ring buffer and its "
 				"backlog, %ld MiB, full); affected requests are marked incomplete; try -b "
 				"%ld or more\n",
-			(unsigned long long)(c[TS_CNT_DROPS] - *reported_drops), lv->o->ringbuf_mb, want);
-		*reported_drops = c[TS_CNT_DROPS];
+			(unsigned long long)(c[TS_CNT_DROPS] - lv->reported_drops), lv->o->ringbuf_mb, want);
+		lv->reported_drops = c[TS_CNT_DROPS];
 		lv->reported_drop_bytes = c[TS_CNT_DROP_BYTES];
 	}
 }
@@ -476,9 +479,31 @@ static int wait_ms(const struct live *lv, uint64_t now, uint64_t next_stats, uin
 	return attacher__next_due_ms(lv->att, now, (int)(ms < 1000 ? ms : 1000));
 }
 
+/* The records drained so far, to the pipeline, after the counters when drops grew. The mark
+ * comes before the counters are read and the take stops at it: a record drained after the
+ * read (the backlog's thread drains meanwhile) could have been made after a drop the read did
+ * not see, such as the close of a stream whose last bytes the full ring lost, which would end
+ * that stream before the pipeline knew of the loss. *drained_ns: the mark's (backlog.h).
+ * Returns the records handed over. */
+static long feed_drained(struct live *lv, uint64_t *drained_ns)
+{
+	struct backlog_mark m;
+	__u64 drops;
+
+	backlog__mark(lv->backlog, &m);
+	drops = drops_now(lv);
+	if (drops > lv->seen_drops) {
+		lv->seen_drops = drops;
+		update_counters(lv);
+	}
+	if (drained_ns)
+		*drained_ns = m.drained_ns;
+	return backlog__take(lv->backlog, &m, on_event, lv);
+}
+
 static int consume(struct live *lv)
 {
-	uint64_t reported_drops = 0, deadline = 0, next_stats = 0, seen_drops = 0, drops;
+	uint64_t deadline = 0, next_stats = 0;
 
 	if (lv->o->duration_s)
 		deadline = clock__now_ns() + (uint64_t)lv->o->duration_s * 1000000000ull;
@@ -490,18 +515,13 @@ static int consume(struct live *lv)
 			fprintf(stderr, "tokenscope: ring buffer poll failed: %s\n", strerror(-n));
 			return -1;
 		}
-		/* what came, with or without a wake-up; after the counters when drops grew */
-		drops = drops_now(lv);
-		if (drops > seen_drops) {
-			seen_drops = drops;
-			update_counters(lv, &reported_drops);
-		}
-		backlog__take(lv->backlog, on_event, lv, &consumed);
+		/* what came, with or without a wake-up */
+		feed_drained(lv, &consumed);
 		now = clock__now_ns();
 		attacher__tick(lv->att, now);
 		if (now >= next_stats) {
 			next_stats = now + STATS_INTERVAL_NS;
-			update_counters(lv, &reported_drops);
+			update_counters(lv);
 			if (lv->o->tick)
 				lv->o->tick(lv->o->started_ctx);
 		}
@@ -568,7 +588,7 @@ int live__run(const struct live_opts *o, struct pipeline *pl)
 
 	/* phase: drain, then close what is still open */
 	backlog__stop(lv->backlog); /* the ring is this thread's now */
-	while (backlog__pass(lv->backlog) + backlog__take(lv->backlog, on_event, lv, NULL) > 0)
+	while (backlog__pass(lv->backlog) + feed_drained(lv, NULL) > 0)
 		;
 	if (o->verbose)
 		fprintf(stderr, "tokenscope: the reader's backlog held %.1f MiB at most\n",
