@@ -308,6 +308,9 @@ def run_mode(ctx, name, front, engine_args, interval, chunked, extra_tracer_args
 # each mode alone must come within PER_MODE_SLACK of them (a mode is 128 requests, where one
 # request is 0.8 %: a descheduled host thread at the wrong moment must not fail the build).
 PER_MODE_SLACK = 0.02
+# The least gaps a mode's "producing step" bar (99 %) is judged over: 500 resolve 1 % (each
+# mode has about 1 000 to 4 000)
+MIN_GAPS_JUDGED = 500
 
 
 def bar(check, what, got, of, want):
@@ -333,6 +336,13 @@ def run_attribution_checks(ctx):
         check(f["linked"] == n, f"{name}: every load client record names its server record "
               f"(server_id, upstream_ms) ({f['linked']}/{n})")
         check_bars(check, name, f, chunked, PER_MODE_SLACK)
+        # Enough gaps outside merged streams (the fixture's server fallen behind) to judge the
+        # producing-step bar. A count, not a share: the fixture keeps up nearly always on an
+        # idle machine (merged events the exception), but beside two CPU hogs its sync mode
+        # merged often enough to leave 1 935 of 3 749 gaps (52 %) to judge.
+        check(f["gaps"] >= MIN_GAPS_JUDGED,
+              f"{name}: gaps in streams without a merged event >= {MIN_GAPS_JUDGED} "
+              f"({f['gaps']} of {f['gaps'] + f['gaps_after_merge']})")
         check("TTFT p99" in summary and "queued behind engine work" in summary and
               "token gaps above p90" in summary and "engine pid" in summary,
               f"{name}: the summary gives the tail in words and the engine")
@@ -371,10 +381,6 @@ def check_bars(check, name, f, chunked, slack):
     bar(check, f"{name}: the producing step of token gaps ({f['gaps_after_merge']} in streams "
         f"whose server merged steps into one event, not counted)", f["gap_step"], f["gaps"],
         0.99 - slack)
-    # the fixture's server keeps up nearly always: merged events stay the exception (one
-    # stall, all 32 running streams merging once, leaves three quarters of the streams)
-    bar(check, f"{name}: gaps in streams without a merged event", f["gaps"],
-        f["gaps"] + f["gaps_after_merge"], 0.6)
     bar(check, f"{name}: interference precision", f["tp"], f["tp"] + f["fp"], 0.95 - slack)
     bar(check, f"{name}: interference recall", f["tp"], f["tp"] + f["fn"], 0.95 - slack)
 
