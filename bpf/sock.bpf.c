@@ -555,17 +555,24 @@ int sock_write_enter(struct trace_event_raw_sys_enter *ctx)
 	return 0;
 }
 
-/* A write on fd, the file of inode number ino, was found not captured: its next writes are
- * not stamped (sock_write_enter). */
-#ifdef TS_TASK_RDONLY
-static __always_inline void note_uncaptured_write(struct task_struct *t, __u64 fd, __u64 ino)
+/* A write on fd was found not captured (d->call.sock: its file's inode number, whatever the
+ * file): its next writes are not stamped (sock_write_enter), which this one's entry may
+ * already have known (d->write_unstamped: then the thread's state is not looked up again). */
+static __always_inline void note_uncaptured_write(struct task_struct *t, struct sock_buf *d,
+						  __u64 fd)
 {
-	struct write_start *w = write_start_of(t, false);
+#ifdef TS_TASK_RDONLY
+	struct write_start *w;
 
-	if (w && ino)
-		w->uncaptured[fd & (UNCAPTURED_SLOTS - 1)] = ino;
-}
+	if (d->write_unstamped == t->pid) {
+		d->write_unstamped = 0;
+		return;
+	}
+	w = write_start_of(t, false);
+	if (w && d->call.sock)
+		w->uncaptured[fd & (UNCAPTURED_SLOTS - 1)] = d->call.sock;
 #endif
+}
 
 /* A MSG_PEEK read leaves the bytes queued: they are captured when read for real, never
  * twice. Counted on the sockets that are (or may become) captured. */
@@ -695,17 +702,8 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	if (!d)
 		return 0;
 	if (!sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st)) {
-		/* not captured: a write's entry need not stamp this file again (d->call.sock:
-		 * its inode number, whatever it is), unless this one's entry already knew
-		 * (then the thread's state is not looked up again) */
-#ifdef TS_TASK_RDONLY
-		if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
-			if (d->write_unstamped == t->pid)
-				d->write_unstamped = 0;
-			else
-				note_uncaptured_write(t, fd, d->call.sock);
-		}
-#endif
+		if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER)
+			note_uncaptured_write(t, d, fd);
 		return 0;
 	}
 	d->call.ns = 0;
