@@ -88,6 +88,8 @@ void run__free(struct run *r)
 	for (size_t i = 0; i < r->n; i++)
 		free(r->json[i]);
 	pipeline__free(r->pl);
+	free(r->tape[0]);
+	free(r->tape[1]);
 }
 
 void run__data(struct run *r, bool write, uint64_t ts, const void *data, size_t len)
@@ -109,6 +111,10 @@ void run__data(struct run *r, bool write, uint64_t ts, const void *data, size_t 
 	e->len = (__u32)len;
 	memcpy(e->data, data, len);
 	assert_int_equal(pipeline__feed(r->pl, e, size), 0);
+	r->tape[write] = realloc(r->tape[write], r->ntape[write] + len);
+	assert_non_null(r->tape[write]);
+	memcpy(r->tape[write] + r->ntape[write], e->data, len);
+	r->ntape[write] += len;
 	free(e);
 }
 

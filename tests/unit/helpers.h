@@ -34,6 +34,10 @@ struct run {
 	uint32_t pid;	   /* stream key of the records run__data makes (default 100, 0xabc) */
 	uint64_t ssl;
 	uint64_t seqs[8][2]; /* next sequence number per ssl */
+	/* every byte run__data fed, as the pipeline left it (what a recording holds), per
+	 * direction ([1]: written) */
+	uint8_t *tape[2];
+	size_t ntape[2];
 };
 
 /* A conversation under construction: segments whose text the script owns. */

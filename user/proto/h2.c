@@ -5,6 +5,10 @@
 #include "base/buf.h"
 #include "proto/h2.h"
 
+/* Where a header block's bytes lie in the piece being read, to write its mask back: as many
+ * frames of it as this in one piece, then it is masked and written back so far. */
+#define BLOCK_SEGS 8
+
 enum state {
 	S_HEADER,  /* the 9-byte frame header */
 	S_PAYLOAD, /* the current frame's payload */
@@ -32,6 +36,11 @@ struct h2_framer {
 	struct h2_frame block_frame;
 	struct buf block;
 	bool block_truncated;
+	struct {
+		uint8_t *at;
+		size_t off, len; /* in block */
+	} segs[BLOCK_SEGS];
+	size_t nsegs;
 
 	uint8_t ctl[H2_CONTROL_MAX];
 	size_t nctl;
@@ -84,8 +93,29 @@ const char *h2_error__str(enum h2_error e)
 	return "unknown";
 }
 
+/* The block's bytes in the piece being read, as masked in the block. */
+static void write_back(struct h2_framer *f)
+{
+	for (size_t i = 0; i < f->nsegs; i++)
+		memcpy(f->segs[i].at, f->block.p + f->segs[i].off, f->segs[i].len);
+	f->nsegs = 0;
+}
+
+/* A block not yet ended: masked so far, and written back. */
+static void block_part(struct h2_framer *f)
+{
+	if (!f->nsegs)
+		return;
+	f->cb->on_headers_part(f->ctx, &f->block_frame, (uint8_t *)f->block.p, f->block.len);
+	write_back(f);
+}
+
 static enum h2_error fail(struct h2_framer *f, enum h2_error e)
 {
+	/* a block that will never be decoded is never masked: its bytes here are zeroed */
+	for (size_t i = 0; i < f->nsegs; i++)
+		memset(f->segs[i].at, 0, f->segs[i].len);
+	f->nsegs = 0;
 	f->st = S_DEAD;
 	f->err = e;
 	buf__free(&f->block);
@@ -185,12 +215,23 @@ static enum h2_error begin_frame(struct h2_framer *f, uint64_t ts)
 	return H2_OK;
 }
 
-static void block_add(struct h2_framer *f, const uint8_t *p, size_t n)
+static void block_add(struct h2_framer *f, uint8_t *p, size_t n)
 {
-	if (!n || f->block_truncated)
+	size_t off = f->block.len;
+
+	if (!n)
 		return;
-	if (buf__add(&f->block, p, n, H2_HEADER_BLOCK_MAX))
+	if (f->block_truncated || buf__add(&f->block, p, n, H2_HEADER_BLOCK_MAX)) {
 		f->block_truncated = true;
+		memset(p, 0, n); /* past what is kept: never decoded, so never masked */
+		return;
+	}
+	if (f->nsegs == BLOCK_SEGS)
+		block_part(f);
+	f->segs[f->nsegs].at = p;
+	f->segs[f->nsegs].off = off;
+	f->segs[f->nsegs].len = n;
+	f->nsegs++;
 }
 
 /* The frame's payload is all read. */
@@ -210,8 +251,11 @@ static void end_frame(struct h2_framer *f, uint64_t ts)
 	case H2_CONTINUATION:
 		if (c->flags & H2_F_END_HEADERS) {
 			f->in_block = false;
+			if (f->block_truncated) /* not decoded: what is kept is masked as a part */
+				block_part(f);
 			f->cb->on_headers(f->ctx, &f->block_frame, (uint8_t *)f->block.p, f->block.len,
 					  f->block_truncated, ts);
+			write_back(f);
 			/* a large block's memory is not kept for a connection that may idle */
 			if (f->block.cap > 4096)
 				buf__free(&f->block);
@@ -224,7 +268,7 @@ static void end_frame(struct h2_framer *f, uint64_t ts)
 }
 
 /* Payload bytes: the prefix (pad length first), the content, the padding. Returns bytes used. */
-static size_t payload(struct h2_framer *f, const uint8_t *d, size_t n, uint64_t ts,
+static size_t payload(struct h2_framer *f, uint8_t *d, size_t n, uint64_t ts,
 		      enum h2_error *e)
 {
 	struct h2_frame *c = &f->cur;
@@ -279,9 +323,12 @@ enum h2_error h2_framer__feed(struct h2_framer *f, uint8_t *data, size_t len, ui
 	size_t i = 0;
 	enum h2_error e = H2_OK;
 
+	f->nsegs = 0;
 	if (f->st == S_RESYNC) {
-		if (!h2__looks_like_frames(data, len))
+		if (!h2__looks_like_frames(data, len)) {
+			memset(data, 0, len); /* not read: may hold header blocks no one masks */
 			return H2_OK;
+		}
 		f->st = S_HEADER;
 		f->nhdr = 0;
 		f->in_block = false;
@@ -289,9 +336,9 @@ enum h2_error h2_framer__feed(struct h2_framer *f, uint8_t *data, size_t len, ui
 	while (i < len && !e) {
 		switch (f->st) {
 		case S_DEAD:
-			return f->err;
 		case S_RESYNC:
-			return H2_OK;
+			memset(data + i, 0, len - i);
+			return f->err;
 		case S_HEADER: {
 			size_t k = H2_FRAME_HEADER_LEN - f->nhdr;
 
@@ -312,7 +359,13 @@ enum h2_error h2_framer__feed(struct h2_framer *f, uint8_t *data, size_t len, ui
 			break;
 		}
 	}
-	return e ? e : f->err;
+	if (e || f->st == S_DEAD) {
+		memset(data + i, 0, len - i);
+		return e ? e : f->err;
+	}
+	if (f->in_block)
+		block_part(f);
+	return H2_OK;
 }
 
 enum h2_error h2_framer__gap(struct h2_framer *f, uint64_t n, uint64_t ts)

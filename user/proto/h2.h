@@ -67,6 +67,9 @@ struct h2_callbacks {
 	 * truncated when it was over H2_HEADER_BLOCK_MAX (then len is what was kept). */
 	void (*on_headers)(void *ctx, const struct h2_frame *f, uint8_t *block, size_t len,
 			   bool truncated, uint64_t ts);
+	/* The first len bytes of a header block whose end is still to come, at the end of a
+	 * piece (or after many frames of it in one): to be masked in place (hpack__mask_part). */
+	void (*on_headers_part)(void *ctx, const struct h2_frame *f, uint8_t *block, size_t len);
 	/* Any other frame, its payload cut at H2_CONTROL_MAX (f->len says how long it was). */
 	void (*on_frame)(void *ctx, const struct h2_frame *f, const uint8_t *payload, size_t len,
 			 uint64_t ts);
@@ -86,7 +89,8 @@ struct h2_framer *h2_framer__new(const struct h2_callbacks *cb, void *ctx);
 void h2_framer__free(struct h2_framer *f);
 /* The longest frame this direction may carry (the receiver's SETTINGS_MAX_FRAME_SIZE). */
 void h2_framer__set_max_frame(struct h2_framer *f, uint32_t max);
-/* Parse bytes; header blocks may be modified in place by on_headers (credential masking).
+/* Parse bytes; header block bytes in data are modified in place: what on_headers and
+ * on_headers_part masked in the block is written back, and bytes no one reads are zeroed.
  * Returns H2_OK or the first error: after an error the framer ignores everything. */
 enum h2_error h2_framer__feed(struct h2_framer *f, uint8_t *data, size_t len, uint64_t ts);
 /* n bytes of this direction were lost. Inside a DATA payload they are skipped (the stream's

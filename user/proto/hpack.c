@@ -13,6 +13,7 @@
 #define ENTRY_OVERHEAD 32     /* RFC 7541 4.1 */
 #define HUFFMAN_STAR 0xf9     /* '*' is the 8-bit code 11111001 (RFC 7541 Appendix B) */
 #define INT_MAX_VALUE (1u << 30)
+#define WHOLE_MAX 8	      /* values a block's parts left masked whole, by offset */
 
 /* A dynamic-table entry inserted since capture joined (partial mode); name NULL when the
  * insertion named an entry from before. */
@@ -32,7 +33,16 @@ struct hpack {
 	struct buf strs;	      /* its value, and what masking decodes */
 	size_t emitted;		      /* decoded bytes handed on in this block */
 	bool unknown;		      /* this block had a field that could not be resolved */
+	/* masking a block whose end is still to come (hpack__mask_part) */
+	uint8_t *ins;		      /* the name class of each insertion so far in it */
+	size_t nins, ins_cap;
+	uint32_t whole[WHOLE_MAX];    /* offsets of values cut by a part's end and masked whole */
+	size_t nwhole;
+	bool all_whole;		      /* more of them than whole[] holds: every value */
 };
+
+/* What masking needs to know of a header's name. */
+enum name_class { N_OTHER, N_CREDENTIAL, N_PATH, N_UNKNOWN };
 
 /* One representation (RFC 7541 section 6) inside a block. */
 struct rep {
@@ -81,6 +91,7 @@ void hpack__free(struct hpack *h)
 		nghttp2_hd_inflate_del(h->scratch);
 	entries_clear(h);
 	free(h->ent);
+	free(h->ins);
 	buf__free(&h->tmp);
 	buf__free(&h->name);
 	buf__free(&h->strs);
@@ -101,6 +112,8 @@ void hpack__lose(struct hpack *h)
 	h->inf = NULL;
 	h->exact = false;
 	entries_clear(h);
+	h->nwhole = 0;
+	h->all_whole = false;
 }
 
 bool hpack__exact(const struct hpack *h)
@@ -216,14 +229,17 @@ static long decode_string(struct hpack *h, struct buf *out, const uint8_t *s, si
 	return (long)off;
 }
 
-/* Overwrite a literal value's bytes so that it decodes to '*'s (raw or Huffman). */
+/* Overwrite a literal value's bytes so that it decodes to '*'s (raw or Huffman); of a value
+ * cut short (n bytes of it here), the bytes that are here. */
 static void mask_value(uint8_t *s, size_t n)
 {
 	uint32_t len;
 	size_t k = parse_int(s, n, 7, &len);
 	bool huff = s[0] & 0x80;
 
-	for (size_t i = 0; i < len; i++)
+	if (!k)
+		return;
+	for (size_t i = 0; i < len && k + i < n; i++)
 		s[k + i] = huff ? HUFFMAN_STAR : '*';
 }
 
@@ -243,13 +259,13 @@ static size_t huffman_header(uint8_t *out, size_t n)
 	return k;
 }
 
-/* How many characters the first bits of Huffman bytes v decode to (the bits after them read
- * as padding); -1 when they do not decode. */
-static long huffman_prefix_len(struct hpack *h, const uint8_t *v, size_t bits)
+/* The characters the first bits of Huffman bytes v decode to (the bits after them read as
+ * padding), appended to h->strs: their offset there, or -1 when they do not decode. */
+static long decode_bits(struct hpack *h, const uint8_t *v, size_t bits)
 {
-	size_t nbytes = (bits + 7) / 8, hn, start = h->strs.len;
+	size_t nbytes = (bits + 7) / 8, hn;
 	uint8_t *w = malloc(nbytes + 8);
-	long off, n = -1;
+	long off;
 
 	if (!w)
 		return -1;
@@ -258,45 +274,86 @@ static long huffman_prefix_len(struct hpack *h, const uint8_t *v, size_t bits)
 	if (bits % 8)
 		w[hn + nbytes - 1] |= (uint8_t)(0xff >> (bits % 8));
 	off = decode_string(h, &h->strs, w, hn + nbytes);
-	if (off >= 0)
-		n = (long)(h->strs.len - (size_t)off);
-	h->strs.len = start; /* the probe's text is not kept */
 	free(w);
-	return n;
+	return off;
+}
+
+#define NO_QUERY 0
+#define QUERY_UNKNOWN SIZE_MAX
+/* The longest Huffman code (RFC 7541 Appendix B) */
+#define HUFFMAN_CODE_MAX 30
+
+/*
+ * Where the first '?' of Huffman bytes v (n of them, all of a :path or its first part) ends,
+ * in bits from the start; NO_QUERY when they hold none, QUERY_UNKNOWN when they do not decode.
+ * The characters the bytes hold whole are those of the longest prefix that decodes, found
+ * within the last HUFFMAN_CODE_MAX bits. Where '?' ends is found by decoding ever longer
+ * prefixes: a prefix that ends inside a code does not decode (its tail is no valid padding),
+ * or decodes to fewer characters, so the first one that decodes through the '?' ends at it.
+ * Every code is at least 5 bits. Bytes that no longer decode past the '?' (masked in an
+ * earlier part while the rest was still to come) are searched the same way from the start.
+ */
+static size_t query_bit(struct hpack *h, const uint8_t *v, size_t n)
+{
+	size_t mark = h->strs.len, total = n * 8, keep = 0, bits, lo = 5;
+	long off = -1;
+	const char *q;
+
+	for (bits = total; off < 0 && bits >= 5 && total - bits <= HUFFMAN_CODE_MAX; bits--)
+		off = decode_bits(h, v, bits);
+	if (off >= 0) {
+		q = memchr(h->strs.p + off, '?', h->strs.len - (size_t)off);
+		if (!q) {
+			h->strs.len = mark;
+			return NO_QUERY;
+		}
+		keep = (size_t)(q - (h->strs.p + off)) + 1;
+		lo = 5 * keep;
+	}
+	h->strs.len = mark;
+	for (; lo <= total; lo++) {
+		bool hit;
+
+		off = decode_bits(h, v, lo);
+		hit = off >= 0 && (keep ? h->strs.len - (size_t)off == keep
+					: h->strs.len > (size_t)off && h->strs.p[h->strs.len - 1] == '?');
+		h->strs.len = mark;
+		if (hit)
+			return lo;
+	}
+	return QUERY_UNKNOWN;
 }
 
 /*
- * A Huffman-coded :path with a query string: the query is overwritten in the bit stream with
- * the 5-bit code of '0' (then 1s, which read as padding), the path up to its '?' (keep
- * characters) left as it was. Where those characters end in the bits is found by decoding
- * ever longer prefixes of them: a prefix that ends inside a code does not decode (its tail
- * is no valid padding), so the first one that decodes to keep characters ends at the '?'.
- * Every code is at least 5 bits, so the search starts at 5 * keep.
+ * A Huffman-coded :path (its string, n bytes of it here) with a query string: the query is
+ * overwritten in the bit stream with the 5-bit code of '0' (then 1s, which read as padding),
+ * the path up to its '?' left as it was; of a value cut short, the bits that are here. Bytes that do not decode are masked whole: true then.
  */
-static void mask_huffman_query(struct hpack *h, uint8_t *s, size_t n, size_t keep)
+static bool mask_huffman_query(struct hpack *h, uint8_t *s, size_t n)
 {
 	uint32_t len;
-	size_t k = parse_int(s, n, 7, &len), lo, bit, end = 0, zeros;
+	size_t k = parse_int(s, n, 7, &len), lo, bit, end, zeros;
 	uint8_t *v = s + k;
 
-	for (lo = 5 * keep; lo <= (size_t)len * 8; lo++) {
-		if (huffman_prefix_len(h, v, lo) == (long)keep) {
-			end = (size_t)len * 8;
-			break;
-		}
-	}
-	if (!end) { /* not found: the whole value, rather than a key left in place */
+	if (!k || k >= n)
+		return false;
+	end = (k + len < n ? len : n - k) * 8;
+	lo = query_bit(h, v, end / 8);
+	if (lo == NO_QUERY)
+		return false;
+	if (lo == QUERY_UNKNOWN) { /* the whole value, rather than a key left in place */
 		mask_value(s, n);
-		return;
+		return true;
 	}
-	end = (size_t)len * 8;
-	zeros = lo + (end - lo) / 5 * 5;
+	/* a value cut here: zeros to the cut, as the whole value's mask will have them there */
+	zeros = k + len <= n ? lo + (end - lo) / 5 * 5 : end;
 	for (bit = lo; bit < end; bit++) {
 		if (bit < zeros)
 			v[bit / 8] &= (uint8_t)~(0x80 >> (bit % 8));
 		else
 			v[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
 	}
+	return false;
 }
 
 /* The name a literal representation refers to, before it is decoded (a literal name into
@@ -332,36 +389,157 @@ static const char *name_of(struct hpack *h, const struct rep *r, size_t *nlen)
 	return (const char *)nv->name;
 }
 
-/* Credentials masked in place before anything decodes the representation; a :path keeps
- * what comes before its query string. */
-static void mask_credentials(struct hpack *h, const struct rep *r, const char *name,
-			     size_t nlen)
+static enum name_class classify(const char *name, size_t nlen)
 {
-	size_t mark = h->strs.len;
-	const char *q;
-	uint32_t vlen;
-	size_t k;
-	long off;
+	if (!name)
+		return N_UNKNOWN;
+	if (http__is_credential(name, nlen))
+		return N_CREDENTIAL;
+	if (nlen == 5 && !memcmp(name, ":path", 5))
+		return N_PATH;
+	return N_OTHER;
+}
 
-	if (http__is_credential(name, nlen)) {
-		mask_value(r->value, r->value_len);
+/* A raw :path's query string (of the n bytes of its string here) overwritten with '*'. */
+static void mask_raw_query(uint8_t *s, size_t n)
+{
+	uint32_t vlen;
+	size_t k = parse_int(s, n, 7, &vlen);
+	uint8_t *end = s + (k + vlen < n ? k + vlen : n), *q;
+
+	if (!k || k >= n)
 		return;
-	}
-	if (nlen != 5 || memcmp(name, ":path", 5))
-		return;
-	k = parse_int(r->value, r->value_len, 7, &vlen);
-	if (!(r->value[0] & 0x80)) {
-		q = memchr(r->value + k, '?', vlen);
-		if (q)
-			for (uint8_t *p = (uint8_t *)q + 1; p < r->value + k + vlen; p++)
-				*p = '*';
-		return;
-	}
-	off = decode_string(h, &h->strs, r->value, r->value_len);
-	q = off < 0 ? NULL : memchr(h->strs.p + off, '?', h->strs.len - (size_t)off);
+	q = memchr(s + k, '?', (size_t)(end - (s + k)));
 	if (q)
-		mask_huffman_query(h, r->value, r->value_len, (size_t)(q - (h->strs.p + off)) + 1);
-	h->strs.len = mark;
+		for (uint8_t *p = q + 1; p < end; p++)
+			*p = '*';
+}
+
+/* Masked in place before anything decodes the representation: credentials, values whose name
+ * is unknown (they may be credentials), a value masked whole while its block was cut, and
+ * what follows the '?' of a :path. */
+static void mask_rep(struct hpack *h, const struct rep *r, enum name_class c, bool whole)
+{
+	if (whole || c == N_CREDENTIAL || c == N_UNKNOWN)
+		mask_value(r->value, r->value_len);
+	else if (c == N_PATH && (r->value[0] & 0x80))
+		mask_huffman_query(h, r->value, r->value_len);
+	else if (c == N_PATH)
+		mask_raw_query(r->value, r->value_len);
+}
+
+static bool masked_whole(const struct hpack *h, size_t off)
+{
+	if (h->all_whole)
+		return true;
+	for (size_t i = 0; i < h->nwhole; i++) {
+		if (h->whole[i] == off)
+			return true;
+	}
+	return false;
+}
+
+/* ---- masking a block whose end has not come yet ---- */
+
+/*
+ * The class of the name at a literal's index, in a block whose earlier representations made
+ * h->nins insertions: the newest entries are those, and every entry from before the block
+ * has moved back by as many (an eviction moves none of those that stay).
+ */
+static enum name_class class_at(struct hpack *h, uint32_t index)
+{
+	const nghttp2_nv *nv;
+
+	if (index > STATIC_ENTRIES && index - STATIC_ENTRIES - 1 < h->nins)
+		return h->ins[h->nins - 1 - (index - STATIC_ENTRIES - 1)];
+	if (index > STATIC_ENTRIES)
+		index -= (uint32_t)h->nins;
+	if (index > STATIC_ENTRIES && !h->exact) {
+		size_t k = index - STATIC_ENTRIES - 1;
+
+		return k < h->nent && h->ent[k].name ? classify(h->ent[k].name, h->ent[k].nlen)
+						     : N_UNKNOWN;
+	}
+	nv = nghttp2_hd_inflate_get_table_entry(index <= STATIC_ENTRIES ? h->scratch : h->inf,
+						index);
+	return nv ? classify((const char *)nv->name, nv->namelen) : N_UNKNOWN;
+}
+
+/* The class of a literal's name: index (0: the literal name string, n bytes of it here);
+ * -1 when that string is not all here (nor then is any of the value). */
+static int literal_class(struct hpack *h, uint32_t index, const uint8_t *name, size_t n)
+{
+	long off;
+	int c;
+
+	if (index)
+		return class_at(h, index);
+	if (!string_size(name, n))
+		return -1;
+	buf__reset(&h->name);
+	off = decode_string(h, &h->name, name, n);
+	c = off < 0 ? N_UNKNOWN : classify(h->name.p ? h->name.p : "", h->name.len);
+	return c;
+}
+
+/* A literal cut by the end of the bytes here (n of them, at offset off in its block): the
+ * value's bytes that are here, where its name calls for it. A Huffman :path whose bytes here
+ * do not decode is masked whole, now and once the block is whole. */
+static void mask_cut(struct hpack *h, uint8_t *p, size_t n, size_t off)
+{
+	uint32_t index, vlen;
+	size_t k;
+	int c;
+
+	if ((p[0] & 0x80) || (p[0] & 0xe0) == 0x20)
+		return; /* an indexed field or a table size: no value */
+	k = parse_int(p, n, (p[0] & 0xc0) == 0x40 ? 6 : 4, &index);
+	if (!k)
+		return;
+	c = literal_class(h, index, p + k, n - k);
+	if (c < 0)
+		return;
+	if (!index)
+		k += string_size(p + k, n - k);
+	if (k >= n || !parse_int(p + k, n - k, 7, &vlen))
+		return; /* none of the value's bytes yet */
+	if (masked_whole(h, off) || c == N_CREDENTIAL || c == N_UNKNOWN) {
+		mask_value(p + k, n - k);
+	} else if (c == N_PATH && !(p[k] & 0x80)) {
+		mask_raw_query(p + k, n - k);
+	} else if (c == N_PATH && mask_huffman_query(h, p + k, n - k)) {
+		if (h->nwhole < WHOLE_MAX)
+			h->whole[h->nwhole++] = (uint32_t)off;
+		else
+			h->all_whole = true;
+	}
+}
+
+void hpack__mask_part(struct hpack *h, uint8_t *block, size_t len)
+{
+	size_t off = 0;
+
+	h->nins = 0;
+	while (off < len) {
+		struct rep r;
+		int c;
+
+		if (!parse_rep(block + off, len - off, &r)) {
+			mask_cut(h, block + off, len - off, off);
+			return;
+		}
+		if (r.kind == R_LITERAL) {
+			c = literal_class(h, r.index, r.name, r.name_len);
+			mask_rep(h, &r, c < 0 ? N_UNKNOWN : (enum name_class)c, masked_whole(h, off));
+			if (r.incremental) {
+				if (array__reserve((void **)&h->ins, &h->ins_cap, h->nins + 1, 1))
+					h->ins[h->nins++] = (uint8_t)(c < 0 ? N_UNKNOWN : c);
+				else /* the names of what follows are not known */
+					h->all_whole = true;
+			}
+		}
+		off += r.len;
+	}
 }
 
 static void emit(struct hpack *h, hpack_field_fn fn, void *ctx, const char *name, size_t nlen,
@@ -492,18 +670,19 @@ enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpa
 		struct rep r;
 
 		if (!parse_rep(block + off, len - off, &r)) {
+			h->nins = 0; /* the table is the block's so far */
+			mask_cut(h, block + off, len - off, off);
 			err = -1;
 			break;
 		}
 		buf__reset(&h->strs);
 		if (r.kind == R_LITERAL) {
 			name = name_of(h, &r, &nlen);
+			mask_rep(h, &r, classify(name, nlen), masked_whole(h, off));
 			if (!name && !r.index) {
 				err = -1; /* a literal name that does not decode */
 				break;
 			}
-			if (name)
-				mask_credentials(h, &r, name, nlen);
 		}
 		if (h->exact)
 			err = inflate_exact(h, block + off, r.len, 0, fn, ctx);
@@ -513,6 +692,8 @@ enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpa
 	}
 	if (!err && h->exact)
 		err = inflate_exact(h, NULL, 0, 1, fn, ctx);
+	h->nwhole = 0;
+	h->all_whole = false;
 	/* strings of a large block are not kept */
 	if (h->strs.cap > 4096)
 		buf__free(&h->strs);

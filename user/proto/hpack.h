@@ -11,9 +11,11 @@
  *   k-th most recent insertion for as long as it exists, whatever was in the table before and
  *   whatever was evicted. Those resolve; an index past them is reported unknown, never guessed.
  *
- * Credential values (authorization, API keys, cookies) are overwritten in the block before it
- * is decoded, as the HTTP/1.1 parser does, so the table, the recording and any output only
- * ever hold the mask.
+ * Credential values (authorization, API keys, cookies), values whose name is unknown and
+ * query strings are overwritten in the block before it is decoded, as the HTTP/1.1 parser
+ * does, so the table and any output only ever hold the mask. A block that spans several
+ * pieces of the stream is masked piece by piece (hpack__mask_part), so the pieces that have
+ * passed, a recording's among them, hold the mask too.
  */
 #ifndef TS_HPACK_H
 #define TS_HPACK_H
@@ -55,6 +57,11 @@ void hpack__set_max_table(struct hpack *h, uint32_t size);
 /* Decode one whole header block; masks credentials in block first. Calls fn per field. */
 enum hpack_status hpack__decode(struct hpack *h, uint8_t *block, size_t len, hpack_field_fn fn,
 				void *ctx);
+/* Mask the first len bytes of a header block whose end is still to come: what the bytes so
+ * far hold of credentials and query strings. The table is not changed, and hpack__decode of
+ * the whole block masks the same bytes the same way (a value cut here whose mask needs all
+ * of it, a Huffman-coded :path, is masked whole, there too). */
+void hpack__mask_part(struct hpack *h, uint8_t *block, size_t len);
 /* Forget the table (bytes of this direction were lost): partial from now on. */
 void hpack__lose(struct hpack *h);
 bool hpack__exact(const struct hpack *h);

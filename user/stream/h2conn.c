@@ -521,9 +521,17 @@ static void on_frame(void *ctx, const struct h2_frame *f, const uint8_t *p, size
 	}
 }
 
+static void on_headers_part(void *ctx, const struct h2_frame *f, uint8_t *block, size_t len)
+{
+	struct h2conn *h = ctx;
+
+	hpack__mask_part(h->hp[h->cur_dir], block, len);
+}
+
 static const struct h2_callbacks h2_callbacks = {
 	.on_data = on_data,
 	.on_headers = on_headers,
+	.on_headers_part = on_headers_part,
 	.on_frame = on_frame,
 };
 
@@ -677,8 +685,10 @@ static void h2_data(void *w, bool is_write, uint8_t *data, size_t len, uint64_t 
 	size_t skip;
 	enum h2_error e;
 
-	if (h->dead)
+	if (h->dead) {
+		memset(data, 0, len); /* not read: may hold header blocks no one masks */
 		return;
+	}
 	decide_joined(h, is_write, data, len);
 	if (h->joined && !h->spoke[is_write] && !h->blocks_seen && is_preface(data, len))
 		seen_from_start(h, is_write);
@@ -688,6 +698,7 @@ static void h2_data(void *w, bool is_write, uint8_t *data, size_t len, uint64_t 
 		const char *want = &H2_PREFACE[H2_PREFACE_LEN - h->preface_left[is_write]];
 
 		if (memcmp(data, want, skip)) { /* not HTTP/2 after all (an h2c upgrade gone wrong) */
+			memset(data, 0, len);
 			h->dead = true;
 			h->counts->frame_errors++;
 			(*h->sink->malformed_streams)++;
