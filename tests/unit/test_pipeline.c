@@ -146,6 +146,41 @@ static void test_keepalive_three_requests(void **state)
 	run__free(&r);
 }
 
+/* Responses without a body by definition (a HEAD's, 204, 304) are whole, not malformed JSON,
+ * and the keep-alive connection goes on past them: a HEAD's Content-Length announces no
+ * bytes. */
+static void test_responses_without_body(void **state)
+{
+	static const char head[] = "HEAD /v1/chat/completions HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char head_ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+				      "Content-Length: 120\r\n\r\n";
+	static const char no_content[] = "HTTP/1.1 204 No Content\r\n\r\n";
+	static const char not_modified[] = "HTTP/1.1 304 Not Modified\r\n"
+					   "Content-Type: application/json\r\n\r\n";
+	struct run r;
+
+	run__init(&r);
+	run__data(&r, true, T0, head, sizeof(head) - 1);
+	run__data(&r, false, T0 + 1 * MS, head_ok, sizeof(head_ok) - 1);
+	run__data(&r, true, T0 + 10 * MS, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 11 * MS, no_content, sizeof(no_content) - 1);
+	run__data(&r, true, T0 + 20 * MS, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 21 * MS, not_modified, sizeof(not_modified) - 1);
+	exchange(&r, T0 + 100 * MS, 3);
+	run__finish(&r, T0 + 999 * MS);
+	assert_int_equal(r.n, 4);
+	for (int i = 0; i < 3; i++) {
+		assert_string_equal(json_str(r.json[i], "error"), "");
+		assert_int_equal(json_bool(r.json[i], "complete"), 1);
+	}
+	assert_string_equal(json_str(r.json[0], "method"), "HEAD");
+	assert_float_equal(json_num(r.json[1], "status"), 204, 0);
+	assert_float_equal(json_num(r.json[2], "status"), 304, 0);
+	assert_float_equal(json_num(r.json[3], "output_tokens"), 3, 0);
+	assert_int_equal(json_bool(r.json[3], "complete"), 1);
+	run__free(&r);
+}
+
 static void test_server_role(void **state)
 {
 	struct run r;

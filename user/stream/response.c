@@ -62,6 +62,7 @@ bool response__begin(struct response_reader *rr, struct request *r, const struct
 	rr->sink = sink;
 	r->status = h->status;
 	r->response_ns = ts;
+	rr->no_body = !strcmp(r->method, "HEAD") || h->status == 204 || h->status == 304;
 	if (h->status >= 400)
 		request__error(r, "http_%d", h->status);
 	if (r->stream < 0 && !grpc)
@@ -129,6 +130,6 @@ void response__end(struct response_reader *rr, uint64_t ts)
 		request__error(r, "grpc_message_cut");
 	if (rr->grpc && r->stream < 0)
 		r->stream = r->token_events > 1;
-	if (rr->buffered && !rr->body.overflow)
+	if (rr->buffered && !rr->body.overflow && !rr->no_body)
 		dialect__response_body(r, rr->body.p ? rr->body.p : "", rr->body.len, ts);
 }

@@ -29,6 +29,7 @@ struct response_reader {
 	struct buf body;
 	bool buffered; /* non-streamed body kept whole */
 	bool identity; /* no content coding: the body goes straight on, no decoder */
+	bool no_body;  /* none by definition (a HEAD's, 204, 304): nothing to parse at its end */
 };
 
 /* The response head of r: status, stream flag, and the readers its body needs (grpc: the
