@@ -358,6 +358,45 @@ def check_full_disk(work, port):
           f"full disk: the recording kept ends on a whole record ({r.stderr[-300:]!r})")
 
 
+def check_killed_recording(work, port):
+    """A tracer killed with SIGKILL while recording: its recording was written out with the
+    counters of each second, so it holds every request that ended a second before, whole
+    records only. Ground truth: the requests this test makes, and the tracer's own records."""
+    n = 5
+    out, rec = os.path.join(work, "killed.jsonl"), os.path.join(work, "killed.tsrec")
+    err = open(os.path.join(work, "killed.stderr"), "w+")
+    p = subprocess.Popen([TOKENSCOPE, "-q", "-c", "curl", "--no-plaintext", "-o", out,
+                          "-r", rec], stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        err.seek(0)
+        if "Hit Ctrl-C to end." in err.read():
+            break
+        time.sleep(0.05)
+    for i in range(n):
+        curl(port, "/v1/chat/completions", f"fx-ttft1-itl1-n3-kill{i}")
+
+    replay = os.path.join(work, "killed.replay.jsonl")
+
+    def replayed():
+        r = subprocess.run([TOKENSCOPE, "report", rec, "-q", "-o", replay],
+                           capture_output=True, text=True)
+        return sorted(json.loads(x)["model"] for x in open(replay)
+                      if json.loads(x).get("type") == "request") if r.returncode == 0 else []
+
+    want = sorted(f"fx-ttft1-itl1-n3-kill{i}" for i in range(n))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and replayed() != want:
+        time.sleep(0.2)
+    p.kill()
+    p.wait(timeout=60)
+    check(replayed() == want, f"killed with SIGKILL: its recording holds the {n} requests "
+          f"that ended before ({replayed()})")
+    r = subprocess.run([TOKENSCOPE, "report", rec, "-q"], capture_output=True, text=True)
+    check(r.returncode == 0 and "truncated" not in r.stderr,
+          f"killed with SIGKILL: the recording ends on a whole record ({r.stderr[-300:]!r})")
+
+
 def check_held_probe():
     """Another tracer holds SSL_read with a reference-counted uprobe (as bcc's sslsniff
     does): the kernel refuses tokenscope's probe there. It must say so, name the function and
@@ -393,6 +432,7 @@ def body(work, port, truth_path, server_pid):
     check_output_files(work)
     check_held_probe()
     check_full_disk(work, port)
+    check_killed_recording(work, port)
 
     # A private copy of libssl, loaded by Python through dlopen after tokenscope started.
     libdir = os.path.join(work, "lib")

@@ -1356,6 +1356,12 @@ static void test_recording_roundtrip(void **state)
 	rc.hdr.ts_ns = T0 + 300 * MS;
 	rc.counters[TS_CNT_DROPS] = 4;
 	assert_int_equal(pipeline__feed(live.pl, &rc, sizeof(rc)), 0);
+	/* the counters of each second write out what is buffered: a tracer killed now would
+	 * leave every record so far */
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(out.len, 0);
+	assert_int_equal((uint64_t)st.st_size, out.kept);
+	assert_true((size_t)st.st_size > sizeof(struct ts_rec_file_header) + sizeof(rc));
 	run__finish(&live, T0 + 300 * MS);
 	assert_int_equal(recording__close(rec), 0);
 
@@ -1395,6 +1401,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keepalive_three_requests),
+		cmocka_unit_test(test_responses_without_body),
 		cmocka_unit_test(test_big_header_lines),
 		cmocka_unit_test(test_server_role),
 		cmocka_unit_test(test_identity),

@@ -49,7 +49,11 @@ struct recording *recording__create(struct outfile *out)
 
 int recording__write(struct recording *r, const void *rec, size_t size)
 {
-	return outfile__record(r->out, rec, size, false);
+	const struct ts_event_hdr *h = rec;
+
+	/* A live run reads its counters each second: written out then, a tracer killed (-9)
+	 * loses at most the last second of its recording. */
+	return outfile__record(r->out, rec, size, h->type == TS_REC_COUNTERS);
 }
 
 int recording__close(struct recording *r)
