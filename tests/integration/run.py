@@ -397,6 +397,33 @@ def check_killed_recording(work, port):
           f"killed with SIGKILL: the recording ends on a whole record ({r.stderr[-300:]!r})")
 
 
+def check_forged_detacher(work):
+    """An unprivileged process that names itself tokenscope-det (a copy of sleep under that
+    name) delays no start: tokenscope waits only for a detacher of its own executable and
+    user (before: every start waited 30 s for it)."""
+    fake = os.path.join(work, "forged", "tokenscope-det")
+    os.makedirs(os.path.dirname(fake))
+    os.chmod(os.path.dirname(fake), 0o755)
+    shutil.copy("/bin/sleep", fake)
+    p = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          fake, "120"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                open(f"/proc/{d}/comm").read().strip() == "tokenscope-det"
+                for d in os.listdir("/proc") if d.isdigit() and os.path.exists(f"/proc/{d}/comm")):
+            time.sleep(0.05)
+        start = time.monotonic()
+        r = subprocess.run([TOKENSCOPE, "-d", "1", "-q"], capture_output=True, text=True)
+        took = time.monotonic() - start
+    finally:
+        p.kill()
+        p.wait()
+    check(r.returncode == 0 and "waiting for an earlier run" not in r.stderr and took < 20,
+          f"a process of another user named tokenscope-det delays no start ({took:.1f} s, "
+          f"{r.stderr[-300:]!r})")
+
+
 def check_held_probe():
     """Another tracer holds SSL_read with a reference-counted uprobe (as bcc's sslsniff
     does): the kernel refuses tokenscope's probe there. It must say so, name the function and
@@ -433,6 +460,7 @@ def body(work, port, truth_path, server_pid):
     check_held_probe()
     check_full_disk(work, port)
     check_killed_recording(work, port)
+    check_forged_detacher(work)
 
     # A private copy of libssl, loaded by Python through dlopen after tokenscope started.
     libdir = os.path.join(work, "lib")

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,15 +21,46 @@
 #define DETACHER_COMM "tokenscope-det"
 #define DETACHER_WAIT_MAX_S 30
 
+/* Is process pid (its /proc entry) a detacher of ours: this executable, run by this user?
+ * A name is no proof: any process may call itself tokenscope-det (prctl, /proc/PID/comm). */
+static bool ours(const char *pid, const struct stat *self)
+{
+	char fn[300], line[256];
+	struct stat exe;
+	bool same_user = false;
+	FILE *f;
+
+	snprintf(fn, sizeof(fn), "/proc/%s/exe", pid);
+	if (stat(fn, &exe) || exe.st_dev != self->st_dev || exe.st_ino != self->st_ino)
+		return false;
+	snprintf(fn, sizeof(fn), "/proc/%s/status", pid);
+	f = fopen(fn, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned real, effective;
+
+		if (sscanf(line, "Uid: %u %u", &real, &effective) == 2) {
+			same_user = real == getuid() && effective == geteuid();
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return same_user;
+}
+
 /* Is a detacher (below) of an earlier run still removing its probes? Zombies are done. */
 static bool detacher_running(void)
 {
 	struct dirent *de;
+	struct stat self;
 	bool found = false;
-	DIR *d = opendir("/proc");
+	DIR *d;
 
+	if (stat("/proc/self/exe", &self))
+		return false;
+	d = opendir("/proc");
 	while (d && !found && (de = readdir(d))) {
-		char fn[300], stat[128], *close_paren;
+		char fn[300], stat_line[128], *close_paren;
 		FILE *f;
 
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
@@ -38,10 +70,13 @@ static bool detacher_running(void)
 		if (!f)
 			continue;
 		/* "PID (COMM) STATE ...": the comm may hold spaces and parentheses */
-		if (fgets(stat, sizeof(stat), f) && (close_paren = strrchr(stat, ')')) &&
-		    close_paren[1] == ' ' && close_paren[2] != 'Z') {
+		if (fgets(stat_line, sizeof(stat_line), f) &&
+		    (close_paren = strrchr(stat_line, ')')) && close_paren[1] == ' ' &&
+		    close_paren[2] != 'Z') {
 			*close_paren = 0;
-			found = strchr(stat, '(') && !strcmp(strchr(stat, '(') + 1, DETACHER_COMM);
+			found = strchr(stat_line, '(') &&
+				!strcmp(strchr(stat_line, '(') + 1, DETACHER_COMM) &&
+				ours(de->d_name, &self);
 		}
 		fclose(f);
 	}

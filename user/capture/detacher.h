@@ -8,7 +8,9 @@
 #ifndef TS_DETACHER_H
 #define TS_DETACHER_H
 
-/* Waits (at most 30 s, said on stderr) while an earlier run's detacher removes its probes. */
+/* Waits (at most 30 s, said on stderr) while an earlier run's detacher removes its probes:
+ * a process of this executable and this user named tokenscope-det (another user's process
+ * of that name delays nothing). */
 void detacher__wait_for_earlier(void);
 /* Forks the detacher; it starts once the returned pipe's write end is closed, after this
  * process dropped its own references. -1: no child (the caller's closes detach). */
