@@ -6,6 +6,7 @@
  * Also: preemption, n>1 children, the other end's copy of a message, --disable-log-stats, a
  * layout no release wrote (counted, never misread), malformed input.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,6 +87,14 @@ static void f64(struct mp *m, double d)
 	byte(m, 0xcb);
 	for (int i = 7; i >= 0; i--)
 		byte(m, u >> (8 * i));
+}
+
+/* int 64 (0xd3) and uint 64 (0xcf), for values no encoder of the engine's would choose */
+static void i64(struct mp *m, int64_t v, bool is_unsigned)
+{
+	byte(m, is_unsigned ? 0xcf : 0xd3);
+	for (int i = 7; i >= 0; i--)
+		byte(m, (uint64_t)v >> (8 * i));
 }
 
 static void event(struct mp *m, int type, uint64_t ns)
@@ -613,6 +622,99 @@ static void test_malformed_and_shapes(void **state)
 	vllm_wire__free(w);
 }
 
+/* An outputs message from engine `engine` at `t` seconds: its scheduler stats name one field
+ * with a value written by put_value, and an event of time `ev_t` on one request. */
+struct hostile {
+	const char *field; /* in the stats; NULL: none */
+	int kind;	   /* 0 int, 1 uint 64, 2 double */
+	double d;
+	int64_t i;
+	int64_t engine;
+	double t, ev_t;
+};
+
+static void send_hostile(struct vllm_wire *w, const struct hostile *h, uint64_t seen)
+{
+	struct mp m = { .n = 0 };
+
+	arr(&m, 8);
+	i64(&m, h->engine, h->engine > INT32_MAX);
+	arr(&m, 1);
+	arr(&m, 7); /* an output of a request with one event and no tokens */
+	str(&m, "req-hostile");
+	arr(&m, 0);
+	for (int i = 2; i < 7; i++) {
+		if (i == 4) {
+			arr(&m, 1);
+			map(&m, 2);
+			str(&m, "type");
+			uint_(&m, 1);
+			str(&m, "timestamp");
+			f64(&m, h->ev_t);
+		} else {
+			nil(&m);
+		}
+	}
+	map(&m, 2);
+	str(&m, "num_running_reqs");
+	uint_(&m, 3);
+	str(&m, h->field ? h->field : "num_waiting_reqs");
+	if (!h->field)
+		uint_(&m, 2);
+	else if (h->kind == 2)
+		f64(&m, h->d);
+	else
+		i64(&m, h->i, h->kind == 1);
+	f64(&m, h->t);
+	for (int i = 4; i < 8; i++)
+		nil(&m);
+	send(w, &m, NULL, seen);
+}
+
+/*
+ * Any process may write to an engine's socket: values no engine sends (a negative count, a
+ * cache use past 1 or NaN, a count past 2^53, an engine index past 65535, a time that is
+ * negative, NaN or centuries on) make their message malformed, counted, and nothing of it
+ * reaches the gauges. A message of sane values after them is read.
+ */
+static void test_hostile_values(void **state)
+{
+	static const struct hostile bad[] = {
+		{ "kv_cache_usage", 2, -5, 0, 0, 101, 100 },
+		{ "kv_cache_usage", 2, 2.5, 0, 0, 102, 100 },
+		{ "kv_cache_usage", 2, 1e308, 0, 0, 103, 100 },
+		{ "kv_cache_usage", 2, NAN, 0, 0, 104, 100 },
+		{ "num_running_reqs", 0, 0, -1, 0, 105, 100 },
+		{ "num_waiting_reqs", 1, 0, (int64_t)1 << 40, 0, 106, 100 },
+		{ "step_counter", 0, 0, -7, 0, 107, 100 },
+		{ "step_counter", 1, 0, INT64_MAX, 0, 108, 100 },
+		{ NULL, 0, 0, 0, ((int64_t)1 << 32) + 5, 109, 100 },
+		{ NULL, 0, 0, 0, 0, -9.2e9, 100 },
+		{ NULL, 0, 0, 0, 0, NAN, 100 },
+		{ NULL, 0, 0, 0, 0, 1e300, 100 },
+		{ NULL, 0, 0, 0, 0, 110, -1 },
+		{ NULL, 0, 0, 0, 0, 111, INFINITY },
+	};
+	struct vllm_wire *w = vllm_wire__new(on_sched, NULL);
+	size_t i;
+
+	(void)state;
+	nsched = 0; /* each message of its own time: none is a copy of another */
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		send_hostile(w, &bad[i], 1000 + i);
+		assert_int_equal(vllm_wire__counts(w)->malformed, i + 1);
+		assert_int_equal(nsched, 0);
+	}
+	send_hostile(w, &(struct hostile){ "kv_cache_usage", 2, 0.5, 0, 7, 200, 199 }, 2000);
+	assert_int_equal(vllm_wire__counts(w)->malformed, i);
+	assert_int_equal(nsched, 1);
+	assert_int_equal(last_sched.engine_index, 7);
+	assert_int_equal(last_sched.running, 3);
+	assert_float_equal(last_sched.kv_cache_usage, 0.5, 0);
+	assert_int_equal(last_sched.ts, 200 * 1000000000ull);
+	vllm_wire__free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -626,6 +728,7 @@ int main(void)
 		cmocka_unit_test(test_front_end_only),
 		cmocka_unit_test(test_clock_outside),
 		cmocka_unit_test(test_malformed_and_shapes),
+		cmocka_unit_test(test_hostile_values),
 	};
 
 	return cmocka_run_group_tests_name("vllm_wire", tests, NULL, NULL);

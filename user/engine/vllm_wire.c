@@ -19,6 +19,17 @@
 #define KEEP_SILENT_NS (120ull * 1000000000ull)
 /* The most engine requests kept; past it the least recently touched goes (counted). */
 #define REQS_MAX 65536
+/*
+ * What the wire may say, checked before anything is kept: any process may write to an
+ * engine's socket, and a value past these is counted malformed, its message dropped. Engine
+ * indices are data-parallel ranks; request counts are a scheduler's queues; counts of steps,
+ * tokens and prefix-cache queries stay where a double is exact; times are time.monotonic()
+ * seconds (mono_ns).
+ */
+#define ENGINE_INDEX_MAX 65535
+#define SCHED_REQS_MAX 10000000
+#define COUNT_MAX 9007199254740992.0 /* 2^53 */
+#define MONO_S_MAX 1e10
 
 /* Request types of the input socket (vllm/v1/engine/__init__.py, EngineCoreRequestType). */
 enum { REQ_ADD = 0, REQ_ABORT = 1, REQ_START_DP_WAVE = 2, REQ_UTILITY = 3 };
@@ -252,7 +263,20 @@ void vllm_wire__prune(struct vllm_wire *w, uint64_t ts)
 
 static uint64_t mono_ns(double seconds)
 {
-	return seconds > 0 && seconds < 1e10 ? (uint64_t)llround(seconds * 1e9) : 0;
+	return seconds > 0 && seconds < MONO_S_MAX ? (uint64_t)llround(seconds * 1e9) : 0;
+}
+
+/* A time on the wire: 0 (none given) or time.monotonic() seconds; NaN, negative and far
+ * future are not times. */
+static bool time_ok(double seconds)
+{
+	return seconds >= 0 && seconds < MONO_S_MAX;
+}
+
+/* A count on the wire, as an integer or a float. */
+static bool count_ok(double v)
+{
+	return v >= 0 && v <= COUNT_MAX;
 }
 
 /* One EngineCoreEvent {type, timestamp}, at *p. */
@@ -271,6 +295,8 @@ static int read_event(struct vllm_wire *w, struct vw_req *q, const uint8_t **p, 
 			if (mp__next(p, end, &v))
 				return -1;
 			if (mp__str_is(&k, "type") ? !mp__int(&v, &type) : !mp__number(&v, &t))
+				return -1;
+			if (!time_ok(t))
 				return -1;
 		} else if (mp__skip(p, end)) {
 			return -1;
@@ -383,10 +409,14 @@ static int read_cached(const uint8_t *p, const uint8_t *end, int64_t *n, bool *f
 		return -1;
 	if (o.type == MP_MAP) {
 		c = p;
-		if (map_number(&c, end, "num_cached_tokens", &v, &found) == 0 && found)
+		if (map_number(&c, end, "num_cached_tokens", &v, &found) == 0 && found) {
+			if (!count_ok(v))
+				return -1;
 			*n = (int64_t)v;
+		}
 	} else if (o.type == MP_UINT || o.type == MP_INT) {
-		mp__int(&o, n);
+		if (!mp__int(&o, n) || *n < 0)
+			return -1;
 	} else if (o.type != MP_NIL) {
 		*fits = false;
 	}
@@ -508,11 +538,17 @@ static int read_sched(const uint8_t **p, const uint8_t *end, struct vllm_sched *
 			const uint8_t *m = *p;
 			bool found;
 
-			if (map_number(&m, end, "queries", &d, &found) == 0 && found)
+			if (map_number(&m, end, "queries", &d, &found) == 0 && found) {
+				if (!count_ok(d))
+					return -1;
 				s->prefix_queries = (uint64_t)d;
+			}
 			m = *p;
-			if (map_number(&m, end, "hits", &d, &found) == 0 && found)
+			if (map_number(&m, end, "hits", &d, &found) == 0 && found) {
+				if (!count_ok(d))
+					return -1;
 				s->prefix_hits = (uint64_t)d;
+			}
 			if (mp__skip(p, end))
 				return -1;
 			continue;
@@ -529,15 +565,24 @@ static int read_sched(const uint8_t **p, const uint8_t *end, struct vllm_sched *
 			}
 			continue;
 		}
-		if (mp__str_is(&k, "num_running_reqs") && mp__int(&v, &iv))
+		if (mp__str_is(&k, "num_running_reqs") && mp__int(&v, &iv)) {
+			if (iv < 0 || iv > SCHED_REQS_MAX)
+				return -1;
 			s->running = (uint64_t)iv;
-		else if (mp__str_is(&k, "num_waiting_reqs") && mp__int(&v, &iv))
+		} else if (mp__str_is(&k, "num_waiting_reqs") && mp__int(&v, &iv)) {
+			if (iv < 0 || iv > SCHED_REQS_MAX)
+				return -1;
 			s->waiting = (uint64_t)iv;
-		else if (mp__str_is(&k, "step_counter") && mp__int(&v, &iv))
+		} else if (mp__str_is(&k, "step_counter") && mp__int(&v, &iv)) {
+			if (!count_ok((double)iv))
+				return -1;
 			s->step_counter = (uint64_t)iv;
-		else if ((mp__str_is(&k, "kv_cache_usage") || mp__str_is(&k, "gpu_cache_usage")) &&
-			 mp__number(&v, &d))
+		} else if ((mp__str_is(&k, "kv_cache_usage") || mp__str_is(&k, "gpu_cache_usage")) &&
+			   mp__number(&v, &d)) {
+			if (!(d >= 0 && d <= 1)) /* a fraction of the cache's blocks */
+				return -1;
 			s->kv_cache_usage = d;
+		}
 	}
 	return 0;
 }
@@ -591,13 +636,14 @@ static int read_outputs(struct vllm_wire *w, uint32_t pid, const char *comm, boo
 
 	if (mp__next(&p, end, &arr) || arr.type != MP_ARRAY || arr.len < 4)
 		return -1;
-	if (mp__next(&p, end, &o) || !mp__int(&o, &engine) || engine < 0)
+	if (mp__next(&p, end, &o) || !mp__int(&o, &engine) || engine < 0 ||
+	    engine > ENGINE_INDEX_MAX)
 		return -1;
 	outs = p;
 	if (mp__skip(&p, end))
 		return -1;
 	stats = p;
-	if (mp__skip(&p, end) || mp__next(&p, end, &o) || !mp__number(&o, &t))
+	if (mp__skip(&p, end) || mp__next(&p, end, &o) || !mp__number(&o, &t) || !time_ok(t))
 		return -1;
 	ts = mono_ns(t);
 	if (seen_before(w, (uint32_t)engine, ts, pid, comm)) {
