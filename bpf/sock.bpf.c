@@ -52,12 +52,16 @@ enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
 struct sock_state {
 	__u64 seq[2];	  /* next piece sequence number, by enum ts_dir (TS_F_SEQ_PER_DIR) */
 	__u64 linked;	  /* TLS sockets: the SSL* last linked to this socket */
+	__u64 head;	  /* PROTO_UNKNOWN: its first bytes so far, nhead of them, little-endian */
 	__u32 linked_pid; /* and in which process (after fork, the same SSL* is in both) */
 	__u32 owner;	  /* the process whose stream this is: the first to move its bytes */
 	__u8 proto;	  /* enum sock_proto */
 	__u8 is_unix;	  /* AF_UNIX: its close says so (TS_CLOSE_UNIX) */
 	__u8 unix_peer;	  /* AF_UNIX: its peer's inode was known when it was last said */
-	__u8 _pad[5];
+	__u8 nhead;	  /* PROTO_UNKNOWN: bytes in head, all moved in direction head_dir */
+	__u8 head_dir;
+	__u8 early;	  /* records went out while it was PROTO_UNKNOWN: its close is said */
+	__u8 _pad[2];
 };
 
 /* Every TCP or Unix stream socket a traced process moved bytes on, by inode number; LRU so
@@ -362,13 +366,12 @@ static __always_inline struct sock_state *decide(struct task_struct *t, struct s
 {
 	struct sock_state init = { .owner = tgid };
 	__u8 proto = PROTO_UNKNOWN;
-	__u64 head = 0;
+	__u64 head = 0, n = 0;
 
 	if (!port_wanted(addr)) {
 		proto = PROTO_IGNORED;
 	} else if (c->kind != CALL_NO_BUFFER) {
-		__u64 n = cs->seg_len < sizeof(head) ? cs->seg_len : sizeof(head);
-
+		n = cs->seg_len < sizeof(head) ? cs->seg_len : sizeof(head);
 		if (n > cs->total)
 			n = cs->total;
 		if (n > sizeof(head)) /* for the verifier */
@@ -376,6 +379,14 @@ static __always_inline struct sock_state *decide(struct task_struct *t, struct s
 		/* ((n - 1) & 7) + 1 is n for 1..8, in a form Linux 6.1's verifier bounds */
 		if (!n || bpf_probe_read_user(&head, ((n - 1) & 7) + 1, (void *)cs->seg_base))
 			n = 0;
+		/* a first call too short to tell (a request head written 1 to 3 bytes first): its
+		 * bytes go before this call's, in the same direction */
+		if (n && st && st->nhead && st->head_dir == c->dir) {
+			__u32 k = st->nhead & 7;
+
+			head = st->head | head << (8 * k);
+			n = n + k > sizeof(head) ? sizeof(head) : n + k;
+		}
 		proto = classify(head, n, addr->family == AF_UNIX);
 	}
 	if (!st) {
@@ -384,6 +395,12 @@ static __always_inline struct sock_state *decide(struct task_struct *t, struct s
 			return NULL;
 	}
 	st->proto = proto;
+	if (proto == PROTO_UNKNOWN) {
+		st->head = head;
+		st->nhead = n;
+		st->head_dir = c->dir;
+		st->early = 1;
+	}
 	st->is_unix = addr->family == AF_UNIX;
 	if (proto == PROTO_HTTP) {
 		__u8 one = 1;
@@ -525,6 +542,15 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
 #define NR_sendmsg 46
 #define NR_recvmsg 47
 #define NR_splice 275
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
+#define NR_preadv2 327
+#define NR_pwritev2 328
+
+/* struct mmsghdr: a struct user_msghdr, then the message's length */
+#define MMSG_LEN_OFF 56
 
 /* A syscall's argument, from the user registers its entry saved (the kernel writes only ax,
  * the result, before the exit tracepoint): di, si, dx, r10, r8, r9. */
@@ -549,7 +575,8 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"
-    "sys_exit_splice")
+    "sys_exit_splice,sys_exit_preadv,sys_exit_pwritev,sys_exit_preadv2,sys_exit_pwritev2,"
+    "sys_exit_recvmmsg,sys_exit_sendmmsg")
 int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 {
 	long ret = ctx->ret;
@@ -580,11 +607,36 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 		dir = TS_DIR_WRITE;
 		break;
 	case NR_readv: /* ssize_t readv(int fd, const struct iovec *iov, int iovcnt) */
+	case NR_preadv: /* the same, and an offset: on a socket, ESPIPE (nothing moved) */
+	case NR_preadv2: /* with offset -1, readv with flags: it moves a socket's bytes */
 		kind = CALL_IOV;
 		break;
 	case NR_writev:
+	case NR_pwritev:
+	case NR_pwritev2:
 		kind = CALL_IOV;
 		dir = TS_DIR_WRITE;
+		break;
+	case NR_recvmmsg: /* int recvmmsg(int fd, struct mmsghdr *msgvec, unsigned vlen, ...) */
+	case NR_sendmmsg:
+		dir = ctx->id == NR_sendmmsg ? TS_DIR_WRITE : TS_DIR_READ;
+		if (ret == 1) { /* one message: its iovec array, as sendmsg and recvmsg */
+			__u32 moved;
+
+			if (bpf_probe_read_user(&m, sizeof(m), (void *)base) ||
+			    bpf_probe_read_user(&moved, sizeof(moved), (void *)(base + MMSG_LEN_OFF)))
+				return 0;
+			ret = moved;
+			kind = CALL_IOV;
+			base = (__u64)m.msg_iov;
+			len = m.msg_iovlen;
+			break;
+		}
+		/* several: not captured, counted; how many bytes is not read (0: unknown, as for
+		 * io_uring) */
+		kind = CALL_NO_BUFFER;
+		counter = TS_CNT_SOCK_MMSG;
+		ret = 0;
 		break;
 	case NR_recvfrom: /* ssize_t recvfrom(int fd, void *buf, size_t len, int flags, ...) */
 		if (SYSCALL_ARG(regs, r10) & MSG_PEEK)
@@ -648,44 +700,7 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	return 0;
 }
 
-/* The end of socket ino: forgotten, and said (but not of a socket ignored from the start).
- * A TLS socket's end is said too: it ends the TLS streams of processes that exited. */
-static __always_inline void end_socket(__u64 ino, __u32 flags)
-{
-	struct sock_state *st = bpf_map_lookup_elem(&sock_states, &ino);
-	struct ts_sock_close *e;
-	__u32 owner;
-	__u8 proto;
-
-	if (!st)
-		return;
-	owner = st->owner;
-	proto = st->proto;
-	if (st->is_unix)
-		flags |= TS_CLOSE_UNIX;
-	bpf_map_delete_elem(&sock_states, &ino);
-	if (proto == PROTO_IGNORED)
-		return;
-	e = ts_reserve(TS_EV_SOCK_CLOSE, sizeof(*e), TS_CNT_OTHER_DROPS);
-	if (!e)
-		return;
-	e->sock = ino;
-	e->owner = owner;
-	e->flags = flags;
-	bpf_ringbuf_submit(e, ts_submit_flags());
-}
-
-/* int close(int fd): the end of a stream. A socket still open through another fd (dup,
- * fork) ends here too; what it moves later starts a new stream. */
-SEC("tracepoint/syscalls/sys_enter_close")
-int sock_enter_close(struct trace_event_raw_sys_enter *ctx)
-{
-	__u64 ino = 0;
-
-	if (stream_sock_of(ts_current_task(), ctx->args[0], &ino))
-		end_socket(ino, 0);
-	return 0;
-}
+#include "sock_close.bpf.h"
 
 /* io_uring moves socket bytes with no syscall per transfer: each request on a stream socket of a
  * traced process is counted, and a captured stream is told its bytes are no longer all seen. */
@@ -752,30 +767,5 @@ int BPF_PROG(sock_process_exit, struct task_struct *p)
 		return 0;
 	bpf_map_delete_elem(&sock_pids, &tgid);
 	ts_send_proc(TS_EV_EXIT);
-	return 0;
-}
-
-#define PF_EXITING 0x00000004
-
-/*
- * A captured socket closed by the kernel for a dying process: the last process holding it
- * exited (SIGKILL included), so there was no close call. Its local close moves it out of
- * ESTABLISHED or CLOSE_WAIT (to FIN_WAIT1, LAST_ACK, or CLOSE when unread data makes it a
- * reset), in the context of the exiting task. A reset that arrives from the peer while an
- * exiting task happens to be current would read the same; it is as rare as it sounds.
- */
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(sock_state_change, const struct sock *sk, const int oldstate, const int newstate)
-{
-	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	__u64 ino;
-
-	if ((oldstate != TCP_ESTABLISHED && oldstate != TCP_CLOSE_WAIT) ||
-	    (newstate != TCP_FIN_WAIT1 && newstate != TCP_LAST_ACK && newstate != TCP_CLOSE) ||
-	    !(BPF_CORE_READ(t, flags) & PF_EXITING))
-		return 0;
-	ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
-	if (ino)
-		end_socket(ino, TS_CLOSE_BY_EXIT);
 	return 0;
 }

@@ -105,6 +105,43 @@ static __always_inline struct sock *stream_sock_of(struct task_struct *task, __u
 }
 #endif
 
+/* struct file before Linux 6.13, whose count was an atomic_long_t (f_ref since) */
+struct file___f_count {
+	atomic_long_t f_count;
+} __attribute__((preserve_access_index));
+
+/* How many references a socket's file has (each fd that holds it, in any process, and
+ * each call under way on it in a process of several threads). */
+static __always_inline long sock_file_refs(struct sock *sk)
+{
+	struct file *f = BPF_CORE_READ(sk, sk_socket, file);
+	long c;
+
+	if (!f)
+		return 0;
+	if (bpf_core_field_exists(struct file, f_ref)) {
+		/* file_ref_t: one reference reads 0; past LONG_MAX (negative) it is released */
+		c = BPF_CORE_READ(f, f_ref.refcnt.counter);
+		return c < 0 ? 0 : c + 1;
+	}
+	return BPF_CORE_READ((struct file___f_count *)f, f_count.counter);
+}
+
+/*
+ * Does a close of this socket's fd leave it held elsewhere, so that it is not its end? A
+ * forked child that closes what it inherited leaves its parent's socket open. Another
+ * reference may also be a call under way in another thread of the closing process (its fd
+ * table shared): for TCP the real close is seen where it happens (sock_state_change); a
+ * Unix socket closed by a process of several threads ends at the close, as it always did.
+ */
+static __always_inline bool sock_held_elsewhere(struct task_struct *t, struct sock *sk)
+{
+	if (sock_file_refs(sk) <= 1)
+		return false;
+	return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP ||
+	       BPF_CORE_READ(t, files, count.counter) == 1;
+}
+
 /* A socket's inode number, from its struct sock (0: none, as for a peer already gone). */
 static __always_inline __u64 sock_ino(struct sock *sk)
 {

@@ -34,7 +34,8 @@ TS_THREAD_STATE(write_starts, struct write_start, write_start)
 
 /* A write-family call begins: its time, for its records (sock_exit_any). The only work an
  * entry does, and only for writes. */
-SEC("tracepoint/syscalls/sys_enter_write,sys_enter_writev,sys_enter_sendto,sys_enter_sendmsg")
+SEC("tracepoint/syscalls/sys_enter_write,sys_enter_writev,sys_enter_sendto,sys_enter_sendmsg,"
+    "sys_enter_pwritev,sys_enter_pwritev2,sys_enter_sendmmsg")
 int sock_write_enter(struct trace_event_raw_sys_enter *ctx)
 {
 	struct task_struct *t = ts_current_task();

@@ -373,6 +373,8 @@ enum ts_counter {
 				       busy): their driver calls may count twice */
 	TS_CNT_SEQ_UNLOCKED,	/* legacy build: sequence numbers taken without their lock (it
 				   stayed held past its spins): the pieces may share numbers */
+	TS_CNT_SOCK_MMSG,	/* sendmmsg/recvmmsg calls of several messages on captured
+				   sockets: bytes not seen */
 	TS_CNT__MAX,
 };
 

@@ -251,7 +251,7 @@ def run_plaintext_checks(ctx):
 
         # phase: edge cases, each in its own process (server and client threads)
         edges = {"write": 20, "sendfile": 2, "splice": 2, "writev": 2, "bigwritev": 1,
-                 "short": 2, "pipefd": 2}
+                 "short": 2, "pipefd": 2, "tiny": 6, "forkclose": 2, "vectored": 2, "mmsg": 2}
         edge_times = {}  # pipefd: each request's write, from the client's clock
         for mode, n in edges.items():
             p = subprocess.run([sys.executable, os.path.join(clients, "tcp_edges.py"), mode,
@@ -386,6 +386,33 @@ def run_plaintext_checks(ctx):
         got = edge(mode, "client") + edge(mode, "server")
         check(len(got) == 2 * n and all(r["complete"] and r["token_events"] == 3 for r in got),
               f"{mode}: {n} request(s) measured at both ends (got {len(got)})")
+    # a request whose first write (and so its server's first read) is 1, 2 or 3 bytes: the
+    # socket is decided by its first bytes together (before: ignored at both ends)
+    for role in ("client", "server"):
+        got = edge("tiny", role)
+        check(len(got) == 6 and all(r["complete"] and r["token_events"] == 3 for r in got),
+              f"a first write of 1 to 3 bytes: 6 {role} records, complete "
+              f"({[(r['model'], r['complete'], r['error']) for r in got]})")
+    # a child that closes the fds it inherited ends nothing of its parent's (before: the
+    # server's stream ended connection_closed at the child's close)
+    got = edge("forkclose", "client") + edge("forkclose", "server")
+    check(len(got) == 4 and all(r["complete"] and r["token_events"] == 3 for r in got),
+          f"a forked child's close of inherited fds: both ends complete "
+          f"({[(r['role'], r['token_events'], r['error']) for r in got]})")
+    # every call that moves a socket's bytes: pwritev2, preadv2 and a sendmmsg of one
+    # message are captured; a sendmmsg of several is counted and its stream marked (before:
+    # the server's record was complete with the events those calls carried missing)
+    got = edge("vectored", "client") + edge("vectored", "server")
+    check(len(got) == 4 and all(r["complete"] and r["token_events"] == 3 and
+                                r["output_tokens"] == 3 for r in got),
+          f"pwritev2, sendmmsg of one message, preadv2: every event at both ends "
+          f"({[(r['role'], r['token_events'], r['error']) for r in got]})")
+    cl, sv = edge("mmsg", "client"), edge("mmsg", "server")
+    check(len(cl) == 2 and all(r["complete"] and r["token_events"] == 3 for r in cl),
+          f"sendmmsg of two messages: the client, which reads normally, is measured ({len(cl)})")
+    check(len(sv) == 2 and all(not r["complete"] and r["error"] == "unsupported_io" for r in sv),
+          f"sendmmsg of two messages: the server's reply is marked, never complete "
+          f"({[(r['complete'], r['token_events'], r['error']) for r in sv]})")
     got = edge("short", "client") + edge("short", "server")
     check(len(got) == 4 and all(r["complete"] and r["token_events"] == 300 and
                                 r["output_tokens"] == 300 for r in got),
@@ -423,6 +450,7 @@ def run_plaintext_checks(ctx):
     tcp = [line for line in text.splitlines() if line.startswith("tcp: ")]
     tcp = tcp[0] if tcp else ""
     fields = dict(kv.split("=") for kv in tcp[5:].split()) if tcp else {}
+    check(int(fields.get("mmsg", 0)) == 2, f"sendmmsg calls of several messages counted ({tcp})")
     check(int(fields.get("sendfile", 0)) == 2 and int(fields.get("splice", 0)) >= 2 and
           int(fields.get("io_uring", 0)) >= 2, f"sendfile, splice and io_uring counted ({tcp})")
     check(int(fields.get("peeks", 0)) >= 20, f"MSG_PEEK reads counted, not captured ({tcp})")

@@ -520,12 +520,13 @@ static void print_capture(FILE *out, const struct health *h)
 	if (h->bpf[TS_CNT_SOCK_TLS] || h->bpf[TS_CNT_SOCK_IGNORED] || h->sock_not_captured ||
 	    h->bpf[TS_CNT_SOCK_PEEKS] || h->bpf[TS_CNT_SOCK_IO_URING])
 		fprintf(out, "tcp: tls_sockets=%llu ignored_sockets=%llu peeks=%llu sendfile=%llu "
-			     "splice=%llu io_uring=%llu not_captured=%llu\n",
+			     "splice=%llu mmsg=%llu io_uring=%llu not_captured=%llu\n",
 			(unsigned long long)h->bpf[TS_CNT_SOCK_TLS],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IGNORED],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_PEEKS],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_SENDFILE],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_SPLICE],
+			(unsigned long long)h->bpf[TS_CNT_SOCK_MMSG],
 			(unsigned long long)h->bpf[TS_CNT_SOCK_IO_URING],
 			(unsigned long long)h->sock_not_captured);
 	print_capture_warnings(out, h);

@@ -15,12 +15,21 @@ MODE says how the reply's body, or the request, travels:
   bigwritev the same with a 400 KB request body in 1000 iovecs: past the capture budget
   short     the server's socket is non-blocking with a small send buffer and the client reads
             slowly: 300 events of 1 KB go out in short writes between EAGAINs
+  tiny      the client's first write of each request is 1, 2 or 3 bytes (by turns), 20 ms
+            before the rest: too few to tell what the socket carries, at either end
+  forkclose the server forks a child between its reply's events; the child closes every fd it
+            inherited (3 to 1023) and exits: the server's socket stays open in the server
+  vectored  the server sends its reply's events by turns with write, pwritev2 (offset -1) and
+            sendmmsg of one message, and the client reads with preadv2: every byte seen
+  mmsg      the server sends two of its reply's events in one sendmmsg of two messages: a
+            call whose bytes the probes count but do not capture
   pipefd    the client first writes to a pipe on the fd number its socket then gets (a file
             its thread's writes were found not to capture, remembered by that number), then
             sends a 200 KB request in one write, through small buffers to a server that reads
             it 200 ms late: the write blocks until then, and it began at sent_ns
 Prints one JSON line: the models the client completed, and for pipefd each request's sent_ns
 (CLOCK_MONOTONIC just before its write) and returned_ns (just after)."""
+import ctypes
 import json
 import os
 import select
@@ -61,6 +70,58 @@ def read_request(s):
     return json.loads(body)["model"]
 
 
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class MsgHdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(IOVec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+class MMsgHdr(ctypes.Structure):  # struct mmsghdr
+    _fields_ = [("hdr", MsgHdr), ("msg_len", ctypes.c_uint32)]
+
+
+def iovecs(bufs):
+    keep = [ctypes.create_string_buffer(b, len(b)) for b in bufs]
+    return keep, (IOVec * len(bufs))(*[IOVec(ctypes.addressof(k), len(b))
+                                       for k, b in zip(keep, bufs)])
+
+
+def sendmmsg(s, messages):
+    """One sendmmsg(2) call, a message a bytes object; returns the messages sent."""
+    keep, vecs = [], []
+    for m in messages:
+        k, v = iovecs([m])
+        keep.append(k)
+        vecs.append(v)
+    hdrs = (MMsgHdr * len(messages))(*[MMsgHdr(MsgHdr(None, 0, v, 1, None, 0, 0), 0)
+                                       for v in vecs])
+    n = LIBC.sendmmsg(s.fileno(), hdrs, len(messages), 0)
+    assert n == len(messages) and all(h.msg_len == len(m) for h, m in zip(hdrs, messages)), \
+        f"sendmmsg: {n} {os.strerror(ctypes.get_errno())}"
+
+
+def pwritev2(s, data):
+    keep, vec = iovecs([data])
+    n = LIBC.pwritev2(s.fileno(), vec, 1, ctypes.c_long(-1), 0)
+    assert n == len(data), f"pwritev2: {n} {os.strerror(ctypes.get_errno())}"
+
+
+def preadv2(c, size):
+    buf = ctypes.create_string_buffer(size)
+    vec = (IOVec * 1)(IOVec(ctypes.addressof(buf), size))
+    n = LIBC.preadv2(c.fileno(), vec, 1, ctypes.c_long(-1), 0)
+    assert n >= 0, f"preadv2: {os.strerror(ctypes.get_errno())}"
+    return buf.raw[:n]
+
+
 def serve(srv, mode, count):
     for _ in range(count):
         s, _ = srv.accept()
@@ -95,8 +156,27 @@ def serve(srv, mode, count):
             while left:
                 left -= os.splice(r, s.fileno(), left)
             os.close(r)
+        elif mode == "mmsg":  # the first two events in one call of two messages
+            sendmmsg(s, body[:2])
+            for ev in body[2:]:
+                time.sleep(0.003)
+                s.sendall(ev)
         else:
-            for ev in body:
+            for i, ev in enumerate(body):
+                if mode == "vectored" and i % 3:
+                    (pwritev2 if i % 3 == 1 else lambda s, e: sendmmsg(s, [e]))(s, ev)
+                    time.sleep(0.003)
+                    continue
+                if mode == "forkclose" and i == 2:
+                    child = os.fork()
+                    if child == 0:  # close(2) each, as a daemonising child does
+                        for fd in range(3, 1024):
+                            try:
+                                os.close(fd)
+                            except OSError:
+                                pass
+                        os._exit(0)
+                    os.waitpid(child, 0)
                 s.sendall(ev)
                 time.sleep(0.003)
         s.close()
@@ -147,16 +227,20 @@ def request(port, model, mode, times):
         if sent < len(req):
             c.sendall(req[sent:])
     else:
+        first = 1 + int(model.rsplit("-", 1)[1]) % 3 if mode == "tiny" else 40
         c = socket.create_connection(("127.0.0.1", port))
-        c.sendall(req[:40])
-        time.sleep(0.005)
-        c.sendall(req[40:])
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.sendall(req[:first])
+        time.sleep(0.02 if mode == "tiny" else 0.005)
+        c.sendall(req[first:])
     got = b""
     while True:
         if mode == "writev":
             bufs = [bytearray(64) for _ in range(16)]
             n = os.readv(c.fileno(), bufs)
             d = b"".join(bufs)[:n]
+        elif mode == "vectored":
+            d = preadv2(c, 65536)
         else:
             d = c.recv(4096 if mode == "short" else 65536)
         if not d:
