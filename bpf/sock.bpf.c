@@ -64,15 +64,26 @@ struct sock_state {
 	__u8 _pad[2];
 };
 
-/* Every TCP or Unix stream socket a traced process moved bytes on, by inode number; LRU so
- * that sockets whose close was not seen (the process died, the fd was passed on) cannot fill
- * it. */
+/* Every TCP or Unix stream socket a traced process moved bytes on that is captured, TLS or
+ * not decided yet, by inode number; LRU so that sockets whose close was not seen cannot fill
+ * it (a TCP socket's own close is seen, and a Unix socket's at its process's exit:
+ * sock_close.bpf.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TS_SOCK_STATES_MAX);
+	__type(key, __u64);
+	__type(value, struct sock_state);
+} sock_states SEC(".maps");
+
+/* Sockets found not HTTP (or left out by --port), by inode number: apart from sock_states,
+ * so that however many of them a host opens, and leaves to the kernel to close, none pushes
+ * a captured socket out of it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, struct sock_state);
-} sock_states SEC(".maps");
+	__type(value, __u8);
+} sock_skipped SEC(".maps");
 
 /* Processes that own a captured socket: their exit is reported, so that what userspace keeps
  * per process goes with them (their sockets end when the kernel closes them: below). */
@@ -235,7 +246,7 @@ static __always_inline bool sock_begin(struct task_struct *t, __u64 fd, __u64 ba
 	if (!sk || known_ignored(ino, sk))
 		return false;
 	st = bpf_map_lookup_elem(&sock_states, &ino);
-	if (st && st->proto == PROTO_IGNORED) {
+	if ((st && st->proto == PROTO_IGNORED) || (!st && bpf_map_lookup_elem(&sock_skipped, &ino))) {
 		note_ignored(ino, (__u64)sk);
 		return false;
 	}
@@ -359,7 +370,8 @@ TS_LOOP_STEP(copy_step)
 }
 
 /* A socket not decided yet: its first bytes (in cs's first segment) decide it now. Returns
- * its state, or NULL when the state map is full. */
+ * its state; NULL for a new socket not captured (sock_skipped), or when the state map is
+ * full. */
 static __always_inline struct sock_state *decide(struct task_struct *t, struct sock_state *st,
 						 struct sock_call *c, const struct copy_state *cs,
 						 const struct ts_sock_addr *addr, __u32 tgid)
@@ -389,10 +401,19 @@ static __always_inline struct sock_state *decide(struct task_struct *t, struct s
 		}
 		proto = classify(head, n, addr->family == AF_UNIX);
 	}
+	if (!st && proto == PROTO_IGNORED) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&sock_skipped, &c->sock, &one, BPF_ANY);
+		ts_count(TS_CNT_SOCK_IGNORED, 1);
+		note_ignored(c->sock, c->sk);
+		return NULL;
+	}
 	if (!st) {
 		st = ts_lookup_or_init(&sock_states, &c->sock, &init);
 		if (!st)
 			return NULL;
+		ts_count(TS_CNT_SOCK_STATES_ADDED, 1);
 	}
 	st->proto = proto;
 	if (proto == PROTO_UNKNOWN) {
@@ -526,7 +547,8 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
 	if (!stream_sock_of(t, fd, &ino))
 		return 0;
 	st = bpf_map_lookup_elem(&sock_states, &ino);
-	if (!st || st->proto == PROTO_HTTP || st->proto == PROTO_UNKNOWN)
+	if ((!st && !bpf_map_lookup_elem(&sock_skipped, &ino)) || (st && st->proto == PROTO_HTTP) ||
+	    (st && st->proto == PROTO_UNKNOWN))
 		ts_count(TS_CNT_SOCK_PEEKS, 1);
 	return 0;
 }
@@ -748,24 +770,5 @@ int BPF_PROG(sock_io_uring_submit, struct io_kiocb *req)
 	ev->owner = st->owner;
 	sock_addr(sk, &ev->addr);
 	bpf_ringbuf_submit(ev, ts_submit_flags());
-	return 0;
-}
-
-/* A process that owned captured sockets is gone: it is reported. Its sockets are not ended
- * here: one it shared (fork) lives on in another process; the kernel's close of the others,
- * below, ends them. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sock_process_exit, struct task_struct *p)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-
-#ifdef TS_LEGACY
-	bpf_map_delete_elem(&write_starts, &(__u32){ (__u32)id }); /* the thread's write */
-#endif
-	if (tgid != (__u32)id || !bpf_map_lookup_elem(&sock_pids, &tgid))
-		return 0;
-	bpf_map_delete_elem(&sock_pids, &tgid);
-	ts_send_proc(TS_EV_EXIT);
 	return 0;
 }

@@ -375,8 +375,18 @@ enum ts_counter {
 				   stayed held past its spins): the pieces may share numbers */
 	TS_CNT_SOCK_MMSG,	/* sendmmsg/recvmmsg calls of several messages on captured
 				   sockets: bytes not seen */
+	TS_CNT_SOCK_STATES_ADDED,   /* sockets put in the plaintext family's table */
+	TS_CNT_SOCK_STATES_REMOVED, /* and taken out by their ends: the difference past its size
+				       means the kernel pushed some out (an LRU) */
 	TS_CNT__MAX,
 };
+
+/* Entries of the plaintext family's socket table (sock_states): captured, TLS and undecided
+ * sockets. */
+#define TS_SOCK_STATES_MAX 65536
+/* An LRU makes room a little before it is full (its free lists are per CPU): entries this
+ * close to the size count as full. */
+#define TS_SOCK_STATES_SLACK 1024
 
 /* The layouts are a file format (docs/recording.md): any change must be deliberate. */
 #define TS_LAYOUT(type, size) _Static_assert(sizeof(struct type) == (size), #type " size")

@@ -427,10 +427,18 @@ static void test_ssl_free_and_capture_end(void **state)
 	/* A request still waiting when capture ends is reported, incomplete. */
 	r.ssl = 0xdef;
 	run__data(&r, true, T0 + 50 * MS, req_chat, strlen(req_chat));
+	/* and one whose body runs to a close the capture did not see: not taken as whole */
+	r.ssl = 0x123;
+	run__data(&r, true, T0 + 51 * MS, req_chat, strlen(req_chat));
+	run__data(&r, false, T0 + 52 * MS, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+		  52);
+	run__data(&r, false, T0 + 55 * MS, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", 48);
 	run__finish(&r, T0 + 60 * MS);
-	assert_int_equal(r.n, 2);
-	assert_int_equal(json_bool(r.json[1], "complete"), 0);
-	assert_string_equal(json_str(r.json[1], "error"), "capture_ended");
+	assert_int_equal(r.n, 3);
+	for (size_t i = 1; i < 3; i++) {
+		assert_int_equal(json_bool(r.json[i], "complete"), 0);
+		assert_string_equal(json_str(r.json[i], "error"), "capture_ended");
+	}
 	run__free(&r);
 }
 

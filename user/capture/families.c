@@ -190,6 +190,18 @@ struct bpf_object *families__owner(const struct families *fs)
 	return NULL;
 }
 
+int families__map_fd(const struct families *fs, const char *name)
+{
+	for (size_t i = 0; i < FAMILY_BUILDS; i++) {
+		struct bpf_map *m = fs->skel[i] ? bpf_object__find_map_by_name(obj_of(fs, i), name)
+						: NULL;
+
+		if (m)
+			return bpf_map__fd(m);
+	}
+	return -1;
+}
+
 const char *families__loaded(const struct families *fs, const char *name)
 {
 	for (size_t i = 0; i < FAMILY_BUILDS; i++) {

@@ -53,6 +53,8 @@ int families__attach_auto(struct families *fs);
 void families__add_uprobe_sets(const struct families *fs, struct attacher *att);
 /* The object that holds the shared maps (events, counters, pids): the first loaded. */
 struct bpf_object *families__owner(const struct families *fs);
+/* The fd of the map name of the first loaded family that has one; -1: none. */
+int families__map_fd(const struct families *fs, const char *name);
 /* The loaded build of family name, in words ("plaintext TCP (CO-RE reads)"); NULL: none. */
 const char *families__loaded(const struct families *fs, const char *name);
 /* A record's live-side work, before and after the pipeline has it: the hooks of the loaded

@@ -58,6 +58,8 @@ struct live {
 	struct ring ring;		/* the events ring buffer, mapped once (ring.h) */
 	struct backlog *backlog;	/* its records, drained by a thread of their own */
 	int counters_fd;		/* the kernel counters' map */
+	int sock_states_fd;		/* the plaintext family's socket table; -1: none */
+	uint64_t sock_evicted;		/* entries the kernel pushed out of it, found so far */
 	uint64_t *cpu_vals;		/* one counter's value on each CPU (counter_total) */
 	uint64_t reported_drops;      /* TS_CNT_DROPS at the last drop warning */
 	uint64_t reported_drop_bytes; /* TS_CNT_DROP_BYTES at the last drop warning */
@@ -307,6 +309,42 @@ static int counter_total(struct live *lv, __u32 k, __u64 *out)
 	return 0;
 }
 
+/* The entries of a map, counted key by key; -1 when they cannot be. */
+static long map_entries(int fd)
+{
+	__u64 key, next;
+	long n = 0;
+	int err = bpf_map_get_next_key(fd, NULL, &next);
+
+	for (; !err; err = bpf_map_get_next_key(fd, &key, &next)) {
+		key = next;
+		n++;
+	}
+	return errno == ENOENT ? n : -1;
+}
+
+/*
+ * The plaintext socket table's entries the kernel pushed out (it is an LRU) were never taken
+ * out by their ends, so the kernel's counters cannot tell them: where the counters say the
+ * table is full, its entries are counted, and what the kernel pushed out is counted as taken
+ * out (the record says so, and a replay reads it the same).
+ */
+static void count_evicted(struct live *lv, __u64 c[TS_CNT__MAX])
+{
+	long n;
+
+	c[TS_CNT_SOCK_STATES_REMOVED] += lv->sock_evicted;
+	if (lv->sock_states_fd < 0 ||
+	    c[TS_CNT_SOCK_STATES_ADDED] - c[TS_CNT_SOCK_STATES_REMOVED] + TS_SOCK_STATES_SLACK <
+		    TS_SOCK_STATES_MAX)
+		return;
+	n = map_entries(lv->sock_states_fd);
+	if (n >= 0 && c[TS_CNT_SOCK_STATES_ADDED] - c[TS_CNT_SOCK_STATES_REMOVED] > (__u64)n) {
+		lv->sock_evicted += c[TS_CNT_SOCK_STATES_ADDED] - c[TS_CNT_SOCK_STATES_REMOVED] - n;
+		c[TS_CNT_SOCK_STATES_REMOVED] = c[TS_CNT_SOCK_STATES_ADDED] - n;
+	}
+}
+
 /* Every kernel counter; nonzero when none could be read (then no figure is replaced by 0). */
 static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 {
@@ -315,6 +353,8 @@ static int read_counters(struct live *lv, __u64 out[TS_CNT__MAX])
 	for (__u32 k = 0; k < TS_CNT__MAX; k++)
 		any |= !counter_total(lv, k, &out[k]);
 	out[TS_CNT_PROBES_OFF] = lv->att ? attacher__probes_off(lv->att) : 0;
+	if (any)
+		count_evicted(lv, out);
 	return any ? 0 : -1;
 }
 
@@ -392,6 +432,7 @@ static int setup(struct live *lv)
 	events = bpf_object__find_map_by_name(families__owner(&lv->fams), "events");
 	lv->counters_fd =
 		bpf_map__fd(bpf_object__find_map_by_name(families__owner(&lv->fams), "counters"));
+	lv->sock_states_fd = families__map_fd(&lv->fams, "sock_states");
 	err = ring__open(&lv->ring, bpf_map__fd(events), bpf_map__max_entries(events),
 			 sizeof(lv->buf), NULL, NULL);
 	if (err) {

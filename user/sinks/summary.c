@@ -424,6 +424,12 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 			(unsigned long long)h->bpf[TS_CNT_PROBES_OFF],
 			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "" : "s",
 			h->bpf[TS_CNT_PROBES_OFF] == 1 ? "it" : "them");
+	if (h->sock_table_full)
+		fprintf(out, "WARNING: the plaintext socket table was full at %llu counter read%s "
+			     "(%d sockets): the kernel may have pushed captured sockets out; requests "
+			     "whose streams went quiet then are marked capture_loss\n",
+			(unsigned long long)h->sock_table_full, h->sock_table_full == 1 ? "" : "s",
+			TS_SOCK_STATES_MAX);
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);

@@ -34,6 +34,7 @@ struct health {
 	uint64_t unpaired_responses;
 	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
 	uint64_t streams_aged_out;  /* streams let go after a long idle time (end never seen) */
+	uint64_t sock_table_full;   /* counter reads that found the plaintext socket table full */
 	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no
 				       user buffer */
 	uint64_t recording_errors;  /* records that could not be written to the recording */

@@ -361,8 +361,10 @@ static void http1_close(void *w, uint64_t ts, const char *reason)
 {
 	struct http1conn *c = w;
 
-	/* A body that runs to the close is complete now. */
-	if (!http_parser__error(c->resp_parser))
+	/* A body that runs to the close is complete now, if the connection did close: not when
+	 * the capture ended, lost bytes, or let the connection go idle before it did. */
+	if (!http_parser__error(c->resp_parser) &&
+	    (!strcmp(reason, "connection_closed") || !strcmp(reason, "process_exited")))
 		http_parser__eof(c->resp_parser, ts);
 	while (c->qlen) {
 		struct request *r = c->queue[0];

@@ -663,6 +663,14 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX])
 	if (c[TS_CNT_DROPS] > p->h.bpf[TS_CNT_DROPS] ||
 	    c[TS_CNT_OTHER_DROPS] > p->h.bpf[TS_CNT_OTHER_DROPS])
 		p->streams.lost_ns = p->last_ts;
+	/* The plaintext socket table full (an LRU: the kernel makes room before it is quite
+	 * full): a captured socket pushed out goes quiet, as a stream whose records were dropped
+	 * does, so it is treated the same. */
+	if (c[TS_CNT_SOCK_STATES_ADDED] - c[TS_CNT_SOCK_STATES_REMOVED] + TS_SOCK_STATES_SLACK >=
+	    TS_SOCK_STATES_MAX) {
+		p->streams.lost_ns = p->last_ts;
+		p->h.sock_table_full++;
+	}
 	memcpy(p->h.bpf, c, sizeof(p->h.bpf));
 }
 
