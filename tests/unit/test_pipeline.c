@@ -25,6 +25,7 @@
 #include "sinks/sink.h"
 #include "sinks/summary.h"
 #include "helpers.h"
+#include "llm/group.h"
 
 #define T0 (1000 * MS)
 
@@ -1138,6 +1139,56 @@ static void test_summary_by_command(void **state)
 	fclose(lines);
 }
 
+/* Model names are whatever clients send: 5 000 of them make at most REQUEST_GROUPS_MAX groups
+ * of their own, the rest one group of model "other" (its count theirs), said once. */
+static void test_summary_many_models(void **state)
+{
+	enum { NAMES = 5000 };
+	FILE *lines = tmpfile();
+	struct summary *sm = summary__new(lines, NULL);
+	char *text = NULL, want[128];
+	size_t n = 0, size = 0;
+	struct run r;
+	int groups = 0;
+
+	assert_non_null(lines);
+	assert_non_null(sm);
+	run__init(&r);
+	pipeline__free(r.pl);
+	r.pl = pipeline__new(summary_sink.on_request, summary_sink.on_step, sm);
+	for (int i = 0; i < NAMES; i++) {
+		char req[256], body[64];
+		uint64_t t = T0 + (uint64_t)i * 10 * MS;
+
+		snprintf(body, sizeof(body), "{\"model\":\"m-%d\",\"stream\":true}", i);
+		snprintf(req, sizeof(req), "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\n"
+			 "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+		run__data(&r, true, t, req, strlen(req));
+		run__data(&r, false, t + 1 * MS, resp_head, strlen(resp_head));
+		token(&r, t + 2 * MS);
+		chunk(&r, t + 3 * MS, "data: [DONE]\n\n");
+		run__data(&r, false, t + 3 * MS, "0\r\n\r\n", 5);
+	}
+	pipeline__finish(r.pl, T0 + (NAMES + 1) * 10 * MS);
+	summary__print(sm, lines, pipeline__health(r.pl));
+	rewind(lines);
+	assert_true(getdelim(&text, &size, 0, lines) > 0);
+	for (const char *l = text; (l = strstr(l, " requests=")); l++)
+		groups++;
+	assert_int_equal(groups, REQUEST_GROUPS_MAX + 1);
+	snprintf(want, sizeof(want), " model=other requests=%d ", NAMES - REQUEST_GROUPS_MAX);
+	assert_non_null(strstr(text, want));
+	snprintf(want, sizeof(want), "%d requests of keys past the first %d groups",
+		 NAMES - REQUEST_GROUPS_MAX, REQUEST_GROUPS_MAX);
+	for (const char *l = text; (l = strstr(l, want)); l++)
+		n++;
+	assert_int_equal(n, 1);
+	free(text);
+	run__free(&r);
+	summary__free(sm);
+	fclose(lines);
+}
+
 /* Output files: never through a symlink, never a FIFO or device; an existing file is kept as
  * it was until the run starts; a file the run created is removed when it never starts. */
 static void test_output_files(void **state)
@@ -1422,6 +1473,7 @@ int main(void)
 		cmocka_unit_test(test_unsupported_streams),
 		cmocka_unit_test(test_switching_protocols),
 		cmocka_unit_test(test_summary_by_command),
+		cmocka_unit_test(test_summary_many_models),
 		cmocka_unit_test(test_json_too_deep),
 		cmocka_unit_test(test_non_llm_http_not_reported),
 		cmocka_unit_test(test_truncated_request_body),

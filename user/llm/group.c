@@ -27,7 +27,8 @@ void request_group__add_process(struct request_group *g, uint32_t pid)
 
 void request_groups__init(struct request_groups *t, size_t size)
 {
-	*t = (struct request_groups){ .size = size };
+	memset(t, 0, sizeof(*t));
+	t->size = size;
 }
 
 void request__pod(const struct request *r, char *out, size_t n)
@@ -39,36 +40,83 @@ void request__pod(const struct request *r, char *out, size_t n)
 		out[0] = 0;
 }
 
-static bool same(const struct request_group *g, const struct request *r, const char *model,
-		 const char *pod)
+/* A group's key: the request's, or the folded one it takes past REQUEST_GROUPS_MAX. */
+struct group_key {
+	const char *comm, *model, *pod;
+	enum role role;
+	enum api api;
+};
+
+static bool same(const struct request_group *g, const struct group_key *k)
 {
-	return g->role == r->role && g->api == r->api && !strcmp(g->comm, r->comm) &&
-	       !strcmp(g->model, model) && !strcmp(g->pod, pod);
+	return g->role == k->role && g->api == k->api && !strcmp(g->comm, k->comm) &&
+	       !strcmp(g->model, k->model) && !strcmp(g->pod, k->pod);
+}
+
+/* FNV-1a over the key's strings (each with its NUL) and numbers. */
+static uint32_t key_hash(const struct group_key *k)
+{
+	const char *parts[] = { k->comm, k->model, k->pod };
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *c = parts[i];
+
+		do
+			h = (h ^ (uint8_t)*c) * 16777619u;
+		while (*c++);
+	}
+	h = (h ^ (uint32_t)k->role) * 16777619u;
+	return (h ^ (uint32_t)k->api) * 16777619u;
+}
+
+/* The index slot of key k: its group's, or the empty one where it would go. */
+static uint32_t *slot_of(struct request_groups *t, const struct group_key *k)
+{
+	uint32_t i = key_hash(k) & (REQUEST_GROUPS_INDEX - 1);
+
+	while (t->index[i] && !same(t->v[t->index[i] - 1], k))
+		i = (i + 1) & (REQUEST_GROUPS_INDEX - 1);
+	return &t->index[i];
 }
 
 void *request_groups__of(struct request_groups *t, const struct request *r)
 {
-	const char *model = request__model(r);
+	struct group_key k = { r->comm, request__model(r), "", r->role, r->api };
 	struct request_group *g;
 	char pod[sizeof(g->pod)];
+	uint32_t *slot;
 
 	request__pod(r, pod, sizeof(pod));
-	for (size_t i = 0; i < t->n; i++) {
-		if (same(t->v[i], r, model, pod))
-			return t->v[i];
+	k.pod = pod;
+	slot = slot_of(t, &k);
+	if (!*slot && t->n >= REQUEST_GROUPS_MAX) {
+		/* past the groups of their own: the model folds, and past those the process's
+		 * name and pod too (a client names its model, and a host its processes) */
+		k.model = "other";
+		if (t->n >= REQUEST_GROUPS_MAX + REQUEST_GROUPS_FOLDED) {
+			k.comm = "other";
+			k.pod = "";
+		}
+		slot = slot_of(t, &k);
+		t->folded++;
 	}
-	if (!array__reserve((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
+	if (*slot)
+		return t->v[*slot - 1];
+	if (t->n >= REQUEST_GROUPS_INDEX / 2 ||
+	    !array__reserve((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
 		return NULL;
 	g = calloc(1, t->size);
 	if (!g)
 		return NULL;
-	memcpy(g->comm, r->comm, sizeof(g->comm));
+	snprintf(g->comm, sizeof(g->comm), "%s", k.comm);
 	g->role = r->role;
 	g->api = r->api;
-	snprintf(g->model, sizeof(g->model), "%s", model);
-	memcpy(g->pod, pod, sizeof(g->pod));
+	snprintf(g->model, sizeof(g->model), "%s", k.model);
+	snprintf(g->pod, sizeof(g->pod), "%s", k.pod);
 	g->pid = r->pid;
 	t->v[t->n++] = g;
+	*slot = (uint32_t)t->n;
 	return g;
 }
 

@@ -39,16 +39,30 @@ void request_group__who(const struct request_group *g, char *buf, size_t n);
  * a new process (pids are reused). */
 void request_group__add_process(struct request_group *g, uint32_t pid);
 
+/*
+ * Groups of their own at most: past them a request of a new key goes to its process's group
+ * of model "other", and past REQUEST_GROUPS_FOLDED of those to the one of process "other"
+ * too. The model is whatever a client names, so any number of names costs the same: memory,
+ * the time to find a group (a hash index), and every output's length.
+ */
+#define REQUEST_GROUPS_MAX 1024
+#define REQUEST_GROUPS_FOLDED 256
+#define REQUEST_GROUPS_INDEX 4096 /* slots of the index, a power of 2 past twice the groups */
+
 /* An output's groups, in the order they first appeared. Each is an output's own struct of
  * `size` bytes whose first member is a struct request_group. */
 struct request_groups {
 	void **v;
 	size_t n, cap, size;
+	uint32_t index[REQUEST_GROUPS_INDEX]; /* by key hash, open addressing: 1 + the group's
+						 place in v; 0: empty */
+	uint64_t folded;		      /* requests put in a folded group */
 };
 
 void request_groups__init(struct request_groups *t, size_t size);
-/* The request's group, made when new (zeroed past its key, pid its first process): NULL
- * without memory. Its process is not counted (request_group__add_process). */
+/* The request's group, made when new (zeroed past its key, pid its first process), folded
+ * past REQUEST_GROUPS_MAX: NULL without memory. Its process is not counted
+ * (request_group__add_process). */
 void *request_groups__of(struct request_groups *t, const struct request *r);
 /* A process exited: no group keeps it as living. */
 void request_groups__process_exit(struct request_groups *t, uint32_t pid);

@@ -690,6 +690,8 @@ static void engines(struct html *h)
 	put(h, "</section>");
 }
 
+_Static_assert(REQUEST_GROUPS_MAX == 1024, "the health line below names it");
+
 static void health(struct html *h, const struct health *hl)
 {
 	uint64_t requests = 0;
@@ -706,6 +708,8 @@ static void health(struct html *h, const struct health *hl)
 		  hl->h2.streams_unseen_start + hl->h2.streams_untracked },
 		{ "HTTP/2 connections no longer read (framing errors)", hl->h2.frame_errors },
 		{ "requests not in this report (past its limit)", h->not_kept },
+		{ "requests in a group of model \"other\" (past the first 1024 groups)",
+		  h->groups.folded },
 		{ "incomplete requests", 0 },
 	};
 

@@ -468,6 +468,10 @@ void summary__print(struct summary *sm, FILE *out, const struct health *h)
 		if (k->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}
+	if (sm->groups.folded)
+		fprintf(out, "%llu requests of keys past the first %d groups are in groups of "
+			     "model=other (docs/output.md)\n",
+			(unsigned long long)sm->groups.folded, REQUEST_GROUPS_MAX);
 	if (sm->attr)
 		attrib__engines(sm->attr, print_engine, out);
 	step_summary__print(sm->steps, out);
