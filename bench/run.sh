@@ -25,9 +25,10 @@ work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
 trap '[ -z "$tracer$server" ] || kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
 tracer= server=
 
-# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork engine top
+# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork names
+# engine top
 # exec
-want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork engine top exec} " in *" $1 "*) ;; *) return 1 ;; esac; }
+want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork names engine top exec} " in *" $1 "*) ;; *) return 1 ;; esac; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # a process's CPU time so far, every thread, in ns (schedstat: time on a CPU)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
@@ -352,6 +353,20 @@ awk 'NF == 4 { if (!first) first = $3; last = $3; t[++n] = $4 }
 # resolved to 0.002 ms over 50 000 processes)
 awk 'NF == 4 { t[FILENAME] += $4 }
 	END { printf "  tracer CPU per short-lived process, beside its request: %.3f ms (%d ticks forked, %d from one process, over 50 000)\n", (t[ARGV[1]] - t[ARGV[2]]) * 10 / 50000, t[ARGV[1]], t[ARGV[2]] }' "$work/fork.fork" "$work/fork.one"
+fi
+
+if want names; then
+# Model names chosen by clients: 100 000 requests each naming its own model, against the same
+# requests naming one (the yardstick), in the same run.
+for how in names one; do
+	while detaching; do sleep 0.05; done
+	python3 bench/model_names.py ./tokenscope 100000 $how >"$work/names.$how"
+done
+awk 'FNR == 1 { v[FILENAME] = $0 }
+	END {
+		split(v[ARGV[1]], a, " "); split(v[ARGV[2]], b, " ")
+		printf "  100 000 model names (one in brackets): peak RSS %d KiB (%d), CPU %d ticks (%d), records 5 s after %d of %d (%d), exit %.2f s (%.2f), summary %d lines (%d)\n", a[2], b[2], a[4], b[4], a[6], a[8], b[6], a[10], b[10], a[12], b[12]
+	}' "$work/names.names" "$work/names.one"
 fi
 
 if want engine; then
