@@ -327,7 +327,8 @@ static size_t query_bit(struct hpack *h, const uint8_t *v, size_t n)
 /*
  * A Huffman-coded :path (its string, n bytes of it here) with a query string: the query is
  * overwritten in the bit stream with the 5-bit code of '0' (then 1s, which read as padding),
- * the path up to its '?' left as it was; of a value cut short, the bits that are here. Bytes that do not decode are masked whole: true then.
+ * the path up to its '?' left as it was; of a value cut short, the bits that are here. Bytes
+ * that do not decode are masked whole, and then it returns true.
  */
 static bool mask_huffman_query(struct hpack *h, uint8_t *s, size_t n)
 {
