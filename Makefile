@@ -70,7 +70,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test layers calls docs-check options man install install-check package-check deploy-check unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test check layers calls docs-check options man install install-check package-check deploy-check unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed
@@ -227,6 +227,11 @@ integration: tokenscope fixtures gpu-testbed
 # traffic traced in each, against this host's records (tests/kernels; docs/kernels.md).
 kernels: tokenscope fixtures gpu-testbed
 	$(Q)./tests/kernels/run.sh
+
+# The small door: no root, no network (what `make test` installs must be there).
+check: layers docs-check calls options unit replay
+	$(Q)$(MAKE) -s -j2 $(FUZZ_BINS)
+	$(Q)$(MAKE) -s fuzz FUZZ_SECONDS=2
 
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps

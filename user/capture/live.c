@@ -276,11 +276,13 @@ static void on_event(void *ctx, void *data, size_t size)
 		size_t probed = lv->o->verbose ? probed_files(lv) : 0;
 
 		attacher__on_exec(lv->att, (pid_t)h->pid, clock__now_ns());
-		/* -v: how soon a new program is probed (make bench's exec section reads it) */
+		/* -v: how soon a new program is probed, from its exec (CLOCK_MONOTONIC ns): make
+		 * bench's exec section reads it, and the Go integration checks */
 		if (lv->o->verbose && probed_files(lv) > probed)
-			fprintf(stderr, "tokenscope: exec of %u: its new files probed %.3f ms after the "
-					"exec\n",
-				h->pid, (attacher__probed_ns(lv->att) - h->ts_ns) / 1e6);
+			fprintf(stderr, "tokenscope: exec of %u at %llu: its new files probed %.3f ms "
+					"after the exec\n",
+				h->pid, (unsigned long long)h->ts_ns,
+				(attacher__probed_ns(lv->att) - h->ts_ns) / 1e6);
 	}
 	else if (h->type == TS_EV_DLOPEN)
 		attacher__scan_pid(lv->att, (pid_t)h->pid);
