@@ -228,7 +228,7 @@ integration: tokenscope fixtures gpu-testbed
 kernels: tokenscope fixtures gpu-testbed
 	$(Q)./tests/kernels/run.sh
 
-# The small door: no root, no network (what `make test` installs must be there).
+# The small door: no root, no network, once `make deps` has installed what it needs.
 check: layers docs-check calls options unit replay
 	$(Q)$(MAKE) -s -j2 $(FUZZ_BINS)
 	$(Q)$(MAKE) -s fuzz FUZZ_SECONDS=2
