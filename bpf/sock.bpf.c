@@ -582,18 +582,51 @@ static __always_inline int count_peek(struct task_struct *t, __u64 fd)
 #define SYSCALL_ARG(regs, reg) ((regs)->reg)
 #endif
 
+/* A call's bytes (ret of them) on fd, its arguments decoded: captured where its socket is,
+ * stamped when it began (a write) or now (a read). */
+static __always_inline void capture_call(struct task_struct *t, __u64 fd, __u64 base, __u64 len,
+					 __u32 kind, __u32 dir, __u32 counter, long ret)
+{
+	struct sock_state *st;
+	struct sock_buf *d;
+	__u32 zero = 0;
+
+	d = bpf_map_lookup_elem(&sock_scratch, &zero);
+	if (!d)
+		return;
+	if (!sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st)) {
+		if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER)
+			note_uncaptured_write(t, d, fd);
+		return;
+	}
+	d->call.ns = 0;
+	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
+		struct write_start *w = write_start_of(t, false);
+
+		if (w)
+			d->call.ns = w->ns;
+	}
+	if (!d->call.ns) /* a read; or a write whose entry was not seen (it began before us) */
+		d->call.ns = bpf_ktime_get_ns();
+	/* The call goes through map memory, read back after the barrier: then the verifier
+	 * checks sock_finish once for any kind and direction, not once for each case of
+	 * sock_exit_any (48 000 instructions, 100 ms of the start). */
+	asm volatile("" ::: "memory");
+	sock_finish(t, &d->call, st, ret);
+}
+
 /*
  * The exit of every captured syscall, the only program on their path: what it moved is known
  * here (the result), and its arguments are still in the registers its entry saved, so no entry
  * program runs and nothing is kept between the two (docs/performance.md: the entry program
- * and its task storage were a third of the captured path). One program on all ten exits: the
- * section names them (families.c attaches it to each), and it is verified once.
+ * and its task storage were a third of the captured path). One program on all sixteen exits:
+ * the section names them (families.c attaches it to each), and it is verified once.
  *
  * A read is stamped here, at its return; a write when it began (sock_write_enter): its
  * return can come after what it caused on another CPU (its reader's read, the engine's next
  * step), which matching and attribution order after it. Stamping writes at their return was
- * tried, and broke both in the tests (docs/performance.md, sixth session). ret <= 0: nothing moved (EAGAIN, an error, the peer's end of
- * stream), nothing to do.
+ * tried, and broke both in the tests (docs/performance.md, sixth session). ret <= 0: nothing
+ * moved (EAGAIN, an error, the peer's end of stream), nothing to do.
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"
@@ -604,11 +637,8 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	long ret = ctx->ret;
 	struct task_struct *t;
 	struct user_msghdr m;
-	struct sock_state *st;
-	struct sock_buf *d;
 	struct pt_regs *regs;
 	__u64 fd, base, len, ino;
-	__u32 zero = 0;
 	__u32 kind = CALL_BUF, dir = TS_DIR_READ, counter = 0;
 
 	if (ret <= 0)
@@ -697,28 +727,7 @@ int sock_exit_any(struct trace_event_raw_sys_exit *ctx)
 	default:
 		return 0;
 	}
-	d = bpf_map_lookup_elem(&sock_scratch, &zero);
-	if (!d)
-		return 0;
-	if (!sock_begin(t, fd, base, len, kind, dir, counter, &d->call, &st)) {
-		if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER)
-			note_uncaptured_write(t, d, fd);
-		return 0;
-	}
-	d->call.ns = 0;
-	if (dir == TS_DIR_WRITE && kind != CALL_NO_BUFFER) {
-		struct write_start *w = write_start_of(t, false);
-
-		if (w)
-			d->call.ns = w->ns;
-	}
-	if (!d->call.ns) /* a read; or a write whose entry was not seen (it began before us) */
-		d->call.ns = bpf_ktime_get_ns();
-	/* The call goes through map memory, read back after the barrier: then the verifier
-	 * checks sock_finish once for any kind and direction, not once for each case above
-	 * (48 000 instructions, 100 ms of the start). */
-	asm volatile("" ::: "memory");
-	sock_finish(t, &d->call, st, ret);
+	capture_call(t, fd, base, len, kind, dir, counter, ret);
 	return 0;
 }
 

@@ -307,6 +307,21 @@ def check_output_files(work):
           not os.path.exists(rec), f"a run that fails at start destroys nothing ({r.stderr!r})")
 
 
+def start_curl_tracer(err_path, *args):
+    """tokenscope -q of curl's TLS alone, with args, started: its process and its stderr
+    (err_path, open), once it says it traces (or has ended)."""
+    err = open(err_path, "w+")
+    p = subprocess.Popen([TOKENSCOPE, "-q", "-c", "curl", "--no-plaintext", *args],
+                         stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        err.seek(0)
+        if "Hit Ctrl-C to end." in err.read():
+            break
+        time.sleep(0.05)
+    return p, err
+
+
 def check_full_disk(work, port):
     """-o and -r on filesystems that fill up (tmpfs of 8 and 16 KiB): each output says at once,
     in one line, that it failed; keeps only whole records; says at the end how many it could
@@ -323,16 +338,8 @@ def check_full_disk(work, port):
         atexit.register(subprocess.run, ["umount", "-l", d], capture_output=True)
     out, rec = os.path.join(dirs["jsonl"], "out.jsonl"), os.path.join(dirs["rec"], "cap.tsrec")
     prom = os.path.join(dirs["jsonl"], "metrics.prom")  # written at the end, on a full disk
-    err = open(os.path.join(work, "full.stderr"), "w+")
-    p = subprocess.Popen([TOKENSCOPE, "-q", "-c", "curl", "--no-plaintext", "-o", out,
-                          "-r", rec, "--metrics-file", prom], stdout=subprocess.DEVNULL,
-                         stderr=err)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and p.poll() is None:
-        err.seek(0)
-        if "Hit Ctrl-C to end." in err.read():
-            break
-        time.sleep(0.05)
+    p, err = start_curl_tracer(os.path.join(work, "full.stderr"), "-o", out, "-r", rec,
+                               "--metrics-file", prom)
     for i in range(n):
         curl(port, "/v1/chat/completions", f"fx-ttft1-itl1-n3-idf{i}")
     p.send_signal(signal.SIGINT)
@@ -366,15 +373,7 @@ def check_killed_recording(work, port):
     records only. Ground truth: the requests this test makes, and the tracer's own records."""
     n = 5
     out, rec = os.path.join(work, "killed.jsonl"), os.path.join(work, "killed.tsrec")
-    err = open(os.path.join(work, "killed.stderr"), "w+")
-    p = subprocess.Popen([TOKENSCOPE, "-q", "-c", "curl", "--no-plaintext", "-o", out,
-                          "-r", rec], stdout=subprocess.DEVNULL, stderr=err)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and p.poll() is None:
-        err.seek(0)
-        if "Hit Ctrl-C to end." in err.read():
-            break
-        time.sleep(0.05)
+    p, _ = start_curl_tracer(os.path.join(work, "killed.stderr"), "-o", out, "-r", rec)
     for i in range(n):
         curl(port, "/v1/chat/completions", f"fx-ttft1-itl1-n3-kill{i}")
 

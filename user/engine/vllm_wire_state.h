@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The engine wire's state, shared by its reader (vllm_wire.c: the messages, the table of
- * engine requests) and its join (vllm_wire_join.c: server requests to engine requests, and
+ * The engine wire's state, shared by its reader (vllm_wire.c: the messages), its table of
+ * engine requests (vllm_wire_table.c) and its join (vllm_wire_join.c: server requests to engine requests, and
  * the TTFT split from the engine's times). Not for other rooms: they use vllm_wire.h.
  */
 #ifndef TS_VLLM_WIRE_STATE_H
@@ -72,5 +72,12 @@ static inline uint32_t vllm_wire_hash(const char *s, size_t n)
 		h = (h ^ (uint8_t)s[i]) * 16777619u;
 	return h % BUCKETS;
 }
+
+/* The request table (vllm_wire_table.c): a request by its engine id (NULL: none); made when
+ * new, at time ts (NULL without memory, counted); its join keys indexed (again: after they
+ * changed). */
+struct vw_req *vw_table__find(struct vllm_wire *w, const uint8_t *id, size_t n);
+struct vw_req *vw_table__get(struct vllm_wire *w, const uint8_t *id, size_t n, uint64_t ts);
+void vw_table__index_keys(struct vllm_wire *w, struct vw_req *q, bool again);
 
 #endif
