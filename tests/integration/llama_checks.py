@@ -773,6 +773,12 @@ def within(got, want, lo=None, hi=None):
     return max(lo - got, got - hi, 0) <= max(1.0, 0.05 * abs(want))
 
 
+def usage_input(r):
+    """The prompt length the response's usage said (the fixture's, in its usage_style), not
+    the engine's that fills in where it said none."""
+    return r.get("input_tokens") if r["token_sources"]["input_tokens"] == "usage" else None
+
+
 def split_against_truth(calls, served, same, records):
     """Each server record's split against the truth: the interposer's steps of the request's
     own sequence (which the server logged), between the arrival and first token write
@@ -784,7 +790,7 @@ def split_against_truth(calls, served, same, records):
     calls = sorted(calls, key=lambda c: c["start_ns"])
     window = windows(calls)
     unmatched = list(served)
-    good = {"split": 0, "prefill_start": 0, "prefill_steps": 0, "queue": 0, "prefill": 0,
+    good = {"split": 0, "engine_counts": 0, "prefill_start": 0, "prefill_steps": 0, "queue": 0, "prefill": 0,
             "emit": 0, "cached": 0, "sequence": 0, "usage": 0}
     gaps = gaps_right = 0
     lag = []
@@ -793,7 +799,7 @@ def split_against_truth(calls, served, same, records):
         # the logged request with this prompt and output length whose first token the
         # server wrote nearest the write tokenscope saw
         alike = [e for e in unmatched
-                 if e.get("reported_prompt_tokens", e["prompt_tokens"]) == r.get("input_tokens")
+                 if e.get("reported_prompt_tokens", e["prompt_tokens"]) == usage_input(r)
                  and e["completion_tokens"] == r.get("output_tokens")]
         entry = min(alike, key=lambda e: abs(int(e["tokens"][0]) - r["first_token_ns"]),
                     default=None)
@@ -816,7 +822,12 @@ def split_against_truth(calls, served, same, records):
         prefill = [(t["end"] - t["start"]) / 1e6, (t["end"] - t["start"]) / 1e6,
                    (t["end_hi"] - t["start_lo"]) / 1e6]
         emit = [(ft - t["end"]) / 1e6, (ft - t["end_hi"]) / 1e6, (ft - t["end"]) / 1e6]
-        ok = {"prefill_start": a["prefill_start_ns"] == same.get(t["start"]),
+        # a record whose usage said no prompt length has the engine's: its sequence's
+        ok = {"engine_counts": usage_input(r) is not None or
+              (r["token_sources"]["input_tokens"] == "llama_steps" and
+               r["input_tokens"] == entry["prompt_tokens"] and
+               r["cached_tokens"] == entry["cached"]),
+              "prefill_start": a["prefill_start_ns"] == same.get(t["start"]),
               "prefill_steps": a["prefill_steps"] == t["steps"],
               "queue": within(a["queue_ms"], *queue), "prefill": within(a["prefill_ms"], *prefill),
               "emit": within(a["emit_ms"], *emit), "cached": a.get("cached_tokens") == t["cached"]

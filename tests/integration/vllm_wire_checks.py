@@ -117,7 +117,7 @@ def check_requests(check, name, records, api_truth, ereqs, api_pid, events=True,
     by_port = {}
     for r in server:
         by_port.setdefault(r["peer"].rsplit(":", 1)[-1], []).append(r)
-    ok = bad = aborted_joined = 0
+    ok = bad = aborted_joined = engine_counted = 0
     problems = []
     for t in api_truth:
         recs = [r for r in by_port.get(str(t["client_port"]), [])
@@ -156,6 +156,18 @@ def check_requests(check, name, records, api_truth, ereqs, api_pid, events=True,
                  "estimated": (sorted(set(a.get("estimated") or []) &
                                       {"prefill_start", "engine", "sequence"}), []),
                  "times": (w.get("times"), "events" if events else "messages")}
+        src = r["token_sources"]
+        if src["input_tokens"] != "usage":
+            # no usage on the stream: the record's own counts are the engine's, and say so
+            engine_counted += 1
+            generated = sum(k["generated"] for k in kids)
+            facts["record input_tokens"] = ((r["input_tokens"], src["input_tokens"]),
+                                            (kids[0]["prompt"], "engine_wire"))
+            facts["record cached_tokens"] = (
+                (r["cached_tokens"], src["cached_tokens"]),
+                (kids[0]["cached"], "engine_wire") if cached else (None, None))
+            facts["record output_tokens"] = ((r["output_tokens"], src["output_tokens"]),
+                                             (generated, "engine_wire"))
         wrong = [f"{k} {g!r}/{x!r}" for k, (g, x) in facts.items() if g != x]
         if events:
             wrong += [f"{k} {a.get(k)}/{v:.4f}" for k, v in want.items()
@@ -181,6 +193,8 @@ def check_requests(check, name, records, api_truth, ereqs, api_pid, events=True,
           f"vllm wire {name}: {ok}/{done} requests' engine split, tokens and finish exact "
           f"({n2} with n=2, {pre} preemptions, {cached} prefix-cache hits in the truth; "
           f"{problems[:3]})")
+    check(engine_counted, f"vllm wire {name}: requests without usage have the engine's counts "
+                          f"({engine_counted})")
     aborted = sum(1 for t in api_truth if t["aborted"])
     check(aborted_joined == aborted,
           f"vllm wire {name}: the {aborted} aborted requests joined to their engine requests "

@@ -777,11 +777,92 @@ static void test_contexts_named_by_model(void **state)
 }
 
 /*
+ * The server's own timings name the run. Two prompts sampled in one step of context 0xa0:
+ * sequence 0 evaluated 12 tokens after 4 cached, sequence 1 evaluated 16 with none cached;
+ * both then decode in the same steps. Each request's first token is written after that
+ * step; by time they fit alike (the same steps). The timings (prompt_n, cache_n) pick each
+ * its own run, exactly: "sequence" is not estimated, and the record's counts are the
+ * server's. Timings that name no run leave the request unsplit, saying so.
+ */
+static void test_timings_name_the_run(void **state)
+{
+	static const struct {
+		uint64_t evaluated, cached;
+		int32_t seq; /* -1: no run */
+	} cases[] = { { 12, 4, 0 }, { 16, 0, 1 }, { 16, 4, -1 } };
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct attrib *a = attrib__new();
+		struct request *r = request_at(1, 1000, 0);
+
+		r->input_tokens.set = false;
+		r->timings.evaluated = (struct opt_u64){ true, cases[i].evaluated };
+		r->timings.cached = (struct opt_u64){ true, cases[i].cached };
+		model_step(a, 0xa0, "tiny", 1100, 2000, 2,
+			   (struct step_seq[]){ { 0, 12, 4, 15, 1 }, { 1, 16, 0, 15, 1 } });
+		model_step(a, 0xa0, "tiny", 2100, 2500, 2,
+			   (struct step_seq[]){ { 0, 1, 16, 16, 1 }, { 1, 1, 16, 16, 1 } });
+		token_at(a, r, 2050);
+		token_at(a, r, 2550);
+		r->output_tokens.set = false;
+		attrib__compute(a, r);
+		assert_non_null(r->attr);
+		if (cases[i].seq < 0) {
+			assert_false(r->attr->ok);
+			assert_non_null(strstr(r->attr->error, "timings state (16 computed, 4 cached)"));
+		} else {
+			assert_true(r->attr->ok);
+			assert_int_equal(r->attr->seq, cases[i].seq);
+			assert_true(r->attr->by_timings);
+			assert_false(r->attr->estimated & EST_SEQUENCE);
+			assert_int_equal(r->attr->prompt_tokens, cases[i].evaluated);
+			assert_int_equal(r->attr->cached_tokens, cases[i].cached);
+			assert_int_equal(r->attr->output_tokens, 2);
+			request__engine_counts(r);
+			assert_true(r->input_tokens.set);
+			assert_int_equal(r->input_tokens.v, cases[i].evaluated + cases[i].cached);
+			assert_int_equal(r->input_source, COUNT_LLAMA_STEPS);
+			assert_int_equal(r->cached_tokens.v, cases[i].cached);
+			assert_int_equal(r->output_tokens.v, 2);
+			assert_int_equal(r->output_source, COUNT_LLAMA_STEPS);
+		}
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
+/*
+ * Two runs that fit alike and split a request otherwise, with nothing to tell them apart
+ * (no timings, no usage, no model named): prompts of one length on two contexts of one
+ * model, sampled 0.1 ms apart by steps of 0.9 ms. A first token written after both is
+ * ambiguous: nothing is split, the two candidates are named, the better fit first.
+ */
+static void test_alike_runs_are_ambiguous(void **state)
+{
+	struct attrib *a = attrib__new();
+	struct request *r = request_at(1, 1000, 0);
+
+	r->input_tokens.set = false;
+	model_step(a, 0xa0, "tiny", 1100, 2000, 1, (struct step_seq[]){ { 0, 10, 0, 9, 1 } });
+	model_step(a, 0xb0, "tiny", 1200, 2100, 1, (struct step_seq[]){ { 0, 10, 0, 9, 1 } });
+	token_at(a, r, 2200);
+	attrib__compute(a, r);
+	assert_non_null(r->attr);
+	assert_false(r->attr->ok);
+	assert_true(r->attr->ambiguous);
+	assert_int_equal(r->attr->candidates[0].context, 0xb0);
+	assert_int_equal(r->attr->candidates[1].context, 0xa0);
+	request__free(r);
+	attrib__free(a);
+}
+
+/*
  * Two models in one process, a context each (0xa0 of "tiny", 0xb0 of "tiny-b"), each with a
  * 10-token prompt sampled: tiny's at 2 ms, tiny-b's at 1.5 ms. A request that arrived at
- * 1 ms and wrote its first token at 2.1 ms fits tiny's run best; it names tiny-b, whose
- * context fits too, so it is tiny-b's. A request that names no model, or one no context is
- * known to be (a server's alias), takes the best fit.
+ * 1 ms and wrote its first token at 2.1 ms fits tiny's run best, by less than a step; it
+ * names tiny-b, whose context fits too, so it is tiny-b's. A request that names no model, or
+ * one no context is known to be (a server's alias), fits both alike: it is ambiguous, its two
+ * candidates named, nothing split.
  */
 static void test_request_to_its_model(void **state)
 {
@@ -789,8 +870,8 @@ static void test_request_to_its_model(void **state)
 		const char *model;
 		uint64_t ctx;
 	} cases[] = {
-		{ "tiny-b", 0xb0 }, { "TINY-B", 0xb0 }, { "tiny", 0xa0 }, { NULL, 0xa0 },
-		{ "my-alias", 0xa0 },
+		{ "tiny-b", 0xb0 }, { "TINY-B", 0xb0 }, { "tiny", 0xa0 }, { NULL, 0 },
+		{ "my-alias", 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -805,8 +886,16 @@ static void test_request_to_its_model(void **state)
 		token_at(a, r, 2100);
 		attrib__compute(a, r);
 		assert_non_null(r->attr);
-		assert_true(r->attr->ok);
-		assert_int_equal(r->attr->context, cases[i].ctx);
+		if (!cases[i].ctx) {
+			assert_false(r->attr->ok);
+			assert_true(r->attr->ambiguous);
+			assert_int_equal(r->attr->candidates[0].context, 0xa0);
+			assert_int_equal(r->attr->candidates[1].context, 0xb0);
+			assert_non_null(strstr(r->attr->error, "ambiguous"));
+		} else {
+			assert_true(r->attr->ok);
+			assert_int_equal(r->attr->context, cases[i].ctx);
+		}
 		request__free(r);
 		attrib__free(a);
 	}
@@ -963,6 +1052,8 @@ int main(void)
 		cmocka_unit_test(test_rewound_positions),
 		cmocka_unit_test(test_contexts_named_by_model),
 		cmocka_unit_test(test_request_to_its_model),
+		cmocka_unit_test(test_timings_name_the_run),
+		cmocka_unit_test(test_alike_runs_are_ambiguous),
 		cmocka_unit_test(test_embeddings_beside_chat),
 		cmocka_unit_test(test_speculative_decoding),
 	};

@@ -37,50 +37,22 @@
 #include "engine/attrib_state.h"
 #include "engine/llama_models.h"
 
-/* The entry of sequence seq in step s, or NULL. */
-static const struct seen_seq *seq_in(const struct seen_step *s, uint64_t ctx, int32_t seq)
+/* Whether the server's own figures for the request (llama-server's timings: the prompt
+ * tokens it evaluated and those it reused from the slot's cache; Ollama's evaluated count)
+ * are run c's. They count exactly what its steps did, so a run they disagree with is not the
+ * request's. */
+static bool timings_agree(const struct request *r, const struct run *c)
 {
-	if (s->context != ctx)
-		return NULL;
-	for (uint32_t i = 0; i < s->nseqs; i++) {
-		if (s->seqs[i].seq == seq)
-			return &s->seqs[i];
-	}
-	return NULL;
+	const struct server_timings *t = &r->timings;
+
+	return (!t->evaluated.set || t->evaluated.v == c->prompt) &&
+	       (!t->cached.set || t->cached.v == c->cached);
 }
 
-/* A step that computed prompt tokens of some sequence other than seq. */
-static bool carries_prompt(const struct seen_step *s, int32_t except)
+static bool timings_stated(const struct request *r)
 {
-	for (uint32_t i = 0; i < s->nseqs; i++) {
-		const struct seen_seq *q = &s->seqs[i];
-
-		if (q->seq != except && (q->tokens > 1 || !q->outputs))
-			return true;
-	}
-	return false;
+	return r->timings.evaluated.set || r->timings.cached.set;
 }
-
-static uint64_t duration(const struct seen_step *s)
-{
-	return s->done > s->start ? s->done - s->start : 0;
-}
-
-/* One candidate: a sequence's run that may have served the request. */
-struct run {
-	uint64_t ctx;
-	int32_t seq;
-	size_t first, end;	/* the prompt's first step, the step that sampled its first token */
-	uint32_t chunks, steps; /* prefill steps that sampled nothing; all prefill steps */
-	uint32_t prompt, cached;
-	size_t *out;		/* out[i]: the step that produced token event i (out[0] == end) */
-	uint64_t fit;		/* sum of event time minus its step's end: smaller is better */
-	bool usage_agrees;	/* the usage's prompt is this run's, cached tokens in or out */
-	bool lives_on;		/* its sequence decodes on after the request ended */
-	bool usage_elsewhere;	/* the usage disagrees, and another request's names it */
-	uint64_t score;		/* fit, plus USAGE_WORTH_STEPS sampling steps where the usage
-				 * disagrees */
-};
 
 /* Whether the response's prompt length is run c's: none said, or with or without its cache. */
 static bool usage_agrees(const struct request *r, const struct run *c)
@@ -129,51 +101,6 @@ static bool prompt_of(const struct step_proc *p, size_t lo, struct run *c, const
 	return p->v[c->first].start >= r->start_ns;
 }
 
-/*
- * The tokens step k produced for run c's sequence: one; or, where it verified drafted tokens
- * (speculative decoding: outputs for the sequence's last token and each drafted one after
- * it), the drafted ones it accepted and its own. The sequence's next step begins right after
- * them: the rejected ones were removed from its cache. Without a next step, as many as
- * left (the caller caps it by the tokens left to place); *exact says which. *drafted: the
- * tokens it verified. A prompt's step verifies drafted tokens where outputs follow tokens
- * that asked for none (a prompt whose every token asked for logits verified nothing).
- */
-static uint32_t produced_of(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
-			    uint32_t *drafted, bool *exact)
-{
-	const struct seen_seq *q = seq_in(&p->v[k], c->ctx, c->seq);
-	int32_t last;
-
-	*drafted = 0;
-	*exact = true;
-	if (!q || q->outputs <= 1 || q->first_pos < 0 || q->outputs > q->tokens ||
-	    (k == c->end && q->outputs == q->tokens))
-		return 1;
-	*drafted = q->outputs - 1;
-	last = q->first_pos + (int32_t)q->tokens - (int32_t)q->outputs; /* the sequence's own */
-	for (size_t n = k + 1; n < hi; n++) {
-		const struct seen_seq *e = seq_in(&p->v[n], c->ctx, c->seq);
-		int32_t accepted;
-
-		if (!e || e->first_pos < 0)
-			continue;
-		accepted = e->first_pos - last - 1;
-		if (accepted < 0 || accepted > (int32_t)*drafted)
-			break; /* not a continuation: a shift, or the next prompt */
-		return (uint32_t)accepted + 1;
-	}
-	*exact = false;
-	return q->outputs;
-}
-
-static uint32_t produced(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
-			 uint32_t *drafted)
-{
-	bool exact;
-
-	return produced_of(p, hi, c, k, drafted, &exact);
-}
-
 /* The output steps of the run that produced the token events after the first, and the fit.
  * One token per event when usage says so: event i from the run's next output step with a
  * token left (a step that verified drafted tokens produced as many as it accepted, and one).
@@ -193,7 +120,7 @@ static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const
 	c->fit = t - p->v[c->end].seen;
 	if (!one_each && ne > 1) {
 		/* from the last event back: the step each took, and how many more it may take */
-		size_t end_left = produced(p, hi, c, c->end, &drafted) - 1;
+		size_t end_left = attrib_seq_produced(p, hi, c, c->end, &drafted) - 1;
 
 		for (size_t i = 1; i < ne; i++)
 			t += r->gaps_ns[i - 1];
@@ -227,14 +154,14 @@ static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const
 				continue;
 			}
 			cur = k;
-			left = produced(p, hi, c, k, &drafted) - 1;
+			left = attrib_seq_produced(p, hi, c, k, &drafted) - 1;
 			c->out[i] = k;
 			c->fit += t - p->v[k].seen;
 		}
 		return true;
 	}
 	cur = c->end;
-	left = produced(p, hi, c, c->end, &drafted) - 1;
+	left = attrib_seq_produced(p, hi, c, c->end, &drafted) - 1;
 	for (size_t i = 1; i < ne; i++) {
 		size_t found = hi;
 
@@ -258,7 +185,7 @@ static bool tokens_of(const struct step_proc *p, size_t hi, struct run *c, const
 			return false;
 		c->out[i] = found;
 		cur = found;
-		left = produced(p, hi, c, found, &drafted) - 1;
+		left = attrib_seq_produced(p, hi, c, found, &drafted) - 1;
 		c->fit += t - p->v[found].seen;
 	}
 	return true;
@@ -304,22 +231,6 @@ static bool lives_on(const struct step_proc *p, size_t hi, const struct run *c,
 	return false;
 }
 
-/* The first of the first tokens written at or after t (a->fts is by time). */
-static size_t first_tokens_from(const struct attrib *a, uint64_t t)
-{
-	size_t lo = 0, hi = a->nfts;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (a->fts[mid].ft < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* Whether another request, finished by the time this one is attributed (to), could have been
  * run c's and says so by its usage: it arrived before c's prompt began, its first token was
  * written after c sampled one and before the sequence's next output step, its engine is c's,
@@ -342,7 +253,7 @@ static bool usage_elsewhere(const struct attrib *a, const struct engine_procs *e
 			break;
 		}
 	}
-	for (size_t i = first_tokens_from(a, sampled); i < a->nfts && a->fts[i].ft < before; i++) {
+	for (size_t i = attrib_first_tokens_from(a, sampled); i < a->nfts && a->fts[i].ft < before; i++) {
 		const struct first_token *f = &a->fts[i];
 
 		if (f->id == r->id || !f->has_usage || !f->end || f->end > to ||
@@ -374,17 +285,47 @@ static uint64_t model_named(const struct step_proc *p, size_t lo, size_t hi, con
 	return 0;
 }
 
-/* The best-fitting run, into best (its out array must hold token_events entries). Runs whose
- * sequence lives on after the request, then runs another request's usage names, are taken
- * only where no other fits. */
+/* Whether run c ranks below run b: a run whose sequence lives on after the request, then a
+ * run another request's usage names, only where no other fits; then the better score. */
+static bool ranks_below(const struct run *c, const struct run *b)
+{
+	if (c->lives_on != b->lives_on)
+		return c->lives_on;
+	if (c->usage_elsewhere != b->usage_elsewhere)
+		return c->usage_elsewhere;
+	return c->score >= b->score;
+}
+
+/* Whether runs x and y split the request alike: the same prompt steps, the same step for
+ * each token event. Two sequences batched step for step (prompts of one length arriving
+ * together) do: whichever served it, its figures are the same. */
+static bool same_steps(const struct run *x, const struct run *y, size_t events)
+{
+	return x->first == y->first && x->end == y->end &&
+	       !memcmp(x->out, y->out, events * sizeof(*x->out));
+}
+
+static void keep_run(struct run *dst, const struct run *c, size_t events)
+{
+	size_t *out = dst->out;
+
+	memcpy(out, c->out, events * sizeof(*c->out));
+	*dst = *c;
+	dst->out = out;
+}
+
+/* The best-fitting run, into best (its out array must hold token_events entries), and the
+ * best of the runs that split it otherwise into second (second->steps 0: none). Where the
+ * server stated its figures for the request, only runs they agree with are candidates. */
 static bool find_run(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
 		     size_t lo, size_t hi, const struct request *r, uint64_t to, struct run *best,
-		     size_t *scratch)
+		     struct run *second, size_t *scratch)
 {
 	bool one_each = r->output_tokens.set && r->output_tokens.v == r->token_events;
 	bool found = false;
 	uint64_t model = model_named(p, lo, hi, r);
 
+	second->steps = 0;
 	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
 		if (model && p->v[k].model != model)
 			continue; /* another model's context */
@@ -396,26 +337,41 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
 
 			if (!p->v[k].seqs[i].outputs || !prompt_of(p, lo, &c, r))
 				continue;
+			if (timings_stated(r) && !timings_agree(r, &c))
+				continue;
 			if (!tokens_of(p, hi, &c, r, one_each))
 				continue;
 			c.lives_on = lives_on(p, hi, &c, r);
 			c.usage_agrees = usage_agrees(r, &c);
 			c.usage_elsewhere = !c.usage_agrees &&
 					    usage_elsewhere(a, e, p, hi, &c, r, to);
-			c.score = c.fit + (c.usage_agrees ? 0 : USAGE_WORTH_STEPS * duration(&p->v[c.end]));
-			if (found && (c.lives_on > best->lives_on ||
-				      (c.lives_on == best->lives_on &&
-				       (c.usage_elsewhere > best->usage_elsewhere ||
-					(c.usage_elsewhere == best->usage_elsewhere &&
-					 c.score >= best->score)))))
+			c.score = c.fit + (c.usage_agrees ? 0 : USAGE_WORTH_STEPS * step_duration(&p->v[c.end]));
+			if (found && ranks_below(&c, best)) {
+				if (!same_steps(&c, best, r->token_events) &&
+				    (!second->steps || !ranks_below(&c, second)))
+					keep_run(second, &c, r->token_events);
 				continue;
-			memcpy(best->out, c.out, r->token_events * sizeof(*c.out));
-			c.out = best->out;
-			*best = c;
+			}
+			if (found && !same_steps(&c, best, r->token_events))
+				keep_run(second, best, r->token_events);
+			keep_run(best, &c, r->token_events);
 			found = true;
 		}
 	}
 	return found;
+}
+
+/* Whether the runner-up fits as well as the best, so that nothing tells them apart: their
+ * standing is the same (both live on or neither, both named elsewhere or neither) and the
+ * best's fit is ahead by less than AMBIGUOUS_STEPS of its sampling step, summed over every
+ * event. A write's jitter on a loaded host reaches a step; another request's run, sampled a
+ * step away, falls behind by a step at every event. */
+#define AMBIGUOUS_STEPS 1
+static bool fits_alike(const struct step_proc *p, const struct run *best, const struct run *second)
+{
+	return second->steps && best->lives_on == second->lives_on &&
+	       best->usage_elsewhere == second->usage_elsewhere &&
+	       second->score < best->score + AMBIGUOUS_STEPS * step_duration(&p->v[best->end]);
 }
 
 /* The typical step without prompt tokens: the gaps' interference is measured above it. */
@@ -426,205 +382,12 @@ static uint64_t decode_baseline(const struct step_proc *p, size_t lo, size_t hi)
 
 	for (size_t k = lo; k < hi && n < 256; k++) {
 		if (p->v[k].nseqs && !carries_prompt(&p->v[k], -1))
-			v[n++] = duration(&p->v[k]);
+			v[n++] = step_duration(&p->v[k]);
 	}
 	if (n < 4)
 		return 0;
 	qsort(v, n, sizeof(*v), attrib_cmp_u64);
 	return v[n / 10];
-}
-
-/* The request whose prompt step k carried for sequence seq: the first token written first
- * after that prompt's sampling step. */
-static uint64_t request_of_prompt(const struct attrib *a, const struct engine_procs *e, uint32_t own_pid,
-				  const struct step_proc *p, size_t k, size_t hi, uint64_t ctx,
-				  int32_t seq, uint64_t self)
-{
-	for (; k < hi; k++) {
-		const struct seen_seq *q = seq_in(&p->v[k], ctx, seq);
-
-		if (q && q->outputs)
-			break;
-	}
-	for (size_t i = k < hi ? first_tokens_from(a, p->v[k].seen) : a->nfts; i < a->nfts; i++) {
-		const struct first_token *f = &a->fts[i];
-
-		if (f->id != self && attrib_serves(a, f->http_pid, own_pid, e))
-			return f->id;
-	}
-	return 0;
-}
-
-/* The embeddings call of a process own_pid serves whose time holds step s: the one that
- * ended first after it. */
-static uint64_t request_of_embedding(const struct attrib *a, const struct engine_procs *e,
-				     uint32_t own_pid, const struct seen_step *s)
-{
-	const struct embed_call *best = NULL;
-
-	for (size_t i = 0; i < a->nembeds; i++) {
-		const struct embed_call *c = &a->embeds[i];
-
-		if (c->arrival <= s->start && c->end >= s->done && (!best || c->end < best->end) &&
-		    attrib_serves(a, c->http_pid, own_pid, e))
-			best = c;
-	}
-	return best ? best->id : 0;
-}
-
-/* Whether step s overlaps one of the steps p->v[idx[0..n)]. */
-static bool overlaps_any(const struct step_proc *p, const size_t *idx, size_t n,
-			 const struct seen_step *s)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (p->v[idx[i]].start < s->done && p->v[idx[i]].done > s->start)
-			return true;
-	}
-	return false;
-}
-
-/* Gap g: the steps after the one that produced event g, up to the one that produced g + 1.
- * A step of the request's own sequence at a position below the one it had reached is a
- * context shift (llama-server moves the cache back in place and decodes on at the lower
- * position; node-llama-cpp clears it and evaluates the kept tokens again, in chunks that
- * sample nothing, then the step that samples the next token): not a new prompt, for the
- * request is still streaming. The time of the steps that evaluate its kept tokens again is
- * the gap's shift_ns. */
-static void gap_of(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
-		   size_t lo, size_t hi, const struct run *c, const struct request *r, size_t g,
-		   uint64_t baseline, struct attribution *at)
-{
-	struct attrib_gap *gp = &at->gaps[g];
-	const struct seen_seq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
-	int32_t next = from && from->first_pos >= 0 ? from->first_pos + (int32_t)from->tokens : -1;
-	uint64_t dec = 0, w0 = p->v[c->out[g]].done, w1 = p->v[c->out[g + 1]].done;
-	size_t embeds[8], nembeds = 0;
-
-	gp->gap_ns = r->gaps_ns[g];
-	/* embedding steps of the process in the gap, of any context: what it waited behind (a
-	 * CPU engine runs its contexts' steps on the same cores) */
-	for (size_t k = lo; k < hi; k++) {
-		const struct seen_step *s = &p->v[k];
-		uint64_t id;
-
-		if (!s->embed || s->done <= w0 || s->start >= w1)
-			continue;
-		gp->interfered = true;
-		if (nembeds < sizeof(embeds) / sizeof(embeds[0]))
-			embeds[nembeds++] = k;
-		id = request_of_embedding(a, e, r->pid, s);
-		if (id)
-			attrib_add_interferer(at, id);
-	}
-	for (size_t k = c->out[g] + 1; k <= c->out[g + 1]; k++) {
-		const struct seen_step *s = &p->v[k];
-		const struct seen_seq *own = seq_in(s, c->ctx, c->seq);
-
-		if (s->context != c->ctx)
-			continue;
-		gp->steps++;
-		dec += duration(s);
-		if (own && own->first_pos >= 0 && next >= 0) {
-			if (own->first_pos < next)
-				gp->context_shift = true;
-			if (gp->context_shift && (own->tokens > 1 || !own->outputs))
-				gp->shift_ns += duration(s); /* kept tokens evaluated again */
-			next = own->first_pos + (int32_t)own->tokens;
-		}
-		if (s->embed || overlaps_any(p, embeds, nembeds, s)) {
-			/* an embedding step on this context (named above), or one beside this
-			 * step: its time above the typical decode step */
-			if (baseline && duration(s) > baseline)
-				gp->interference_ns += duration(s) - baseline;
-			continue;
-		}
-		if (!carries_prompt(s, c->seq))
-			continue;
-		gp->interfered = true;
-		if (baseline && duration(s) > baseline)
-			gp->interference_ns += duration(s) - baseline;
-		for (uint32_t i = 0; i < s->nseqs; i++) {
-			const struct seen_seq *q = &s->seqs[i];
-			uint64_t id;
-
-			if (q->seq == c->seq || (q->tokens == 1 && q->outputs))
-				continue;
-			id = request_of_prompt(a, e, r->pid, p, k, hi, c->ctx, q->seq, r->id);
-			if (id)
-				attrib_add_interferer(at, id);
-		}
-	}
-	gp->producer_start_ns = p->v[c->out[g + 1]].start;
-	attrib_close_gap(at, gp, dec);
-	if (gp->shift_ns > gp->decode_ns)
-		gp->shift_ns = gp->decode_ns;
-	at->context_shifts += gp->context_shift;
-	at->shift_ns += gp->shift_ns;
-}
-
-/*
- * Speculative decoding: each step of the run that verified drafted tokens, the tokens it
- * verified and those the stream carried from it but its own: where the sequence's next step
- * says (it begins after them), else the token events it produced but one (the run's last
- * step: a lower bound where an event carried several tokens). Counted on the gap its first
- * token ends (the first token's: the request's only). Then the steps of the process's other
- * contexts from the prompt's start to the last token: its draft model's.
- */
-static void speculation(const struct step_proc *p, size_t lo, size_t hi, const struct run *c,
-			const struct request *r, struct attribution *at)
-{
-	for (size_t i = 0; i < r->token_events; i++) {
-		uint32_t drafted, made, accepted, events = 1;
-		bool exact;
-
-		if (i && c->out[i] == c->out[i - 1])
-			continue;
-		made = produced_of(p, hi, c, c->out[i], &drafted, &exact);
-		if (!drafted)
-			continue;
-		while (i + events < r->token_events && c->out[i + events] == c->out[i])
-			events++;
-		accepted = exact ? made - 1 : events - 1;
-		if (accepted > drafted)
-			accepted = drafted;
-		at->verify_steps++;
-		at->drafted += drafted;
-		at->accepted += accepted;
-		if (i) {
-			at->gaps[i - 1].verify = true;
-			at->gaps[i - 1].drafted = drafted;
-			at->gaps[i - 1].accepted = accepted;
-		}
-	}
-	struct {
-		uint64_t ctx;
-		uint32_t n;
-	} ctxs[4] = { 0 };
-
-	if (!at->drafted)
-		return;
-	for (size_t k = lo; k < hi; k++) {
-		const struct seen_step *s = &p->v[k];
-
-		if (s->context == c->ctx || s->embed || !s->nseqs ||
-		    s->start >= r->last_token_ns || s->done <= p->v[c->first].start)
-			continue;
-		at->draft_steps++;
-		at->draft_ns += duration(s);
-		for (size_t i = 0; i < 4; i++) {
-			if (!ctxs[i].n || ctxs[i].ctx == s->context) {
-				ctxs[i].ctx = s->context;
-				ctxs[i].n++;
-				break;
-			}
-		}
-	}
-	for (size_t i = 0, best = 0; i < 4; i++) {
-		if (ctxs[i].n > best) {
-			best = ctxs[i].n;
-			at->draft_context = ctxs[i].ctx;
-		}
-	}
 }
 
 /* The engine's figures for the summary: each step once, up to the request's end. */
@@ -639,7 +402,7 @@ static void account(struct engine_procs *e, const struct step_proc *p, size_t lo
 		/* an embeddings call's step is neither a prompt's nor a decode */
 		e->st.prefill_steps += !s->embed && carries_prompt(s, -1);
 		e->st.decode_steps += !s->embed && !carries_prompt(s, -1);
-		e->st.busy_ns += duration(s);
+		e->st.busy_ns += step_duration(s);
 		if (!e->st.first_ns || s->start < e->st.first_ns)
 			e->st.first_ns = s->start;
 		if (s->done > e->st.last_ns)
@@ -647,6 +410,43 @@ static void account(struct engine_procs *e, const struct step_proc *p, size_t lo
 	}
 	if (upto > e->counted_to)
 		e->counted_to = upto;
+}
+
+/* The tokens run c's output steps produced, from its first token's step to its last
+ * event's: an event that carried several tokens (the server merged them) counts them all. */
+static uint32_t output_tokens(const struct step_proc *p, size_t hi, const struct run *c,
+			      const struct request *r)
+{
+	size_t last = c->out[r->token_events - 1];
+	uint32_t n = 0, drafted;
+
+	for (size_t k = c->end; k <= last; k++) {
+		const struct seen_seq *q = seq_in(&p->v[k], c->ctx, c->seq);
+
+		if (q && q->outputs)
+			n += attrib_seq_produced(p, hi, c, k, &drafted);
+	}
+	return n;
+}
+
+/* Speculative decoding: after the step that sampled the first token, the draft model's
+ * context evaluates the same prompt for the same sequence (the prompt ends at the same
+ * position) before the server writes that token (llama-server). That is the prompt's work
+ * too: the prefill ends with the last such step begun before the first token was written. */
+static uint64_t draft_prefill_done(const struct step_proc *p, size_t hi, const struct run *c,
+				   const struct request *r, uint64_t done)
+{
+	int32_t end = (int32_t)(c->cached + c->prompt);
+
+	for (size_t k = c->end + 1; k < hi && p->v[k].start < r->first_token_ns; k++) {
+		const struct seen_step *s = &p->v[k];
+		const struct seen_seq *q = s->context != c->ctx ? seq_in(s, s->context, c->seq) : NULL;
+
+		if (q && q->tokens > 1 && q->first_pos >= 0 && q->first_pos + (int32_t)q->tokens == end &&
+		    s->done > done)
+			done = s->done;
+	}
+	return done;
 }
 
 static void split(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
@@ -669,6 +469,7 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 	if (at->queue_busy_ns > at->queue_ns)
 		at->queue_busy_ns = at->queue_ns;
 	at->queue_idle_ns = at->queue_ns - at->queue_busy_ns;
+	done = draft_prefill_done(p, hi, c, r, done);
 	if (done > r->first_token_ns)
 		done = r->first_token_ns;
 	at->prefill_ns = done - start;
@@ -686,10 +487,14 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 		at->usage_reported = r->input_tokens.v;
 		at->usage_evaluated = c->cached + c->prompt;
 	}
-	at->estimated |= EST_SEQUENCE;
+	/* the server's own figures name the run where they stated some: known, not inferred */
+	at->by_timings = timings_stated(r);
+	if (!at->by_timings)
+		at->estimated |= EST_SEQUENCE;
+	at->output_tokens = output_tokens(p, hi, c, r);
 	for (size_t g = 0; g < at->ngaps; g++)
-		gap_of(a, e, p, lo, hi, c, r, g, baseline, at);
-	speculation(p, lo, hi, c, r, at);
+		attrib_seq_gap(a, e, p, lo, hi, c, r, g, baseline, at);
+	attrib_seq_speculation(p, lo, hi, c, r, at);
 	if (at->ninterfered_by)
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
 }
@@ -699,8 +504,8 @@ int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct re
 {
 	struct step_proc *p = at->nengine_pids == 1 ? attrib_proc_of(a, at->engine_pids[0], false)
 						   : NULL;
-	size_t lo = 0, hi, *out, *scratch;
-	struct run best = { 0 };
+	size_t lo = 0, hi, *out, *scratch, *second_out;
+	struct run best = { 0 }, second = { 0 };
 	bool named = false;
 
 	if (!p)
@@ -712,28 +517,58 @@ int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct re
 	if (!named)
 		return 1;
 	out = calloc(r->token_events, sizeof(*out));
+	second_out = calloc(r->token_events, sizeof(*second_out));
 	scratch = calloc(r->token_events, sizeof(*scratch));
-	if (!out || !scratch || (r->token_events > 1 &&
-				 !(at->gaps = calloc(r->token_events - 1, sizeof(*at->gaps))))) {
+	if (!out || !second_out || !scratch ||
+	    (r->token_events > 1 && !(at->gaps = calloc(r->token_events - 1, sizeof(*at->gaps))))) {
 		free(out);
+		free(second_out);
 		free(scratch);
 		snprintf(at->error, sizeof(at->error), "out of memory");
 		return -1;
 	}
 	at->ngaps = r->token_events - 1;
 	best.out = out;
-	if (!find_run(a, e, p, lo, hi, r, to, &best, scratch)) {
+	second.out = second_out;
+	if (!find_run(a, e, p, lo, hi, r, to, &best, &second, scratch)) {
 		free(out);
+		free(second_out);
 		free(scratch);
+		if (timings_stated(r))
+			snprintf(at->error, sizeof(at->error),
+				 "no sequence of its engine's steps evaluated the prompt its server's "
+				 "timings state (%lld computed, %lld cached) and a token before each of "
+				 "its %llu token events",
+				 r->timings.evaluated.set ? (long long)r->timings.evaluated.v : -1ll,
+				 r->timings.cached.set ? (long long)r->timings.cached.v : -1ll,
+				 (unsigned long long)r->token_events);
+		else
+			snprintf(at->error, sizeof(at->error),
+				 "no sequence of its engine's steps matches it (a prompt begun after "
+				 "its arrival, a sampled step before each of its %llu token events)",
+				 (unsigned long long)r->token_events);
+		return -1;
+	}
+	if (fits_alike(p, &best, &second)) {
+		/* two runs that would split it otherwise fit it alike: say so, split nothing */
+		at->ambiguous = true;
+		at->candidates[0].context = best.ctx;
+		at->candidates[0].seq = best.seq;
+		at->candidates[1].context = second.ctx;
+		at->candidates[1].seq = second.seq;
 		snprintf(at->error, sizeof(at->error),
-			 "no sequence of its engine's steps matches it (a prompt begun after its "
-			 "arrival, a sampled step before each of its %llu token events)",
-			 (unsigned long long)r->token_events);
+			 "ambiguous: sequences %d and %d of its engine fit it alike and split it "
+			 "otherwise",
+			 best.seq, second.seq);
+		free(out);
+		free(second_out);
+		free(scratch);
 		return -1;
 	}
 	split(a, e, p, lo, hi, &best, r, at);
 	account(e, p, lo, hi, r->end_ns > r->last_token_ns ? r->end_ns : r->last_token_ns);
 	free(out);
+	free(second_out);
 	free(scratch);
 	return 0;
 }

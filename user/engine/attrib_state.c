@@ -59,3 +59,18 @@ int attrib_add_interferer(struct attribution *at, uint64_t id)
 	np[at->ninterfered_by++] = id;
 	return 0;
 }
+
+size_t attrib_first_tokens_from(const struct attrib *a, uint64_t t)
+{
+	size_t lo = 0, hi = a->nfts;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (a->fts[mid].ft < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The attribution's kept state and the engine steps of one request's window, shared by its
- * four files (engine/attrib.h is the interface; nothing outside engine/attrib*.c includes
- * this), one per question:
+ * files (engine/attrib.h is the interface; nothing outside engine/attrib*.c includes this),
+ * one per question:
  *   attrib_serving.c  which processes serve which HTTP server: --engine, the process tree,
  *                     tensor-parallel ranks in lockstep, merged into one engine's steps;
  *   attrib_align.c    which step produced each token event: the alignment and the
  *                     stream-interval grid;
  *   attrib_prefill.c  which steps carried prefill: first tokens, the decode baseline,
  *                     earlier chunks of a long prompt;
+ *   attrib_seqs.c     where steps name their sequences (llama.cpp): the request's own run,
+ *                     and its split; attrib_seq_gaps.c: that run's steps after its first
+ *                     token (tokens produced, each gap's steps, speculation);
  *   attrib.c          what is kept, and the split itself (docs/attribution.md);
  *   attrib_state.c    the helpers all of them use (below them all: calls run one way).
  */
@@ -172,6 +175,8 @@ void attrib_close_gap(struct attribution *at, struct attrib_gap *gp, uint64_t bu
 int attrib_add_interferer(struct attribution *at, uint64_t id);
 struct step_proc *attrib_proc_of(struct attrib *a, uint32_t pid, bool create);
 bool attrib_is_client(const struct attrib *a, uint32_t pid);
+/* The first of the first tokens written at or after t (a->fts is by time). */
+size_t attrib_first_tokens_from(const struct attrib *a, uint64_t t);
 
 /* attrib_serving.c: the engine of an HTTP process, and its steps around one request */
 int attrib_find_engine(struct attrib *a, const struct request *r, uint64_t to,
@@ -197,6 +202,63 @@ bool attrib_server_every_token(const struct attrib *a, uint32_t http_pid);
 /* 0: attributed; -1: not (at->error says why); 1: the steps do not name sequences. */
 int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct request *r,
 		       struct attribution *at, uint64_t from, uint64_t to);
+
+/* attrib_seqs.c and attrib_seq_gaps.c: where steps name their sequences (llama.cpp) */
+/* The entry of sequence seq in step s, or NULL. */
+static inline const struct seen_seq *seq_in(const struct seen_step *s, uint64_t ctx, int32_t seq)
+{
+	if (s->context != ctx)
+		return NULL;
+	for (uint32_t i = 0; i < s->nseqs; i++) {
+		if (s->seqs[i].seq == seq)
+			return &s->seqs[i];
+	}
+	return NULL;
+}
+
+/* A step that computed prompt tokens of some sequence other than seq. */
+static inline bool carries_prompt(const struct seen_step *s, int32_t except)
+{
+	for (uint32_t i = 0; i < s->nseqs; i++) {
+		const struct seen_seq *q = &s->seqs[i];
+
+		if (q->seq != except && (q->tokens > 1 || !q->outputs))
+			return true;
+	}
+	return false;
+}
+
+static inline uint64_t step_duration(const struct seen_step *s)
+{
+	return s->done > s->start ? s->done - s->start : 0;
+}
+
+/* One candidate: a sequence's run that may have served the request. */
+struct run {
+	uint64_t ctx;
+	int32_t seq;
+	size_t first, end;	/* the prompt's first step, the step that sampled its first token */
+	uint32_t chunks, steps; /* prefill steps that sampled nothing; all prefill steps */
+	uint32_t prompt, cached;
+	size_t *out;		/* out[i]: the step that produced token event i (out[0] == end) */
+	uint64_t fit;		/* sum of event time minus its step's end: smaller is better */
+	bool usage_agrees;	/* the usage's prompt is this run's, cached tokens in or out */
+	bool lives_on;		/* its sequence decodes on after the request ended */
+	bool usage_elsewhere;	/* the usage disagrees, and another request's names it */
+	uint64_t score;		/* fit, plus USAGE_WORTH_STEPS sampling steps where the usage
+				 * disagrees */
+};
+
+/* attrib_seq_gaps.c: what a matched run's steps say after its first token */
+uint32_t attrib_seq_produced_of(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
+				uint32_t *drafted, bool *exact);
+uint32_t attrib_seq_produced(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
+			     uint32_t *drafted);
+void attrib_seq_gap(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
+		    size_t lo, size_t hi, const struct run *c, const struct request *r, size_t g,
+		    uint64_t baseline, struct attribution *at);
+void attrib_seq_speculation(const struct step_proc *p, size_t lo, size_t hi, const struct run *c,
+			    const struct request *r, struct attribution *at);
 
 /* attrib_prefill.c: which steps carried prefill */
 void attrib_classify_steps(struct attrib *a, struct engine_procs *e, uint32_t own_pid,

@@ -98,6 +98,7 @@ struct attribution {
 	uint32_t cached_tokens;	 /* prompt tokens the sequence held already: its KV cache hit */
 	uint32_t prompt_tokens;	 /* prompt tokens the prefill steps computed */
 	uint32_t prefill_chunks; /* prefill steps that sampled nothing: earlier prompt chunks */
+	uint32_t output_tokens;	 /* tokens its output steps produced up to its last event */
 	uint32_t context_shifts; /* gaps whose sequence's positions went back (context_shift) */
 	uint64_t shift_ns;	 /* the gaps' shift_ns */
 	/* Speculative decoding: the steps that verified drafted tokens (the prompt's sampling step
@@ -107,6 +108,14 @@ struct attribution {
 	uint32_t verify_steps, drafted, accepted, draft_steps;
 	uint64_t draft_ns;
 	uint64_t draft_context; /* the other context most of those steps were (0: none) */
+	/* The server's own figures for the request (its timings) chose the sequence: known */
+	bool by_timings;
+	/* Two sequences fit it alike and split it otherwise: nothing is attributed (ok false) */
+	bool ambiguous;
+	struct {
+		uint64_t context;
+		int32_t seq;
+	} candidates[2]; /* the best fit first */
 	/* The response's usage said another prompt length than the matched run evaluated (cached
 	 * tokens in and out): the split stands, from the run. */
 	bool usage_mismatch;

@@ -51,6 +51,32 @@ static void set_count(struct opt_u64 *dst, const struct jval *v)
 	}
 }
 
+/* A count of the API's usage: it wins over the server's timings, whichever came first. */
+static void usage_count(struct opt_u64 *dst, enum count_source *src, const struct jval *v)
+{
+	if (jv_is(v, J_INT) && v->i >= 0) {
+		dst->set = true;
+		dst->v = (uint64_t)v->i;
+		*src = COUNT_USAGE;
+	}
+}
+
+/* A duration in ns, as Ollama states them. */
+static void set_count_ns(uint64_t *dst, const struct jval *v)
+{
+	if (jv_is(v, J_INT) && v->i >= 0)
+		*dst = (uint64_t)v->i;
+}
+
+/* A duration in ms (an integer or a real) as ns, where it is one a server could measure. */
+static void set_ms_as_ns(uint64_t *dst, const struct jval *v)
+{
+	double ms = jv_is(v, J_INT) ? (double)v->i : jv_is(v, J_REAL) ? v->d : -1;
+
+	if (ms >= 0 && ms < 1e9)
+		*dst = (uint64_t)(ms * 1e6);
+}
+
 static void set_str(char *dst, size_t cap, const struct jval *v)
 {
 	if (nonempty_str(v))
@@ -105,15 +131,47 @@ static bool str_starts(const struct jval *v, const char *prefix)
 	return jv_is(v, J_STRING) && !strncmp(v->s, prefix, strlen(prefix));
 }
 
+/* llama-server's own figures for the request (`timings`: on its last chunk, on every chunk
+ * with timings_per_token; the latest holds the totals), on /completion and its OpenAI
+ * endpoints alike. They are the server's statement of the request's engine work: the
+ * attribution joins the request to its sequence by them (engine/attrib_seqs.c). Where no usage
+ * said them, they are the record's counts too. */
+static void server_timings(struct request *r, const struct jval *tm)
+{
+	struct server_timings *t = &r->timings;
+
+	if (!jv_is(tm, J_OBJECT))
+		return;
+	set_count(&t->evaluated, get(tm, "prompt_n"));
+	set_count(&t->cached, get(tm, "cache_n"));
+	set_count(&t->predicted, get(tm, "predicted_n"));
+	set_ms_as_ns(&t->prompt_ns, get(tm, "prompt_ms"));
+	set_ms_as_ns(&t->predicted_ns, get(tm, "predicted_ms"));
+	if (t->evaluated.set && r->input_source != COUNT_USAGE) {
+		r->input_tokens.set = true;
+		r->input_tokens.v = t->evaluated.v + (t->cached.set ? t->cached.v : 0);
+		r->input_source = COUNT_SERVER_TIMINGS;
+	}
+	if (t->cached.set && r->cached_source != COUNT_USAGE) {
+		r->cached_tokens = t->cached;
+		r->cached_source = COUNT_SERVER_TIMINGS;
+	}
+	if (t->predicted.set && r->output_source != COUNT_USAGE) {
+		r->output_tokens = t->predicted;
+		r->output_source = COUNT_SERVER_TIMINGS;
+	}
+}
+
 /* ---- OpenAI Chat Completions and Completions ---- */
 
 static void openai_usage(struct request *r, const struct jval *u)
 {
 	if (!jv_is(u, J_OBJECT))
 		return;
-	set_count(&r->input_tokens, get(u, "prompt_tokens"));
-	set_count(&r->output_tokens, get(u, "completion_tokens"));
-	set_count(&r->cached_tokens, dig(u, "prompt_tokens_details", "cached_tokens", NULL));
+	usage_count(&r->input_tokens, &r->input_source, get(u, "prompt_tokens"));
+	usage_count(&r->output_tokens, &r->output_source, get(u, "completion_tokens"));
+	usage_count(&r->cached_tokens, &r->cached_source,
+		    dig(u, "prompt_tokens_details", "cached_tokens", NULL));
 }
 
 static bool openai_choice_has_text(const struct jval *c, bool completions, bool whole)
@@ -152,6 +210,7 @@ static void openai_chunk(struct request *r, const struct jval *o, uint64_t ts, b
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(c, "finish_reason"));
 	}
 	openai_usage(r, get(o, "usage"));
+	server_timings(r, get(o, "timings"));
 	if (text)
 		request__token(r, ts);
 }
@@ -442,6 +501,12 @@ static void ollama_event(struct request *r, const char *event, const struct jval
 	if (is_true(get(o, "done"))) {
 		set_count(&r->input_tokens, get(o, "prompt_eval_count"));
 		set_count(&r->output_tokens, get(o, "eval_count"));
+		/* the server's own figures: the prompt's tokens it evaluated, the cached part
+		 * left out, and how long each phase took (ns) */
+		set_count(&r->timings.evaluated, get(o, "prompt_eval_count"));
+		set_count(&r->timings.predicted, get(o, "eval_count"));
+		set_count_ns(&r->timings.prompt_ns, get(o, "prompt_eval_duration"));
+		set_count_ns(&r->timings.predicted_ns, get(o, "eval_duration"));
 		set_str(r->finish_reason, sizeof(r->finish_reason), get(o, "done_reason"));
 		r->stream_end_seen = true;
 	}
@@ -461,8 +526,6 @@ static bool llamacpp_sniff(const struct jval *o)
 
 static void llamacpp_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
 {
-	const struct jval *tm = get(o, "timings");
-
 	if (get(o, "error")) {
 		set_api_error(r, get(o, "error"));
 		return;
@@ -470,22 +533,10 @@ static void llamacpp_event(struct request *r, const char *event, const struct jv
 	set_model(&r->response_model, get(o, "model"));
 	if (nonempty_str(get(o, "content")))
 		request__token(r, ts);
+	server_timings(r, get(o, "timings"));
 	if (!is_true(get(o, "stop")))
 		return;
 	r->stream_end_seen = true;
-	if (jv_is(tm, J_OBJECT)) {
-		struct opt_u64 prompt_n = { 0 }, cache_n = { 0 };
-
-		set_count(&prompt_n, get(tm, "prompt_n"));
-		set_count(&cache_n, get(tm, "cache_n"));
-		set_count(&r->output_tokens, get(tm, "predicted_n"));
-		if (prompt_n.set) {
-			r->input_tokens.set = true;
-			r->input_tokens.v = prompt_n.v + cache_n.v;
-		}
-		if (cache_n.set)
-			r->cached_tokens = cache_n;
-	}
 	if (!r->output_tokens.set)
 		set_count(&r->output_tokens, get(o, "tokens_predicted"));
 	if (nonempty_str(get(o, "stop_type")))

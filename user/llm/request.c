@@ -15,6 +15,20 @@ const char *role__name(enum role r)
 	return r == ROLE_SERVER ? "server" : "client";
 }
 
+const char *count_source__name(enum count_source s)
+{
+	static const char *const names[] = {
+		[COUNT_NONE] = NULL,
+		[COUNT_USAGE] = "usage",
+		[COUNT_SERVER_TIMINGS] = "server_timings",
+		[COUNT_LLAMA_STEPS] = "llama_steps",
+		[COUNT_ENGINE_WIRE] = "engine_wire",
+		[COUNT_TOKEN_EVENTS] = "token_events",
+	};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : NULL;
+}
+
 struct request *request__new(void)
 {
 	struct request *r = calloc(1, sizeof(*r));
@@ -182,5 +196,50 @@ void request__metrics(const struct request *r, struct request_metrics *m)
 		m->itl_p99_ms = pct_sorted_ns_ms(tmp, ngaps, 99);
 		m->itl_max_ms = pct_sorted_ns_ms(tmp, ngaps, 100);
 		free(tmp);
+	}
+}
+
+/* One count: the engine's fills it where the stream said none, else is kept beside it where
+ * it differs. A count the stream set without naming its source is its usage's. */
+static void adopt(struct opt_u64 *count, enum count_source *src, struct opt_u64 *beside,
+		  bool known, uint64_t engine, enum count_source engine_src)
+{
+	if (count->set && *src == COUNT_NONE)
+		*src = COUNT_USAGE;
+	if (!known)
+		return;
+	if (!count->set) {
+		count->set = true;
+		count->v = engine;
+		*src = engine_src;
+	} else if (count->v != engine) {
+		beside->set = true;
+		beside->v = engine;
+	}
+}
+
+void request__engine_counts(struct request *r)
+{
+	const struct attribution *a = r->attr;
+	const struct attrib_wire *w = a ? &a->wire : NULL;
+
+	if (a && a->ok && w->joined) {
+		adopt(&r->input_tokens, &r->input_source, &r->engine_input, w->prompt_tokens >= 0,
+		      (uint64_t)w->prompt_tokens, COUNT_ENGINE_WIRE);
+		adopt(&r->cached_tokens, &r->cached_source, &r->engine_cached, w->cached_tokens >= 0,
+		      (uint64_t)w->cached_tokens, COUNT_ENGINE_WIRE);
+		adopt(&r->output_tokens, &r->output_source, &r->engine_output, w->output_steps > 0,
+		      w->output_tokens, COUNT_ENGINE_WIRE);
+	} else if (a && a->ok && a->by_sequence) {
+		adopt(&r->input_tokens, &r->input_source, &r->engine_input, true,
+		      (uint64_t)a->prompt_tokens + a->cached_tokens, COUNT_LLAMA_STEPS);
+		adopt(&r->cached_tokens, &r->cached_source, &r->engine_cached, true,
+		      a->cached_tokens, COUNT_LLAMA_STEPS);
+		adopt(&r->output_tokens, &r->output_source, &r->engine_output, a->output_tokens > 0,
+		      a->output_tokens, COUNT_LLAMA_STEPS);
+	} else {
+		adopt(&r->input_tokens, &r->input_source, &r->engine_input, false, 0, COUNT_NONE);
+		adopt(&r->cached_tokens, &r->cached_source, &r->engine_cached, false, 0, COUNT_NONE);
+		adopt(&r->output_tokens, &r->output_source, &r->engine_output, false, 0, COUNT_NONE);
 	}
 }

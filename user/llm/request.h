@@ -65,6 +65,26 @@ struct opt_u64 {
 
 struct attribution;
 
+/* Where a token count on the record came from (its *_source in the outputs). */
+enum count_source {
+	COUNT_NONE = 0,
+	COUNT_USAGE,	     /* the API's usage object (or its final object's counts) */
+	COUNT_SERVER_TIMINGS, /* the server's own per-request figures (llama-server's timings) */
+	COUNT_LLAMA_STEPS,   /* llama.cpp's steps: the request's own sequence */
+	COUNT_ENGINE_WIRE,   /* vLLM's engine-core messages for the request */
+	COUNT_TOKEN_EVENTS,  /* output only: the stream's token events, one token each */
+};
+const char *count_source__name(enum count_source s);
+
+/* The server's own account of one request's engine work, where its stream states one
+ * (llama-server's `timings` on its last chunk, Ollama's final object): prompt tokens it
+ * evaluated (the cached part left out), the tokens it reused from its cache, the tokens it
+ * generated, and the time it measured for each phase (0: not said). */
+struct server_timings {
+	struct opt_u64 evaluated, cached, predicted;
+	uint64_t prompt_ns, predicted_ns;
+};
+
 struct request {
 	uint64_t id; /* unique in the run, in the order requests began */
 	/* who */
@@ -118,6 +138,12 @@ struct request {
 	struct opt_u64 output_tokens;
 	struct opt_u64 input_tokens;  /* whole prompt, cached part included */
 	struct opt_u64 cached_tokens;
+	/* where each came from; the engine's figures fill what the stream left unsaid, once the
+	 * request is attributed (request__engine_counts) */
+	enum count_source input_source, cached_source, output_source;
+	/* the engine's own counts beside a usage that said otherwise (set: they differ) */
+	struct opt_u64 engine_input, engine_cached, engine_output;
+	struct server_timings timings;
 	char finish_reason[REQ_REASON_MAX];
 	/* the id the response carried (chatcmpl-..., msg_..., resp_...): "" when none */
 	char response_id[REQ_RESPONSE_ID_MAX];
@@ -165,5 +191,9 @@ struct request_metrics {
 };
 
 void request__metrics(const struct request *r, struct request_metrics *m);
+/* Once attributed (r->attr): the engine's token counts (the request's own llama.cpp
+ * sequence, vLLM's engine wire) fill the counts its stream did not state, with their source;
+ * where the stream stated one the engine's disagrees with, the engine's is kept beside it. */
+void request__engine_counts(struct request *r);
 
 #endif

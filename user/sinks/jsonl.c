@@ -146,6 +146,9 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)a->context);
 		json_object_set_new(o, "context", json_string(hex));
 		json_object_set_new(o, "sequence", json_integer(a->seq));
+		/* what named it: the server's own timings, or the run's fit to the stream */
+		json_object_set_new(o, "sequence_from",
+				    json_string(a->by_timings ? "server_timings" : "fit"));
 		json_object_set_new(o, "cached_tokens", json_integer(a->cached_tokens));
 		json_object_set_new(o, "prompt_tokens_computed", json_integer(a->prompt_tokens));
 		json_object_set_new(o, "prefill_chunks", json_integer(a->prefill_chunks));
@@ -191,6 +194,67 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 		}
 		json_object_set_new(o, "gaps", v);
 	}
+	return o;
+}
+
+/* The two runs an ambiguous request fits alike: each sequence and its context. */
+static json_t *candidates_json(const struct attribution *a)
+{
+	json_t *v = json_array();
+
+	for (size_t i = 0; i < 2; i++) {
+		char hex[32];
+
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)a->candidates[i].context);
+		json_array_append_new(v, json_pack("{s:s, s:i}", "context", hex, "sequence",
+						    a->candidates[i].seq));
+	}
+	return v;
+}
+
+static json_t *source_or_null(enum count_source s)
+{
+	const char *name = count_source__name(s);
+
+	return name ? json_string(name) : json_null();
+}
+
+/* Where each of the record's token counts came from. */
+static json_t *token_sources_json(const struct request *r, const struct request_metrics *m)
+{
+	enum count_source out = r->output_source;
+
+	if (m->output_tokens.set && m->output_tokens_estimated)
+		out = COUNT_TOKEN_EVENTS;
+	return json_pack("{s:o, s:o, s:o}", "input_tokens", source_or_null(r->input_source),
+			 "cached_tokens", source_or_null(r->cached_source), "output_tokens",
+			 source_or_null(out));
+}
+
+/* The engine's own counts where the stream's said otherwise (only those that differ). */
+static json_t *engine_tokens_json(const struct request *r)
+{
+	json_t *o = json_object();
+
+	if (r->engine_input.set)
+		json_object_set_new(o, "input_tokens", json_integer((json_int_t)r->engine_input.v));
+	if (r->engine_cached.set)
+		json_object_set_new(o, "cached_tokens", json_integer((json_int_t)r->engine_cached.v));
+	if (r->engine_output.set)
+		json_object_set_new(o, "output_tokens", json_integer((json_int_t)r->engine_output.v));
+	return o;
+}
+
+/* The server's own figures for the request, as it stated them. */
+static json_t *server_timings_json(const struct server_timings *t)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "prompt_evaluated", count_or_null(t->evaluated));
+	json_object_set_new(o, "prompt_cached", count_or_null(t->cached));
+	json_object_set_new(o, "predicted", count_or_null(t->predicted));
+	json_object_set_new(o, "prompt_ms", t->prompt_ns ? ms(t->prompt_ns) : json_null());
+	json_object_set_new(o, "predicted_ms", t->predicted_ns ? ms(t->predicted_ns) : json_null());
 	return o;
 }
 
@@ -260,6 +324,11 @@ static char *request_json(const struct request *r, const struct request_metrics 
 			    m.output_tokens.set ? json_boolean(m.output_tokens_estimated) : json_null());
 	json_object_set_new(o, "input_tokens", count_or_null(r->input_tokens));
 	json_object_set_new(o, "cached_tokens", count_or_null(r->cached_tokens));
+	json_object_set_new(o, "token_sources", token_sources_json(r, &m));
+	if (r->engine_input.set || r->engine_cached.set || r->engine_output.set)
+		json_object_set_new(o, "engine_tokens", engine_tokens_json(r));
+	if (r->timings.evaluated.set || r->timings.predicted.set)
+		json_object_set_new(o, "server_timings", server_timings_json(&r->timings));
 	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
 	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
 	json_object_set_new(o, "response_id", str_or_null(r->response_id));
@@ -281,6 +350,8 @@ static char *request_json(const struct request *r, const struct request_metrics 
 		json_object_set_new(o, "attribution_error",
 				    ok ? json_null()
 				       : json_string(r->attr ? r->attr->error : "no engine steps were seen"));
+		if (r->attr && r->attr->ambiguous)
+			json_object_set_new(o, "attribution_candidates", candidates_json(r->attr));
 	}
 	s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
 	json_decref(o);

@@ -64,16 +64,18 @@ struct pipeline {
 static void join_and_attribute(struct pipeline *p, struct request *r)
 {
 	match__request(p->match, r);
-	if (r->role != ROLE_SERVER)
-		return;
-	if (!r->engine_output_ns)
-		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
-	attrib__compute(p->attr, r);
-	vllm_wire__attribute(p->engine_wire, r); /* the engine's own times, where it told them */
-	if (r->attr && r->attr->ok)
-		p->h.attributed++;
-	else
-		p->h.not_attributed++;
+	if (r->role == ROLE_SERVER) {
+		if (!r->engine_output_ns)
+			r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
+		attrib__compute(p->attr, r);
+		/* the engine's own times, where it told them */
+		vllm_wire__attribute(p->engine_wire, r);
+		if (r->attr && r->attr->ok)
+			p->h.attributed++;
+		else
+			p->h.not_attributed++;
+	}
+	request__engine_counts(r); /* what the stream left unsaid, from the engine */
 }
 
 static struct ts_rec_proc_identity *identity_of(struct pipeline *p, uint32_t pid)
