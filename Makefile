@@ -73,7 +73,7 @@ endif
 .PHONY: all clean test check layers calls docs-check options man install install-check package-check deploy-check unit unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
-	fixtures gpu-testbed
+	fixtures gpu-testbed llama-server
 .DELETE_ON_ERROR:
 # Keep the BPF objects between the skeletons built from them.
 .SECONDARY:
@@ -152,6 +152,12 @@ $(OUTPUT)/tests/test_util: LDLIBS_UNIT += -lbpf -lelf -lz -lcapstone
 fixtures:
 	$(Q)$(MAKE) -s -C tests/fixtures
 
+# The real llama-server, built once from the llama.cpp source the pinned node-llama-cpp
+# (make deps) carries and cached in /var/cache/tokenscope/llama-server
+# (scripts/llama_server.sh): about 12 minutes on 2 cores the first time.
+llama-server:
+	$(Q)./scripts/llama_server.sh >/dev/null
+
 # The GPU test bed; its nvcc program needs the CUDA toolkit (/usr/local/cuda), not a GPU.
 gpu-testbed:
 	$(Q)$(MAKE) -s -C tests/gpu
@@ -220,7 +226,7 @@ unit: $(UNIT_BINS)
 replay: tokenscope
 	$(Q)./tests/replay/run.sh
 
-integration: tokenscope fixtures gpu-testbed
+integration: tokenscope fixtures gpu-testbed llama-server
 	$(Q)./tests/integration/run.sh
 
 # The kernel matrix: Debian's 5.10, 6.1 and 6.12 booted under QEMU, every probe family's

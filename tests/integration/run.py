@@ -5,7 +5,7 @@ then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) an
 attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
-engine wire (vllm_wire_checks.py), container and pod identity (identity_checks.py),
+engine wire (vllm_wire_checks.py), the real llama-server (llama_server_checks.py), container and pod identity (identity_checks.py),
 network namespaces in the join (netns_checks.py),
 `tokenscope top` in tmux (top_checks.py), and Go's crypto/tls (go_checks.py).
 
@@ -28,6 +28,7 @@ from go_checks import run_go_checks
 from gpu_checks import run_gpu_checks
 from h2_checks import run_h2_checks
 from llama_checks import run_llama_checks
+from llama_server_checks import run_llama_server_checks
 from metrics_checks import run_metrics_checks
 from plaintext_checks import run_plaintext_checks, wait_file
 from top_checks import run_top_checks
@@ -226,7 +227,7 @@ def main():
     print(f"integration: with {TOKENSCOPE}", flush=True)
     phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
               "attribution": run_attribution_checks, "metrics": run_metrics_checks,
-              "llama": run_llama_checks, "h2": run_h2_checks, "top": run_top_checks,
+              "llama": run_llama_checks, "llama_server": run_llama_server_checks, "h2": run_h2_checks, "top": run_top_checks,
               "go": run_go_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
               "identity": run_identity_checks, "netns": run_netns_checks}
     if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
@@ -244,7 +245,7 @@ def main():
         print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
         return 1 if failed else 0
     if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|h2|top|go|"
+        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|llama_server|h2|top|go|"
                          "unix|vllm_wire|identity|netns]")
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
@@ -735,6 +736,7 @@ def body(work, port, truth_path, server_pid):
 
     # phase: llama.cpp's own steps (node-llama-cpp), against an interposer's and the server's
     run_llama_checks(ctx)
+    run_llama_server_checks(ctx)
 
     # phase: HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node; a join
     run_h2_checks(ctx)
