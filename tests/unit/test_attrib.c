@@ -170,6 +170,55 @@ static void test_engine_output_bounds_first_step(void **state)
 	}
 }
 
+/* A server whose lag comes and goes: the events of steps 2..9, those of steps 4 and 7 written
+ * a step and a half late (after the next step was seen), the rest at once. From the events
+ * alone the late ones look like the next step's. The engine's own outputs (vLLM's engine
+ * wire: one per step, made just after the host saw it) put every event on its step, known
+ * (no token_steps estimate); with an output fewer than the events (not the wire's of this
+ * stream), the events place themselves, and the record says so. */
+static void test_engine_outputs_place_every_event(void **state)
+{
+	for (int c = 0; c < 2; c++) {
+		struct attrib *a = new_attrib();
+		struct request *r = server_request(1, T0 + 1 * MS);
+		const struct attribution *at;
+		size_t outs = c == 0 ? 8 : 7;
+
+		steps(a, ENGINE_PID, 14, 4);
+		for (int k = 2; k <= 9; k++)
+			request__token(r, step_start(k, 4) + 4 * MS +
+						  (k == 4 || k == 7 ? 7500 * US : 300 * US));
+		r->end_ns = r->last_token_ns + 100 * US;
+		r->engine_out_ts = calloc(outs, sizeof(*r->engine_out_ts));
+		r->engine_out_tokens = calloc(outs, sizeof(*r->engine_out_tokens));
+		assert_non_null(r->engine_out_ts);
+		assert_non_null(r->engine_out_tokens);
+		for (size_t i = 0; i < outs; i++) {
+			r->engine_out_ts[i] = step_start(2 + (int)i, 4) + 4 * MS + 50 * US;
+			r->engine_out_tokens[i] = 1;
+		}
+		r->engine_outs = outs;
+		r->engine_output_ns = r->engine_out_ts[0];
+		attrib__first_token(a, r);
+		attrib__finished(a, r);
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_true(at->ok);
+		assert_int_equal(at->prefill_start_ns, step_start(2, 4));
+		if (c == 0) {
+			assert_false(at->estimated & EST_TOKEN_STEPS);
+			for (size_t g = 0; g < at->ngaps; g++)
+				assert_int_equal(at->gaps[g].producer_start_ns,
+						 step_start(3 + (int)g, 4));
+		} else {
+			/* placed by the events (one a step, here right), and said so */
+			assert_true(at->estimated & EST_TOKEN_STEPS);
+		}
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 /* A stream interval of 4 steps: events on steps 2 (the first token), 6, 10, ..., 30 and the
  * remainder on 32. The event of step 18 is written after step 19 was seen (the server a step
  * behind for a moment): it goes back onto the interval's grid, with or without usage's count. */
@@ -493,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_ttft_split),
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_engine_output_bounds_first_step),
+		cmocka_unit_test(test_engine_outputs_place_every_event),
 		cmocka_unit_test(test_stream_interval),
 		cmocka_unit_test(test_server_falling_behind),
 		cmocka_unit_test(test_server_streams_every_token),

@@ -206,6 +206,41 @@ size_t attrib_engine_output_bound(const struct window_step *v, size_t n, const s
 }
 
 /*
+ * The engine's own outputs for the request (vLLM's engine wire), one per event: output i was
+ * made at engine time out_ts[i], right after the step that made its tokens, so event i's step
+ * is the latest the host saw complete by then, however late the server wrote it. More outputs
+ * than events (a stream interval, or a server fallen behind, merging them) say how many steps
+ * made the tokens but not which event carried which: an output reaches the server some time
+ * after it is made, and a server a step behind writes an event after the next output was
+ * made without carrying it. False where it cannot be (not one output per event, an output
+ * made after its event was written or before the request arrived: another clock's; two
+ * events on one step).
+ */
+static bool align_by_outputs(const struct window_step *v, size_t n, const struct request *r,
+			     size_t *q)
+{
+	size_t ne = r->token_events;
+	uint64_t t = r->first_token_ns;
+
+	if (r->engine_outs != ne || !ne)
+		return false;
+	for (size_t i = 0; i < ne; i++) {
+		uint64_t made = r->engine_out_ts[i];
+		size_t k;
+
+		if (i)
+			t += r->gaps_ns[i - 1];
+		if (made > t || made < r->start_ns)
+			return false;
+		k = attrib_latest_seen(v, n, made);
+		if (k == n || (i && k <= q[i - 1]) || (!i && v[k].start < r->start_ns))
+			return false;
+		q[i] = k;
+	}
+	return true;
+}
+
+/*
  * Which step produced each token event (q[0]: the first token's). A token written at t comes
  * from a step the host saw complete before t, at the latest the latest one (ls). An HTTP
  * server that falls behind writes later than that, so its latest is too late. But a running
@@ -231,12 +266,17 @@ bool attrib_align_tokens(const struct window_step *v, size_t n, const struct req
 			 bool server_every_token, size_t *q, bool *moved)
 {
 	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
-	bool known = r->output_tokens.set && r->output_tokens.v >= ne;
-	uint64_t total = known ? r->output_tokens.v : ne;
+	/* the steps that made its tokens: the engine's outputs, where its wire was read (a
+	 * step's tokens are one output: speculative decoding's several too), else usage's
+	 * tokens, one a step */
+	bool known = r->engine_outs >= ne || (r->output_tokens.set && r->output_tokens.v >= ne);
+	uint64_t total = r->engine_outs >= ne ? r->engine_outs : known ? r->output_tokens.v : ne;
 	uint64_t t = r->first_token_ns;
 	bool one_each;
 
 	*moved = false;
+	if (align_by_outputs(v, n, r, q))
+		return true;
 	for (size_t i = 0; i < ne; i++) {
 		size_t ls;
 

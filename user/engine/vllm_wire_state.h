@@ -17,6 +17,7 @@
 #define ID_MAX ATTRIB_ENGINE_ID_MAX
 #define BUCKETS 1024
 #define SEEN_OUTPUTS 512	       /* outputs messages remembered to skip the other end's copy */
+#define VW_OUTPUTS_KEPT 8192	       /* output times kept per engine request */
 
 struct vw_req {
 	char id[ID_MAX];       /* the engine's request_id (NUL-terminated: idlen bytes of it) */
@@ -43,6 +44,12 @@ struct vw_req {
 	int64_t prompt_tokens, cached_tokens;
 	uint32_t steps;
 	uint64_t tokens;
+	/* each output that carried its tokens: the outputs message's engine time and how many
+	 * (steps of them, at most VW_OUTPUTS_KEPT; out_cut: more came, and none is used) */
+	uint64_t *out_ts;
+	uint32_t *out_tokens;
+	uint32_t out_cap;
+	bool out_cut;
 	int finish_reason;
 };
 

@@ -157,6 +157,8 @@ static void drop(struct vllm_wire *w, struct vw_req *q)
 	else
 		w->newest = q->older;
 	w->nreqs--;
+	free(q->out_ts);
+	free(q->out_tokens);
 	free(q);
 }
 

@@ -60,13 +60,26 @@ struct pipeline {
 
 /* ---- a finished request, from its connection to the sinks ---- */
 
+/* What vLLM's engine wire says of a server request's outputs: the first one's time, and
+ * each one's time and tokens (for the alignment of token events to steps). */
+static void engine_outputs(struct pipeline *p, struct request *r)
+{
+	uint64_t first = vllm_wire__first_output(p->engine_wire, r);
+
+	if (first)
+		r->engine_output_ns = first;
+	free(r->engine_out_ts);
+	free(r->engine_out_tokens);
+	r->engine_outs = vllm_wire__outputs(p->engine_wire, r, &r->engine_out_ts,
+					    &r->engine_out_tokens);
+}
+
 /* Its client <-> server join, and a server's TTFT split. */
 static void join_and_attribute(struct pipeline *p, struct request *r)
 {
 	match__request(p->match, r);
 	if (r->role == ROLE_SERVER) {
-		if (!r->engine_output_ns)
-			r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
+		engine_outputs(p, r);
 		attrib__compute(p->attr, r);
 		/* the engine's own times, where it told them */
 		vllm_wire__attribute(p->engine_wire, r);
@@ -142,7 +155,7 @@ static void on_request(void *ctx, struct request *r)
 		return;
 	}
 	if (r->role == ROLE_SERVER && attrib__has_steps(p->attr)) {
-		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
+		engine_outputs(p, r);
 		attrib__finished(p->attr, r);
 	}
 	end = end > r->start_ns ? end : r->start_ns;
