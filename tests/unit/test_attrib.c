@@ -190,13 +190,9 @@ static void test_engine_outputs_place_every_event(void **state)
 						  (k == 4 || k == 7 ? 7500 * US : 300 * US));
 		r->end_ns = r->last_token_ns + 100 * US;
 		r->engine_out_ts = calloc(outs, sizeof(*r->engine_out_ts));
-		r->engine_out_tokens = calloc(outs, sizeof(*r->engine_out_tokens));
 		assert_non_null(r->engine_out_ts);
-		assert_non_null(r->engine_out_tokens);
-		for (size_t i = 0; i < outs; i++) {
+		for (size_t i = 0; i < outs; i++)
 			r->engine_out_ts[i] = step_start(2 + (int)i, 4) + 4 * MS + 50 * US;
-			r->engine_out_tokens[i] = 1;
-		}
 		r->engine_outs = outs;
 		r->engine_output_ns = r->engine_out_ts[0];
 		attrib__first_token(a, r);

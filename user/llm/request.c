@@ -113,7 +113,6 @@ void request__free(struct request *r)
 		return;
 	free(r->gaps_ns);
 	free(r->engine_out_ts);
-	free(r->engine_out_tokens);
 	if (*r->path)
 		free((char *)r->path);
 	if (*r->model)

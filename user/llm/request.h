@@ -128,10 +128,9 @@ struct request {
 	 * the HTTP server writes late (attrib_align.c); 0 = not seen */
 	uint64_t engine_output_ns;
 	/* the engine's outputs for it, in order (vLLM's engine wire, one engine request): when
-	 * each was made (the engine's clock) and how many tokens it carried; what ties token
-	 * events to the steps that made them when the server merged outputs (attrib_align.c) */
+	 * each was made (the engine's clock); one per token event places each event on its step
+	 * however late the server wrote it (attrib_align.c) */
 	uint64_t *engine_out_ts;
-	uint32_t *engine_out_tokens;
 	size_t engine_outs;
 	bool stream_end_seen;	 /* [DONE], message_stop, response.completed, done:true, ... */
 

@@ -61,7 +61,7 @@ struct pipeline {
 /* ---- a finished request, from its connection to the sinks ---- */
 
 /* What vLLM's engine wire says of a server request's outputs: the first one's time, and
- * each one's time and tokens (for the alignment of token events to steps). */
+ * each one's (for the alignment of token events to steps). */
 static void engine_outputs(struct pipeline *p, struct request *r)
 {
 	uint64_t first = vllm_wire__first_output(p->engine_wire, r);
@@ -69,9 +69,7 @@ static void engine_outputs(struct pipeline *p, struct request *r)
 	if (first)
 		r->engine_output_ns = first;
 	free(r->engine_out_ts);
-	free(r->engine_out_tokens);
-	r->engine_outs = vllm_wire__outputs(p->engine_wire, r, &r->engine_out_ts,
-					    &r->engine_out_tokens);
+	r->engine_outs = vllm_wire__outputs(p->engine_wire, r, &r->engine_out_ts);
 }
 
 /* Its client <-> server join, and a server's TTFT split. */
