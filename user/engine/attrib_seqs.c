@@ -367,9 +367,12 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
  * event. A write's jitter on a loaded host reaches a step; another request's run, sampled a
  * step away, falls behind by a step at every event. */
 #define AMBIGUOUS_STEPS 1
-static bool fits_alike(const struct step_proc *p, const struct run *best, const struct run *second)
+static bool fits_alike(const struct step_proc *p, const struct run *best, const struct run *second,
+		       size_t events)
 {
-	return second->steps && best->lives_on == second->lives_on &&
+	/* the runner-up was kept against an earlier best: it may split it as this one does */
+	return second->steps && !same_steps(best, second, events) &&
+	       best->lives_on == second->lives_on &&
 	       best->usage_elsewhere == second->usage_elsewhere &&
 	       second->score < best->score + AMBIGUOUS_STEPS * step_duration(&p->v[best->end]);
 }
@@ -549,7 +552,7 @@ int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct re
 				 (unsigned long long)r->token_events);
 		return -1;
 	}
-	if (fits_alike(p, &best, &second)) {
+	if (fits_alike(p, &best, &second, r->token_events)) {
 		/* two runs that would split it otherwise fit it alike: say so, split nothing */
 		at->ambiguous = true;
 		at->candidates[0].context = best.ctx;
