@@ -625,8 +625,9 @@ static __always_inline void capture_call(struct task_struct *t, __u64 fd, __u64 
  * A read is stamped here, at its return; a write when it began (sock_write_enter): its
  * return can come after what it caused on another CPU (its reader's read, the engine's next
  * step), which matching and attribution order after it. Stamping writes at their return was
- * tried, and broke both in the tests (docs/performance.md, sixth session). ret <= 0: nothing
- * moved (EAGAIN, an error, the peer's end of stream), nothing to do.
+ * tried, and broke both in the tests (docs/performance.md, "Writes stamped at their
+ * return"). ret <= 0: nothing moved (EAGAIN, an error, the peer's end of stream), nothing
+ * to do.
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"

@@ -28,6 +28,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -67,7 +68,6 @@ class Server:
         port_file = os.path.join(work, f"{name}.port")
         self.out = open(os.path.join(work, f"{name}.log"), "w+")
         # port 0 is refused by llama-server: a free one, found by binding it first
-        import socket
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
