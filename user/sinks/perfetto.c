@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/pbwrite.h"
 #include "base/text.h"
 #include "llm/attribution.h"
 #include "llm/dialect.h"
@@ -15,7 +16,6 @@
 #include "sinks/perfetto.h"
 #include "sinks/perfetto_proto.h"
 
-#define MAX_DEPTH 8
 #define SEQUENCE_ID 1
 #define NAME_MAX_TEXT 256
 
@@ -69,10 +69,8 @@ struct unit {
 struct perfetto {
 	struct outfile *f;
 	uint64_t max_bytes, bytes, cut;
-	bool started, failed;
-	struct buf pkt;	 /* the packet being built */
-	size_t open[MAX_DEPTH];	 /* where each open message's length goes */
-	int depth;
+	bool started;
+	struct pbw pkt;	 /* the packet being built */
 	uint64_t *tracks; /* described already: a set (open addressing; 0 is empty) */
 	size_t ntracks, captracks;
 	struct delta *deltas;
@@ -82,120 +80,35 @@ struct perfetto {
 	struct unit unit;
 };
 
-/* ---- protobuf, the few wire types a trace needs ---- */
-
-static void put_raw(struct perfetto *pf, const void *p, size_t n)
-{
-	if (buf__add(&pf->pkt, p, n, SIZE_MAX >> 1))
-		pf->failed = true;
-}
-
-static void put_varint(struct perfetto *pf, uint64_t v)
-{
-	uint8_t b[10];
-	size_t n = 0;
-
-	do {
-		b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	put_raw(pf, b, n);
-}
-
-static void key(struct perfetto *pf, uint32_t field, uint32_t wire)
-{
-	put_varint(pf, (uint64_t)field << 3 | wire);
-}
-
-static void f_uint(struct perfetto *pf, uint32_t field, uint64_t v)
-{
-	key(pf, field, 0);
-	put_varint(pf, v);
-}
-
-static void f_fixed64(struct perfetto *pf, uint32_t field, uint64_t v)
-{
-	uint8_t b[8];
-
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	key(pf, field, 1);
-	put_raw(pf, b, 8);
-}
-
-static void f_double(struct perfetto *pf, uint32_t field, double d)
-{
-	uint64_t v;
-
-	memcpy(&v, &d, sizeof(v));
-	f_fixed64(pf, field, v); /* a double is a 64-bit field */
-}
-
-static void f_string(struct perfetto *pf, uint32_t field, const char *s)
-{
-	size_t n = strlen(s);
-
-	key(pf, field, 2);
-	put_varint(pf, n);
-	put_raw(pf, s, n);
-}
-
-/* A nested message: its length, unknown yet, goes in a 4-byte varint (a redundant encoding
- * every protobuf reader takes), filled in by end(). At most 256 MiB. */
-static void begin(struct perfetto *pf, uint32_t field)
-{
-	static const uint8_t room[4] = { 0x80, 0x80, 0x80, 0x00 };
-
-	key(pf, field, 2);
-	if (pf->depth < MAX_DEPTH)
-		pf->open[pf->depth] = pf->pkt.len;
-	pf->depth++;
-	put_raw(pf, room, sizeof(room));
-}
-
-static void end(struct perfetto *pf)
-{
-	size_t at, n;
-
-	if (--pf->depth >= MAX_DEPTH || pf->failed)
-		return;
-	at = pf->open[pf->depth];
-	n = pf->pkt.len - at - 4;
-	for (int i = 0; i < 4; i++)
-		pf->pkt.p[at + i] = (char)(((n >> (7 * i)) & 0x7f) | (i < 3 ? 0x80 : 0));
-}
-
 /* ---- packets ---- */
 
 static void packet_begin(struct perfetto *pf)
 {
-	buf__reset(&pf->pkt);
-	pf->depth = 0;
-	pf->failed = false;
-	begin(pf, PF_TRACE_PACKET);
-	f_uint(pf, PF_PACKET_SEQUENCE_ID, SEQUENCE_ID);
+	pbw__reset(&pf->pkt);
+	pbw__begin(&pf->pkt, PF_TRACE_PACKET);
+	pbw__uint(&pf->pkt, PF_PACKET_SEQUENCE_ID, SEQUENCE_ID);
 }
 
 /* The packet, whole, into the file: or cut and counted past the cap. */
 static void packet_end(struct perfetto *pf)
 {
-	end(pf);
-	if (pf->failed) {
+	pbw__end(&pf->pkt);
+	if (pf->pkt.failed) {
 		outfile__no_memory(pf->f);
 		return;
 	}
 	if (pf->unit.open) {
-		if (buf__add(&pf->unit.bytes, pf->pkt.p, pf->pkt.len, SIZE_MAX))
+		if (buf__add(&pf->unit.bytes, pf->pkt.b.p, pf->pkt.b.len, SIZE_MAX))
 			outfile__no_memory(pf->f);
 		pf->unit.packets++;
 		return;
 	}
-	if (pf->bytes + pf->pkt.len > pf->max_bytes) {
+	if (pf->bytes + pf->pkt.b.len > pf->max_bytes) {
 		pf->cut++;
 		return;
 	}
-	pf->bytes += pf->pkt.len;
-	outfile__record(pf->f, pf->pkt.p, pf->pkt.len, false);
+	pf->bytes += pf->pkt.b.len;
+	outfile__record(pf->f, pf->pkt.b.p, pf->pkt.b.len, false);
 }
 
 static void unit_begin(struct perfetto *pf)
@@ -245,8 +158,8 @@ static void unit_end(struct perfetto *pf)
 static void timed_packet(struct perfetto *pf, uint64_t ts)
 {
 	packet_begin(pf);
-	f_uint(pf, PF_PACKET_TIMESTAMP, ts);
-	f_uint(pf, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_BUILTIN_CLOCK_MONOTONIC);
+	pbw__uint(&pf->pkt, PF_PACKET_TIMESTAMP, ts);
+	pbw__uint(&pf->pkt, PF_PACKET_TIMESTAMP_CLOCK_ID, PF_BUILTIN_CLOCK_MONOTONIC);
 }
 
 /* The first packet: the trace's clock is CLOCK_MONOTONIC, tokenscope's own. */
@@ -254,14 +167,14 @@ static void start(struct perfetto *pf, uint64_t ts)
 {
 	pf->started = true;
 	packet_begin(pf);
-	f_uint(pf, PF_PACKET_SEQUENCE_FLAGS, PF_SEQ_INCREMENTAL_STATE_CLEARED);
-	begin(pf, PF_PACKET_CLOCK_SNAPSHOT);
-	begin(pf, PF_CLOCKS);
-	f_uint(pf, PF_CLOCK_ID, PF_BUILTIN_CLOCK_MONOTONIC);
-	f_uint(pf, PF_CLOCK_TIMESTAMP, ts);
-	end(pf);
-	f_uint(pf, PF_PRIMARY_TRACE_CLOCK, PF_BUILTIN_CLOCK_MONOTONIC);
-	end(pf);
+	pbw__uint(&pf->pkt, PF_PACKET_SEQUENCE_FLAGS, PF_SEQ_INCREMENTAL_STATE_CLEARED);
+	pbw__begin(&pf->pkt, PF_PACKET_CLOCK_SNAPSHOT);
+	pbw__begin(&pf->pkt, PF_CLOCKS);
+	pbw__uint(&pf->pkt, PF_CLOCK_ID, PF_BUILTIN_CLOCK_MONOTONIC);
+	pbw__uint(&pf->pkt, PF_CLOCK_TIMESTAMP, ts);
+	pbw__end(&pf->pkt);
+	pbw__uint(&pf->pkt, PF_PRIMARY_TRACE_CLOCK, PF_BUILTIN_CLOCK_MONOTONIC);
+	pbw__end(&pf->pkt);
 	packet_end(pf);
 }
 
@@ -333,17 +246,17 @@ static void describe_process_in(struct perfetto *pf, uint32_t pid, const char *c
 	if (described(pf, uuid(T_PROCESS, pid)))
 		return;
 	packet_begin(pf);
-	begin(pf, PF_PACKET_TRACK_DESCRIPTOR);
-	f_uint(pf, PF_TRACK_UUID, uuid(T_PROCESS, pid));
-	begin(pf, PF_TRACK_PROCESS);
-	f_uint(pf, PF_PROCESS_PID, pid);
+	pbw__begin(&pf->pkt, PF_PACKET_TRACK_DESCRIPTOR);
+	pbw__uint(&pf->pkt, PF_TRACK_UUID, uuid(T_PROCESS, pid));
+	pbw__begin(&pf->pkt, PF_TRACK_PROCESS);
+	pbw__uint(&pf->pkt, PF_PROCESS_PID, pid);
 	text__safe(safe, sizeof(safe), comm);
 	n = strlen(safe);
 	if (pod && *pod)
 		snprintf(safe + n, sizeof(safe) - n, " (%s)", text__safe(spod, sizeof(spod), pod));
-	f_string(pf, PF_PROCESS_NAME, safe);
-	end(pf);
-	end(pf);
+	pbw__string(&pf->pkt, PF_PROCESS_NAME, safe);
+	pbw__end(&pf->pkt);
+	pbw__end(&pf->pkt);
 	packet_end(pf);
 }
 
@@ -359,15 +272,15 @@ static void describe(struct perfetto *pf, uint64_t id, uint32_t pid, const char 
 	if (described(pf, id))
 		return;
 	packet_begin(pf);
-	begin(pf, PF_PACKET_TRACK_DESCRIPTOR);
-	f_uint(pf, PF_TRACK_UUID, id);
-	f_uint(pf, PF_TRACK_PARENT_UUID, uuid(T_PROCESS, pid));
-	f_string(pf, PF_TRACK_NAME, name);
+	pbw__begin(&pf->pkt, PF_PACKET_TRACK_DESCRIPTOR);
+	pbw__uint(&pf->pkt, PF_TRACK_UUID, id);
+	pbw__uint(&pf->pkt, PF_TRACK_PARENT_UUID, uuid(T_PROCESS, pid));
+	pbw__string(&pf->pkt, PF_TRACK_NAME, name);
 	if (counter) {
-		begin(pf, PF_TRACK_COUNTER);
-		end(pf);
+		pbw__begin(&pf->pkt, PF_TRACK_COUNTER);
+		pbw__end(&pf->pkt);
 	}
-	end(pf);
+	pbw__end(&pf->pkt);
 	packet_end(pf);
 }
 
@@ -375,44 +288,44 @@ static void describe(struct perfetto *pf, uint64_t id, uint32_t pid, const char 
 
 static void annotate_uint(struct perfetto *pf, const char *name, uint64_t v)
 {
-	begin(pf, PF_EVENT_DEBUG_ANNOTATIONS);
-	f_string(pf, PF_ANNOTATION_NAME, name);
-	f_uint(pf, PF_ANNOTATION_UINT, v);
-	end(pf);
+	pbw__begin(&pf->pkt, PF_EVENT_DEBUG_ANNOTATIONS);
+	pbw__string(&pf->pkt, PF_ANNOTATION_NAME, name);
+	pbw__uint(&pf->pkt, PF_ANNOTATION_UINT, v);
+	pbw__end(&pf->pkt);
 }
 
 static void annotate_ms(struct perfetto *pf, const char *name, uint64_t ns)
 {
-	begin(pf, PF_EVENT_DEBUG_ANNOTATIONS);
-	f_string(pf, PF_ANNOTATION_NAME, name);
-	f_double(pf, PF_ANNOTATION_DOUBLE, (double)ns / 1e6);
-	end(pf);
+	pbw__begin(&pf->pkt, PF_EVENT_DEBUG_ANNOTATIONS);
+	pbw__string(&pf->pkt, PF_ANNOTATION_NAME, name);
+	pbw__double(&pf->pkt, PF_ANNOTATION_DOUBLE, (double)ns / 1e6);
+	pbw__end(&pf->pkt);
 }
 
 static void annotate_str(struct perfetto *pf, const char *name, const char *v)
 {
 	char safe[TEXT_SAFE_MAX(NAME_MAX_TEXT)];
 
-	begin(pf, PF_EVENT_DEBUG_ANNOTATIONS);
-	f_string(pf, PF_ANNOTATION_NAME, name);
-	f_string(pf, PF_ANNOTATION_STRING, text__safe(safe, sizeof(safe), v));
-	end(pf);
+	pbw__begin(&pf->pkt, PF_EVENT_DEBUG_ANNOTATIONS);
+	pbw__string(&pf->pkt, PF_ANNOTATION_NAME, name);
+	pbw__string(&pf->pkt, PF_ANNOTATION_STRING, text__safe(safe, sizeof(safe), v));
+	pbw__end(&pf->pkt);
 }
 
 /* An event's packet up to its annotations; the caller adds them and ends the packet. */
 static void event(struct perfetto *pf, uint64_t ts, uint64_t track, int type, const char *name)
 {
 	timed_packet(pf, ts);
-	begin(pf, PF_PACKET_TRACK_EVENT);
-	f_uint(pf, PF_EVENT_TYPE, (uint64_t)type);
-	f_uint(pf, PF_EVENT_TRACK_UUID, track);
+	pbw__begin(&pf->pkt, PF_PACKET_TRACK_EVENT);
+	pbw__uint(&pf->pkt, PF_EVENT_TYPE, (uint64_t)type);
+	pbw__uint(&pf->pkt, PF_EVENT_TRACK_UUID, track);
 	if (name)
-		f_string(pf, PF_EVENT_NAME, name);
+		pbw__string(&pf->pkt, PF_EVENT_NAME, name);
 }
 
 static void event_end(struct perfetto *pf)
 {
-	end(pf); /* the TrackEvent */
+	pbw__end(&pf->pkt); /* the TrackEvent */
 	packet_end(pf);
 }
 
@@ -547,14 +460,14 @@ static void tokens(struct perfetto *pf, uint64_t track, const struct request *r,
 		if (g && g->producer_start_ns && a->nengine_pids) {
 			uint64_t flow = flow_of_token(r->id, i);
 
-			f_fixed64(pf, PF_EVENT_TERMINATING_FLOW_IDS, flow);
+			pbw__fixed64(&pf->pkt, PF_EVENT_TERMINATING_FLOW_IDS, flow);
 			event_end(pf);
 			/* the flow's start: on the engine process's track, at the step */
 			describe_process(pf, a->engine_pids[0], "");
 			event(pf, g->producer_start_ns, uuid(T_PROCESS, a->engine_pids[0]),
 			      PF_TYPE_INSTANT, "produced");
 			annotate_uint(pf, "request", r->id);
-			f_fixed64(pf, PF_EVENT_FLOW_IDS, flow);
+			pbw__fixed64(&pf->pkt, PF_EVENT_FLOW_IDS, flow);
 		}
 		event_end(pf);
 	}
@@ -585,10 +498,10 @@ static void write_read_flows(struct perfetto *pf, const struct kept *server, str
 		uint64_t flow = hash(client->id | 1ull << 63, i) | 1;
 
 		event(pf, server->t[i], server->track, PF_TYPE_INSTANT, "written");
-		f_fixed64(pf, PF_EVENT_FLOW_IDS, flow);
+		pbw__fixed64(&pf->pkt, PF_EVENT_FLOW_IDS, flow);
 		event_end(pf);
 		event(pf, client->t[i], client->track, PF_TYPE_INSTANT, "read");
-		f_fixed64(pf, PF_EVENT_TERMINATING_FLOW_IDS, flow);
+		pbw__fixed64(&pf->pkt, PF_EVENT_TERMINATING_FLOW_IDS, flow);
 		event_end(pf);
 	}
 	free(client->t);
@@ -741,7 +654,7 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 		snprintf(name, sizeof(name), "tokens per step %s", what);
 		describe(pf, tokens, s->pid, name, true);
 		event(pf, s->start_ns, tokens, PF_TYPE_COUNTER, NULL);
-		f_uint(pf, PF_EVENT_COUNTER_VALUE, s->tokens);
+		pbw__uint(&pf->pkt, PF_EVENT_COUNTER_VALUE, s->tokens);
 		event_end(pf);
 	}
 	unit_end(pf);
@@ -775,9 +688,9 @@ static void on_sched(void *self, const struct vllm_sched *s)
 		describe(pf, track, s->pid, name, true);
 		event(pf, s->ts, track, PF_TYPE_COUNTER, NULL);
 		if (c[i].kind == T_VLLM_KV)
-			f_double(pf, PF_EVENT_DOUBLE_COUNTER_VALUE, c[i].v);
+			pbw__double(&pf->pkt, PF_EVENT_DOUBLE_COUNTER_VALUE, c[i].v);
 		else
-			f_uint(pf, PF_EVENT_COUNTER_VALUE, (uint64_t)c[i].v);
+			pbw__uint(&pf->pkt, PF_EVENT_COUNTER_VALUE, (uint64_t)c[i].v);
 		event_end(pf);
 	}
 	unit_end(pf);
@@ -815,7 +728,7 @@ static void write_counters(struct perfetto *pf)
 		if (i + 1 < pf->ndeltas && d[1].track == d->track && d[1].ts == d->ts)
 			continue; /* the sum once every change at this time is in */
 		event(pf, d->ts, d->track, PF_TYPE_COUNTER, NULL);
-		f_uint(pf, PF_EVENT_COUNTER_VALUE, (uint64_t)v);
+		pbw__uint(&pf->pkt, PF_EVENT_COUNTER_VALUE, (uint64_t)v);
 		event_end(pf);
 	}
 	unit_end(pf);
@@ -856,7 +769,7 @@ int perfetto__close(struct perfetto *pf)
 		free(pf->servers[i].t);
 		free(pf->clients[i].t);
 	}
-	buf__free(&pf->pkt);
+	pbw__free(&pf->pkt);
 	buf__free(&pf->unit.bytes);
 	free(pf);
 	return err;
