@@ -36,7 +36,7 @@ def readable(who, charts):
         what = f"{who}: chart {c['chart']}"
         if c["marks"] and c["ticks"]["x"] < 2:
             bad.append(f"{what}: {c['ticks']['x']} ticks on its x axis")
-        if c["marks"] and c["chart"] not in ("breakdown", "gap_breakdown") and \
+        if c["marks"] and c["chart"] not in ("breakdown", "wire_breakdown", "gap_breakdown") and \
                 c["ticks"]["y"] < 2:
             bad.append(f"{what}: {c['ticks']['y']} ticks on its y axis")
         if c["marks"] and (not c["axis_titles"]["x"] or "(" not in c["axis_titles"]["x"]):
@@ -96,7 +96,7 @@ def main():
             if c["chart"] in want and c["count"] != want[c["chart"]]:
                 bad.append(f"{who}: chart {c['chart']} counts {c['count']}, the records "
                            f"{want[c['chart']]}")
-            if c["chart"] in ("breakdown", "gap_breakdown") and not c["bands"]:
+            if c["chart"] in ("breakdown", "wire_breakdown", "gap_breakdown") and not c["bands"]:
                 bad.append(f"{who}: chart {c['chart']} drew no band")
         bad += readable(who, g["charts"])
         for stat, values in (("ttft", ttft), ("tpot", tpot)):

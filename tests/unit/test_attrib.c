@@ -532,10 +532,67 @@ static void test_not_attributed(void **state)
 	attrib__free(a);
 }
 
+/* Which split the outputs read: each source's parts in time order, the figures it tells. */
+static void test_split_sources(void **state)
+{
+	struct attribution a = { .ok = true, .queue_ns = 9 * MS, .queue_busy_ns = 6 * MS,
+				 .queue_idle_ns = 3 * MS, .prefill_ns = 20 * MS, .emit_ns = MS,
+				 .prefill_steps = 2 };
+	struct ttft_split sp;
+
+	(void)state;
+	attribution__ttft_split(NULL, &sp);
+	assert_int_equal(sp.source, TTFT_NOT_ATTRIBUTED);
+	assert_int_equal(sp.nparts, 0);
+	assert_null(sp.source_name);
+	attribution__ttft_split(&a, &sp);
+	assert_int_equal(sp.source, TTFT_STEPS);
+	assert_string_equal(sp.source_name, "steps");
+	assert_int_equal(sp.nparts, 4);
+	assert_string_equal(sp.parts[0].name, "queue_busy");
+	assert_int_equal(sp.parts[1].ns, 3 * MS);
+	assert_string_equal(sp.parts[3].name, "emit");
+	assert_true(sp.queue_apart && sp.busy_idle && !sp.wire);
+
+	/* an engine wire with its events: its own queue, no busy or idle */
+	a.wire = (struct attrib_wire){ .joined = true, .split = true, .events = true,
+				       .frontend_ns = 2 * MS, .engine_queue_ns = 7 * MS };
+	attribution__ttft_split(&a, &sp);
+	assert_int_equal(sp.source, TTFT_WIRE_EVENTS);
+	assert_string_equal(sp.source_name, "engine_wire");
+	assert_int_equal(sp.nparts, 4);
+	assert_string_equal(sp.parts[0].name, "frontend");
+	assert_string_equal(sp.parts[1].name, "engine_queue");
+	assert_int_equal(sp.parts[1].ns, 7 * MS);
+	assert_true(sp.queue_apart && !sp.busy_idle && sp.engine_events);
+
+	/* without its events, no steps: queue and prefill are one engine span */
+	a.wire.events = false;
+	a.wire.engine_ns = 27 * MS;
+	attribution__ttft_split(&a, &sp);
+	assert_int_equal(sp.source, TTFT_WIRE_SPAN);
+	assert_int_equal(sp.nparts, 3);
+	assert_string_equal(sp.parts[1].name, "engine");
+	assert_int_equal(sp.parts[1].ns, 27 * MS);
+	assert_false(sp.queue_apart);
+
+	/* without its events, CUDA steps split it: the steps' split, the front end beside it */
+	a.wire.cuda = true;
+	attribution__ttft_split(&a, &sp);
+	assert_int_equal(sp.source, TTFT_STEPS);
+	assert_true(sp.wire && sp.queue_apart && sp.busy_idle);
+	assert_int_equal(sp.frontend_ns, 2 * MS);
+
+	a.ok = false;
+	attribution__ttft_split(&a, &sp);
+	assert_int_equal(sp.source, TTFT_NOT_ATTRIBUTED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ttft_split),
+		cmocka_unit_test(test_split_sources),
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_engine_output_bounds_first_step),
 		cmocka_unit_test(test_engine_outputs_place_every_event),

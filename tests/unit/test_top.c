@@ -117,8 +117,9 @@ static void test_tail(void **state)
 {
 	struct top *t = top__new(0);
 	struct top_view v = { 0 };
-	struct attribution a = { .ok = true, .queue_busy_ns = 60 * MS, .queue_idle_ns = 5 * MS,
-				 .prefill_ns = 30 * MS, .emit_ns = 5 * MS, .prefill_steps = 2 };
+	struct attribution a = { .ok = true, .queue_ns = 65 * MS, .queue_busy_ns = 60 * MS,
+				 .queue_idle_ns = 5 * MS, .prefill_ns = 30 * MS, .emit_ns = 5 * MS,
+				 .prefill_steps = 2 };
 
 	for (int i = 1; i <= 20; i++)
 		feed(t, "api", ROLE_SERVER, "m", (uint64_t)i * S, i < 19 ? i : 100, 0,
@@ -132,6 +133,29 @@ static void test_tail(void **state)
 	assert_non_null(strstr(v.slow[0].line, "#20000 "));
 	assert_non_null(strstr(v.slow[2].line, "[not attributed]"));
 	assert_non_null(strstr(v.slow[0].line, "[queue=65.0 (busy 60.0) prefill=30.0/2 emit=5.0]"));
+	top_view__free(&v);
+	top__free(t);
+}
+
+/* An engine wire's split (its events: no busy or idle) lists its own parts and stays out of
+ * the tail's letters, which are the steps' split. */
+static void test_tail_engine_wire(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+	struct attribution a = { .ok = true, .queue_ns = 37 * MS, .prefill_ns = 23 * MS,
+				 .emit_ns = MS,
+				 .wire = { .joined = true, .split = true, .events = true,
+					   .frontend_ns = 2 * MS, .engine_queue_ns = 35 * MS } };
+
+	for (int i = 1; i <= 20; i++)
+		feed(t, "vllm", ROLE_SERVER, "m", (uint64_t)i * S, i < 19 ? i : 100, 0,
+		     i < 19 ? NULL : &a);
+	assert_int_equal(top__view(t, NULL, 30 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_string_equal(v.rows[0].tail, "");
+	assert_int_equal(v.nslow, 3);
+	assert_non_null(strstr(v.slow[0].line,
+			       "[frontend=2.0 engine_queue=35.0 prefill=23.0 emit=1.0]"));
 	top_view__free(&v);
 	top__free(t);
 }
@@ -265,6 +289,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_window),	    cmocka_unit_test(test_tail),
+		cmocka_unit_test(test_tail_engine_wire),
 		cmocka_unit_test(test_escaped),	    cmocka_unit_test(test_sort_filter),
 		cmocka_unit_test(test_engine),	    cmocka_unit_test(test_kept),
 		cmocka_unit_test(test_cuda_kinds),

@@ -123,6 +123,48 @@ struct attribution {
 	struct attrib_wire wire; /* wire.joined: the split above is the engine's own */
 };
 
+/*
+ * A request's TTFT split as one source tells it: the one answer every output reads.
+ *   steps        the engine's steps (CUDA, llama.cpp): queue (behind engine work or idle),
+ *                prefill, emit. An engine wire's front-end time may stand beside it.
+ *   engine_wire  an engine wire with the engine's events: front end, engine queue, prefill,
+ *                emit (the queue not split into busy and idle: the events do not say);
+ *                without its events and no steps: front end, engine (queue and prefill as
+ *                one span), emit.
+ */
+enum ttft_source {
+	TTFT_NOT_ATTRIBUTED, /* no attribution, or it failed (attribution.error says why) */
+	TTFT_STEPS,
+	TTFT_WIRE_EVENTS,
+	TTFT_WIRE_SPAN,
+};
+
+#define TTFT_PARTS_MAX 4
+
+struct ttft_split {
+	enum ttft_source source;
+	const char *source_name; /* "steps" or "engine_wire"; NULL when not attributed */
+	/* The parts, in time order, named as the metrics' gen_ai component label says them */
+	struct {
+		const char *name;
+		uint64_t ns;
+	} parts[TTFT_PARTS_MAX];
+	size_t nparts;
+	/* The figures beside the parts, each told only where the source knows it */
+	bool queue_apart;     /* queue_ns, prefill_ns: not one engine span */
+	bool busy_idle;	      /* queue_busy_ns, queue_idle_ns */
+	bool wire;	      /* frontend_ns; then engine_queue_ns with the engine's events, or
+			       * engine_ns (the engine's queue and prefill) without them */
+	bool engine_events;
+	uint64_t queue_ns, queue_busy_ns, queue_idle_ns, prefill_ns, emit_ns;
+	uint64_t frontend_ns, engine_queue_ns, engine_ns;
+	uint32_t prefill_steps;
+	uint32_t estimated; /* enum attrib_estimate bits */
+};
+
+/* The split of a request's attribution (a NULL a: not attributed). */
+void attribution__ttft_split(const struct attribution *a, struct ttft_split *s);
+
 void attribution__free(struct attribution *a);
 /* The names of the estimate bits, in order, for outputs. */
 const char *attribution__estimate_name(uint32_t bit);

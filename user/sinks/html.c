@@ -30,7 +30,13 @@ struct row {
 	int64_t prompt;		      /* input tokens, -1 unknown */
 	int cache;		      /* 1 hit, 0 miss, -1 unknown */
 	bool attributed;
-	double busy, idle, prefill, emit, decode, host, interference; /* ms */
+	enum ttft_source source; /* the TTFT split's (llm/attribution.h) */
+	struct {
+		const char *name;
+		double ms;
+	} parts[TTFT_PARTS_MAX]; /* the split's; by the steps: busy, idle, prefill, emit */
+	int nparts;
+	double decode, host, interference; /* ms */
 	uint64_t interfered_by[4];
 	uint32_t ninterfered, concurrency;
 	const struct hgroup *g;
@@ -116,11 +122,16 @@ static double bucket_low(int b)
 
 static void attribution_of(struct row *w, const struct attribution *a)
 {
+	struct ttft_split sp;
+
+	attribution__ttft_split(a, &sp);
 	w->attributed = true;
-	w->busy = (double)a->queue_busy_ns / 1e6;
-	w->idle = (double)a->queue_idle_ns / 1e6;
-	w->prefill = (double)a->prefill_ns / 1e6;
-	w->emit = (double)a->emit_ns / 1e6;
+	w->source = sp.source;
+	for (size_t i = 0; i < sp.nparts; i++) {
+		w->parts[i].name = sp.parts[i].name;
+		w->parts[i].ms = (double)sp.parts[i].ns / 1e6;
+	}
+	w->nparts = (int)sp.nparts;
 	w->decode = (double)a->decode_ns / 1e6;
 	w->host = (double)a->host_ns / 1e6;
 	w->interference = (double)a->interference_ns / 1e6;
@@ -391,6 +402,7 @@ struct split {
 	const char *names[4], *colours[4];
 	void (*parts)(const struct row *, double out[4]);
 	int nparts;
+	bool (*has)(const struct row *); /* the requests it splits */
 };
 
 /* A row with its sort key. */
@@ -406,9 +418,22 @@ static int by_key(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static bool attributed(const struct row *w)
+{
+	return w->attributed;
+}
+
+/* The steps' split: busy, idle, prefill, emit (an engine wire's says no busy or idle); an
+ * engine wire's with the engine's events: front end, engine queue, prefill, emit. */
+static bool split_by_steps(const struct row *w)
+{
+	return w->source == TTFT_STEPS;
+}
+
 static void ttft_parts(const struct row *w, double out[4])
 {
-	out[0] = w->busy, out[1] = w->idle, out[2] = w->prefill, out[3] = w->emit;
+	for (int i = 0; i < 4; i++)
+		out[i] = w->parts[i].ms;
 }
 
 static void gap_parts(const struct row *w, double out[4])
@@ -419,16 +444,30 @@ static void gap_parts(const struct row *w, double out[4])
 
 static const struct split ttft_split = {
 	"breakdown", "TTFT breakdown by percentile band of TTFT",
-	"The attributed requests in four bands of their TTFT; a bar: the mean share of each "
+	"The requests the engine's steps split (an engine wire's split says no busy or idle), in "
+	"four bands of their TTFT; a bar: the mean share of each "
 	"phase in its requests' TTFT (docs/attribution.md).", y_ttft,
 	{ "queue busy", "queue idle", "prefill", "emit" },
-	{ "#d62728", "#ff9896", "#1f77b4", "#2ca02c" }, ttft_parts, 4,
+	{ "#d62728", "#ff9896", "#1f77b4", "#2ca02c" }, ttft_parts, 4, split_by_steps,
+};
+static bool split_by_wire(const struct row *w)
+{
+	return w->source == TTFT_WIRE_EVENTS;
+}
+
+static const struct split wire_split = {
+	"wire_breakdown", "TTFT breakdown by percentile band of TTFT, the engine's own",
+	"The requests an engine wire with the engine's events split, in four bands of their "
+	"TTFT; a bar: the mean share of each phase in its requests' TTFT (docs/vllm.md).", y_ttft,
+	{ "front end", "engine queue", "prefill", "emit" },
+	{ "#9467bd", "#8c564b", "#1f77b4", "#2ca02c" }, ttft_parts, 4, split_by_wire,
 };
 static const struct split gap_split = {
 	"gap_breakdown", "Token gaps' breakdown by percentile band of TPOT",
 	"The attributed requests in four bands of their TPOT; a bar: the mean share of each "
 	"cause in its requests' token gaps (docs/attribution.md).", y_tpot,
 	{ "decode", "interference", "host" }, { "#1f77b4", "#d62728", "#bcbd22" }, gap_parts, 3,
+	attributed,
 };
 
 /* The attributed requests in bands of the key (to p50, to p90, to p99, to the max): each
@@ -442,7 +481,7 @@ static void bands(struct html *h, const struct hgroup *g, const struct split *sp
 	size_t n = 0, from = 0;
 
 	for (size_t i = 0; v && i < g->nrows; i++) {
-		if (g->rows[i].attributed && !isnan(sp->key(&g->rows[i])))
+		if (sp->has(&g->rows[i]) && !isnan(sp->key(&g->rows[i])))
 			v[n++] = (struct keyed){ sp->key(&g->rows[i]), &g->rows[i] };
 	}
 	if (!v || !n) {
@@ -567,11 +606,40 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 					 "TPOT (ms, log scale)", "TPOT", x_concurrency, y_tpot });
 	if (attributed) {
 		bands(h, g, &ttft_split);
+		bands(h, g, &wire_split);
 		bands(h, g, &gap_split);
 	}
 	put(h, "</section>");
 	sample__free(&s_ttft);
 	sample__free(&s_tpot);
+}
+
+/* A TTFT part's colour and words (the parts' names: llm/attribution.h). */
+static const struct {
+	const char *name, *words, *colour;
+} phases[] = {
+	{ "queue_busy", "queue busy", "#d62728" }, { "queue_idle", "queue idle", "#ff9896" },
+	{ "prefill", "prefill", "#1f77b4" },	   { "emit", "emit", "#2ca02c" },
+	{ "frontend", "front end", "#9467bd" },	   { "engine_queue", "engine queue", "#8c564b" },
+	{ "engine", "engine queue and prefill", "#e377c2" },
+};
+
+static const char *phase_colour(const char *name)
+{
+	for (size_t i = 0; i < sizeof(phases) / sizeof(*phases); i++) {
+		if (!strcmp(phases[i].name, name))
+			return phases[i].colour;
+	}
+	return "#999999";
+}
+
+static const char *phase_name(const char *name)
+{
+	for (size_t i = 0; i < sizeof(phases) / sizeof(*phases); i++) {
+		if (!strcmp(phases[i].name, name))
+			return phases[i].words;
+	}
+	return name;
 }
 
 /* The slowest requests by one figure, each with its phases drawn to scale. */
@@ -605,10 +673,10 @@ static void slowest(struct html *h, const char *id, const char *title,
 	for (size_t i = 0; i < n; i++) {
 		const struct row *w = top[i];
 		char a[32], b[32], comm[TEXT_SAFE_MAX(TS_COMM_LEN) * 6];
-		double total = w->attributed ? w->busy + w->idle + w->prefill + w->emit : w->ttft;
-		double x = 0, parts[4] = { w->busy, w->idle, w->prefill, w->emit };
-		static const char *const colours[] = { "#d62728", "#ff9896", "#1f77b4", "#2ca02c" };
-		static const char *const phases[] = { "queue busy", "queue idle", "prefill", "emit" };
+		double total = 0, x = 0;
+
+		for (int c = 0; c < w->nparts; c++)
+			total += w->parts[c].ms;
 
 		put(h, "<tr data-id=\"%llu\"><td>%llu</td><td>%s %s</td><td data-value=\"%.6f\">%s"
 		       "</td><td data-value=\"%.6f\">%s</td><td><svg width=\"200\" height=\"12\">",
@@ -616,12 +684,13 @@ static void slowest(struct html *h, const char *id, const char *title,
 		    esc(w->g->key.comm, comm, sizeof(comm)), role__name(w->g->key.role),
 		    isnan(w->ttft) ? 0.0 : w->ttft, when(w->ttft, a, sizeof(a)),
 		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, when(w->worst_gap, b, sizeof(b)));
-		for (int c = 0; w->attributed && total > 0 && c < 4; c++) {
+		for (int c = 0; w->attributed && total > 0 && c < w->nparts; c++) {
 			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"><title>"
 			       "request %llu: %s %s</title></rect>",
-			    x, parts[c] / total * 200, colours[c], (unsigned long long)w->id,
-			    phases[c], when(parts[c], a, sizeof(a)));
-			x += parts[c] / total * 200;
+			    x, w->parts[c].ms / total * 200, phase_colour(w->parts[c].name),
+			    (unsigned long long)w->id, phase_name(w->parts[c].name),
+			    when(w->parts[c].ms, a, sizeof(a)));
+			x += w->parts[c].ms / total * 200;
 		}
 		if (!w->attributed)
 			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"><title>request "

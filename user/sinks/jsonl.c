@@ -99,30 +99,25 @@ static json_t *engine_wire_json(const struct attrib_wire *w)
 static json_t *attribution_json(const struct attribution *a, bool gaps)
 {
 	json_t *o = json_object(), *v;
-	/* the engine wire without events and no CUDA split: queue and prefill are one span */
-	bool wire = a->wire.joined && a->wire.split; /* the engine wire's times were used */
-	bool split = !wire || a->wire.events || a->wire.cuda;
+	struct ttft_split sp;
 
+	attribution__ttft_split(a, &sp);
 	v = json_array();
 	for (uint32_t i = 0; i < a->nengine_pids; i++)
 		json_array_append_new(v, json_integer(a->engine_pids[i]));
 	json_object_set_new(o, "engine_pids", v);
-	/* whose split: the engine wire's (its events, or its one span where no step was seen),
-	 * or the steps' (CUDA, llama.cpp) */
-	json_object_set_new(o, "source",
-			    json_string(wire && (a->wire.events || !a->wire.cuda) ? "engine_wire"
-										  : "steps"));
-	json_object_set_new(o, "queue_ms", ms_or_null(split, a->queue_ns));
-	if (wire) {
-		json_object_set_new(o, "frontend_ms", ms(a->wire.frontend_ns));
-		json_object_set_new(o, "engine_queue_ms", ms_or_null(a->wire.events,
-								     a->wire.engine_queue_ns));
+	json_object_set_new(o, "source", json_string(sp.source_name));
+	json_object_set_new(o, "queue_ms", ms_or_null(sp.queue_apart, sp.queue_ns));
+	if (sp.wire) {
+		json_object_set_new(o, "frontend_ms", ms(sp.frontend_ns));
+		json_object_set_new(o, "engine_queue_ms", ms_or_null(sp.engine_events,
+								     sp.engine_queue_ns));
 	}
-	json_object_set_new(o, "queue_busy_ms", ms(a->queue_busy_ns));
-	json_object_set_new(o, "queue_idle_ms", ms(a->queue_idle_ns));
-	json_object_set_new(o, "prefill_ms", ms_or_null(split, a->prefill_ns));
-	json_object_set_new(o, "prefill_steps", json_integer(a->prefill_steps));
-	json_object_set_new(o, "emit_ms", ms(a->emit_ns));
+	json_object_set_new(o, "queue_busy_ms", ms(sp.queue_busy_ns));
+	json_object_set_new(o, "queue_idle_ms", ms(sp.queue_idle_ns));
+	json_object_set_new(o, "prefill_ms", ms_or_null(sp.queue_apart, sp.prefill_ns));
+	json_object_set_new(o, "prefill_steps", json_integer(sp.prefill_steps));
+	json_object_set_new(o, "emit_ms", ms(sp.emit_ns));
 	json_object_set_new(o, "prefill_start_ns", json_integer((json_int_t)a->prefill_start_ns));
 	json_object_set_new(o, "decode_ms", ms(a->decode_ns));
 	json_object_set_new(o, "host_ms", ms(a->host_ns));

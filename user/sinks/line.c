@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "base/text.h"
+#include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "sinks/line.h"
@@ -21,6 +22,7 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 {
 	char ttft[32], tpot[32], e2e[32], p99[32];
 	char comm[TS_COMM_LEN * 8], model[SAFE_MAX], path[SAFE_MAX], error[SAFE_MAX];
+	struct ttft_split sp;
 
 	fmt_ms(ttft, sizeof(ttft), m->ttft_ms);
 	fmt_ms(tpot, sizeof(tpot), m->tpot_ms);
@@ -44,28 +46,29 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 		fprintf(f, " INCOMPLETE");
 	if (r->error[0])
 		fprintf(f, " error=%s", text__safe(error, sizeof(error), r->error));
-	if (r->attr && r->attr->ok && r->attr->wire.split && r->attr->wire.events) {
+	attribution__ttft_split(r->attr, &sp);
+	if (sp.source == TTFT_WIRE_EVENTS) {
 		const struct attribution *a = r->attr;
 
 		/* vLLM's engine wire: the engine's own split */
 		fprintf(f, " [vllm: frontend=%.1f engine_queue=%.1f prefill=%.1f emit=%.1f",
-			a->wire.frontend_ns / 1e6, a->wire.engine_queue_ns / 1e6, a->prefill_ns / 1e6,
-			a->emit_ns / 1e6);
+			sp.frontend_ns / 1e6, sp.engine_queue_ns / 1e6, sp.prefill_ns / 1e6,
+			sp.emit_ns / 1e6);
 		if (a->wire.preemptions)
 			fprintf(f, " preempted=%u (%.1f)", a->wire.preemptions, a->wire.preempted_ns / 1e6);
 		if (a->wire.cached_tokens >= 0)
 			fprintf(f, " cached=%lld", (long long)a->wire.cached_tokens);
 		fputc(']', f);
-	} else if (r->attr && r->attr->ok && r->attr->wire.split && !r->attr->wire.cuda) {
-		fprintf(f, " [vllm: frontend=%.1f engine=%.1f emit=%.1f]",
-			r->attr->wire.frontend_ns / 1e6, r->attr->wire.engine_ns / 1e6,
-			r->attr->emit_ns / 1e6);
-	} else if (r->attr && r->attr->ok)
+	} else if (sp.source == TTFT_WIRE_SPAN) {
+		fprintf(f, " [vllm: frontend=%.1f engine=%.1f emit=%.1f]", sp.frontend_ns / 1e6,
+			sp.engine_ns / 1e6, sp.emit_ns / 1e6);
+	} else if (sp.source == TTFT_STEPS) {
 		fprintf(f, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f | gaps: decode=%.1f "
 			   "host=%.1f interference=%.1f]",
-			r->attr->queue_ns / 1e6, r->attr->queue_busy_ns / 1e6, r->attr->prefill_ns / 1e6,
-			r->attr->prefill_steps, r->attr->emit_ns / 1e6, r->attr->decode_ns / 1e6,
+			sp.queue_ns / 1e6, sp.queue_busy_ns / 1e6, sp.prefill_ns / 1e6,
+			sp.prefill_steps, sp.emit_ns / 1e6, r->attr->decode_ns / 1e6,
 			r->attr->host_ns / 1e6, r->attr->interference_ns / 1e6);
+	}
 	fputc('\n', f);
 	fflush(f);
 }

@@ -458,32 +458,12 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 	if (!server || !r->attr || !r->attr->ok)
 		return;
 	const struct attribution *a = r->attr;
-	const struct {
-		const char *name;
-		uint64_t ns;
-	} ttft_parts[] = { { "queue_busy", a->queue_busy_ns }, { "queue_idle", a->queue_idle_ns },
-			   { "prefill", a->prefill_ns },       { "emit", a->emit_ns } },
-	  /* vLLM's engine wire with its events: the engine's own split of the queue */
-	  wire_parts[] = { { "frontend", a->wire.frontend_ns },
-			   { "engine_queue", a->wire.engine_queue_ns },
-			   { "prefill", a->prefill_ns },
-			   { "emit", a->emit_ns } },
-	  /* without events (--disable-log-stats) and no CUDA split: queue and prefill are one */
-	  wire_span[] = { { "frontend", a->wire.frontend_ns }, { "engine", a->wire.engine_ns },
-			  { "emit", a->emit_ns } },
-	  *parts = ttft_parts;
-	size_t nparts = N(ttft_parts);
+	struct ttft_split sp;
 
-	if (a->wire.split && a->wire.events) {
-		parts = wire_parts;
-		nparts = N(wire_parts);
-	} else if (a->wire.split && !a->wire.cuda) {
-		parts = wire_span;
-		nparts = N(wire_span);
-	}
-	for (size_t i = 0; i < nparts; i++) {
-		v[0] = r->comm, v[1] = model, v[2] = parts[i].name;
-		observe(m, F_TTFT_COMPONENT, v, (double)parts[i].ns / 1e9);
+	attribution__ttft_split(a, &sp);
+	for (size_t i = 0; i < sp.nparts; i++) {
+		v[0] = r->comm, v[1] = model, v[2] = sp.parts[i].name;
+		observe(m, F_TTFT_COMPONENT, v, (double)sp.parts[i].ns / 1e9);
 	}
 	for (size_t g = 0; g < a->ngaps; g++) {
 		const struct attrib_gap *gp = &a->gaps[g];

@@ -384,32 +384,36 @@ static void request_args(struct perfetto *pf, const struct request *r,
 static void ttft_phases(struct perfetto *pf, uint64_t track, const struct request *r,
 			const struct attribution *a)
 {
-	uint64_t ps = r->start_ns + a->queue_ns, pe = ps + a->prefill_ns;
+	struct ttft_split sp;
+	uint64_t ps, pe;
 
-	if (a->wire.split && !a->wire.events && !a->wire.cuda) {
+	attribution__ttft_split(a, &sp);
+	ps = r->start_ns + sp.queue_ns;
+	pe = ps + sp.prefill_ns;
+	if (sp.source == TTFT_WIRE_SPAN) {
 		/* vLLM without its events and no CUDA split: the front end's part, then the
 		 * engine's queue and prefill as one span */
-		uint64_t add = r->start_ns + a->wire.frontend_ns;
+		uint64_t add = r->start_ns + sp.frontend_ns;
 
 		slice(pf, track, "frontend", r->start_ns, add);
-		slice(pf, track, "engine", add, add + a->wire.engine_ns);
-		slice(pf, track, "emit", add + a->wire.engine_ns, r->first_token_ns);
+		slice(pf, track, "engine", add, add + sp.engine_ns);
+		slice(pf, track, "emit", add + sp.engine_ns, r->first_token_ns);
 		return;
 	}
 	event(pf, r->start_ns, track, PF_TYPE_SLICE_BEGIN, "queued");
-	if (a->wire.split && a->wire.events) { /* vLLM's engine wire: its own split */
-		annotate_ms(pf, "frontend_ms", a->wire.frontend_ns);
-		annotate_ms(pf, "engine_queue_ms", a->wire.engine_queue_ns);
+	if (sp.source == TTFT_WIRE_EVENTS) { /* vLLM's engine wire: its own split */
+		annotate_ms(pf, "frontend_ms", sp.frontend_ns);
+		annotate_ms(pf, "engine_queue_ms", sp.engine_queue_ns);
 		annotate_uint(pf, "preemptions", a->wire.preemptions);
 	} else {
-		annotate_ms(pf, "busy_ms", a->queue_busy_ns);
-		annotate_ms(pf, "idle_ms", a->queue_idle_ns);
+		annotate_ms(pf, "busy_ms", sp.queue_busy_ns);
+		annotate_ms(pf, "idle_ms", sp.queue_idle_ns);
 	}
 	event_end(pf);
 	event(pf, ps, track, PF_TYPE_SLICE_END, NULL);
 	event_end(pf);
 	event(pf, ps, track, PF_TYPE_SLICE_BEGIN, "prefill");
-	annotate_uint(pf, "steps", a->prefill_steps);
+	annotate_uint(pf, "steps", sp.prefill_steps);
 	if (a->by_sequence) {
 		annotate_uint(pf, "sequence", (uint64_t)a->seq);
 		annotate_uint(pf, "cached_tokens", a->cached_tokens);

@@ -32,7 +32,7 @@ struct group {
 	/* speculative decoding: each speculating request's acceptance, and the tokens over all */
 	struct sample acceptance;
 	uint64_t drafted, accepted, draft_ns;
-	struct ttft_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
+	struct tail_split *splits; /* the first TAIL_MAX attributed requests, for the tail */
 	size_t nsplits, capsplits;
 	struct gap_split *gsplits; /* the first TAIL_MAX gaps of attributed requests */
 	size_t ngsplits, capgsplits;
@@ -40,7 +40,7 @@ struct group {
 
 #define TAIL_MAX 262144
 
-struct ttft_split {
+struct tail_split {
 	uint64_t ttft, busy, idle, prefill, emit;
 };
 
@@ -111,6 +111,7 @@ void summary__free(struct summary *sm)
 static void add_attribution(struct group *g, const struct request *r)
 {
 	const struct attribution *a = r->attr;
+	struct ttft_split sp;
 
 	if (!a || !a->ok) {
 		g->not_attributed++;
@@ -125,31 +126,32 @@ static void add_attribution(struct group *g, const struct request *r)
 		g->accepted += a->accepted;
 		g->draft_ns += a->draft_ns;
 	}
-	if (a->wire.split) {
-		sample__add(&g->frontend, a->wire.frontend_ns / 1e6);
-		if (a->wire.events)
-			sample__add(&g->engine_queue, a->wire.engine_queue_ns / 1e6);
+	attribution__ttft_split(a, &sp);
+	if (sp.wire) {
+		sample__add(&g->frontend, sp.frontend_ns / 1e6);
+		if (sp.engine_events)
+			sample__add(&g->engine_queue, sp.engine_queue_ns / 1e6);
 		else
-			sample__add(&g->engine, a->wire.engine_ns / 1e6);
+			sample__add(&g->engine, sp.engine_ns / 1e6);
 		if (a->wire.preemptions)
 			sample__add(&g->preempted, a->wire.preempted_ns / 1e6);
 	}
-	if (!a->wire.split || a->wire.cuda || a->wire.events) { /* else: not split */
-		sample__add(&g->queue, a->queue_ns / 1e6);
-		sample__add(&g->prefill, a->prefill_ns / 1e6);
+	if (sp.queue_apart) {
+		sample__add(&g->queue, sp.queue_ns / 1e6);
+		sample__add(&g->prefill, sp.prefill_ns / 1e6);
 	}
-	if (!a->wire.split || !a->wire.events) { /* the engine's events say no busy or idle */
-		sample__add(&g->queue_busy, a->queue_busy_ns / 1e6);
-		sample__add(&g->queue_idle, a->queue_idle_ns / 1e6);
+	if (sp.busy_idle) {
+		sample__add(&g->queue_busy, sp.queue_busy_ns / 1e6);
+		sample__add(&g->queue_idle, sp.queue_idle_ns / 1e6);
 	}
-	sample__add(&g->emit, a->emit_ns / 1e6);
-	sample__add(&g->prefill_steps, a->prefill_steps);
-	/* the tail's split is behind-work or idle: the engine's events do not say which */
-	if (!(a->wire.split && (a->wire.events || !a->wire.cuda)) && g->nsplits < TAIL_MAX &&
+	sample__add(&g->emit, sp.emit_ns / 1e6);
+	sample__add(&g->prefill_steps, sp.prefill_steps);
+	/* the tail's split is behind-work or idle, prefill, emit: the steps' split alone */
+	if (sp.source == TTFT_STEPS && g->nsplits < TAIL_MAX &&
 	    array__reserve((void **)&g->splits, &g->capsplits, g->nsplits + 1, sizeof(*g->splits)))
-		g->splits[g->nsplits++] = (struct ttft_split){
-			a->queue_ns + a->prefill_ns + a->emit_ns, a->queue_busy_ns, a->queue_idle_ns,
-			a->prefill_ns, a->emit_ns,
+		g->splits[g->nsplits++] = (struct tail_split){
+			sp.queue_ns + sp.prefill_ns + sp.emit_ns, sp.queue_busy_ns, sp.queue_idle_ns,
+			sp.prefill_ns, sp.emit_ns,
 		};
 	for (size_t i = 0; i < a->ngaps; i++) {
 		const struct attrib_gap *gp = &a->gaps[i];
@@ -222,7 +224,7 @@ static void on_exit_(void *self, uint32_t pid)
 
 static int by_ttft(const void *x, const void *y)
 {
-	const struct ttft_split *a = x, *b = y;
+	const struct tail_split *a = x, *b = y;
 
 	return a->ttft < b->ttft ? -1 : a->ttft > b->ttft;
 }
@@ -244,7 +246,7 @@ static void print_tail(FILE *out, struct group *g)
 {
 	if (g->nsplits) {
 		size_t n = g->nsplits, from = (size_t)(n * 0.9);
-		struct ttft_split sum = { 0 };
+		struct tail_split sum = { 0 };
 
 		qsort(g->splits, n, sizeof(*g->splits), by_ttft);
 		for (size_t i = from; i < n; i++) {

@@ -26,9 +26,15 @@ struct kept_req {
 	uint64_t end_ns, id;
 	double ttft, tpot, gap_max, e2e; /* ms; NAN: not measured */
 	int8_t cache_hit;		 /* -1 unknown */
-	bool complete, attributed;
+	bool complete;
+	enum ttft_source source; /* the TTFT split's (llm/attribution.h) */
 	uint32_t prefill_steps;
-	uint64_t busy, idle, prefill, emit; /* the TTFT split, attributed requests (ns) */
+	uint64_t queue;	  /* ns */
+	struct {
+		const char *name;
+		uint64_t ns;
+	} parts[TTFT_PARTS_MAX]; /* the split's; by the steps: busy, idle, prefill, emit */
+	size_t nparts;
 };
 
 /* Each group's requests and engine's steps are kept (base/recent.h) this long before the
@@ -165,7 +171,7 @@ static struct group *group_of(struct top *t, const struct request *r)
 static void keep_request(struct group *g, const struct request *r, const struct request_metrics *m)
 {
 	struct kept_req *k = recent__push(&g->reqs);
-	const struct attribution *a = r->attr;
+	struct ttft_split sp;
 
 	if (!k)
 		return; /* no memory: the group's whole-run figures still have it */
@@ -174,13 +180,14 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 		.id = r->id, .ttft = m->ttft_ms, .tpot = m->tpot_ms, .gap_max = m->itl_max_ms,
 		.e2e = m->e2e_ms, .cache_hit = (int8_t)m->cache_hit, .complete = m->complete,
 	};
-	if (a && a->ok) {
-		k->attributed = true;
-		k->prefill_steps = a->prefill_steps;
-		k->busy = a->queue_busy_ns;
-		k->idle = a->queue_idle_ns;
-		k->prefill = a->prefill_ns;
-		k->emit = a->emit_ns;
+	attribution__ttft_split(r->attr, &sp);
+	k->source = sp.source;
+	k->prefill_steps = sp.prefill_steps;
+	k->queue = sp.queue_ns;
+	k->nparts = sp.nparts;
+	for (size_t i = 0; i < sp.nparts; i++) {
+		k->parts[i].name = sp.parts[i].name;
+		k->parts[i].ns = sp.parts[i].ns;
 	}
 	recent__expire(&g->reqs, k->end_ns);
 }
@@ -373,11 +380,17 @@ static void slow_line(const struct top_row *row, const struct kept_req *k, char 
 		o += snprintf(out + o, n - o, " tpot=%.1fms", k->tpot);
 	if (!isnan(k->e2e) && o > 0 && (size_t)o < n)
 		o += snprintf(out + o, n - o, " e2e=%.1fms", k->e2e);
-	if (k->attributed && o > 0 && (size_t)o < n)
+	if (k->source == TTFT_STEPS && o > 0 && (size_t)o < n) {
 		snprintf(out + o, n - o, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f]",
-			 (k->busy + k->idle) / 1e6, k->busy / 1e6, k->prefill / 1e6, k->prefill_steps,
-			 k->emit / 1e6);
-	else if (row->role == ROLE_SERVER && o > 0 && (size_t)o < n)
+			 k->queue / 1e6, k->parts[0].ns / 1e6, k->parts[2].ns / 1e6, k->prefill_steps,
+			 k->parts[3].ns / 1e6);
+	} else if (k->source != TTFT_NOT_ATTRIBUTED) {
+		for (size_t i = 0; i < k->nparts && o > 0 && (size_t)o < n; i++)
+			o += snprintf(out + o, n - o, "%s%s=%.1f", i ? " " : " [", k->parts[i].name,
+				      k->parts[i].ns / 1e6);
+		if (o > 0 && (size_t)o + 1 < n)
+			strcat(out, "]");
+	} else if (row->role == ROLE_SERVER && o > 0 && (size_t)o < n)
 		snprintf(out + o, n - o, " [not attributed]");
 	if (!k->complete && strlen(out) + 12 < n)
 		strcat(out, " INCOMPLETE");
@@ -408,11 +421,9 @@ static void row_pass2(void *ctx, void *item)
 
 	if (isnan(k->ttft) || k->ttft < a->p90)
 		return;
-	if (k->attributed) {
-		a->split[0] += k->busy;
-		a->split[1] += k->idle;
-		a->split[2] += k->prefill;
-		a->split[3] += k->emit;
+	if (k->source == TTFT_STEPS) { /* busy, idle, prefill, emit */
+		for (int i = 0; i < 4; i++)
+			a->split[i] += k->parts[i].ns;
 	}
 	if (a->slow)
 		add_slow(a->v, a->row, k);

@@ -56,7 +56,8 @@ struct top_row {
 	double tpot[2];		     /* p50 p99 */
 	double gap_max;
 	double hit_share;	     /* of requests whose cache hit is known (NAN: none known) */
-	/* The requests at or above the window's TTFT p90, attributed: queue behind engine work (B),
+	/* The requests at or above the window's TTFT p90 that the engine's steps split (an engine
+	 * wire's split says no busy or idle): queue behind engine work (B),
 	 * queue idle (I), prefill (P), emit (E), in TOP_TAIL_BAR letters ("" when none). */
 	char tail[TOP_TAIL_BAR + 1];
 	size_t group; /* which group (for top__slow) */
