@@ -353,17 +353,15 @@ static void keep_error(void *ctx, struct request *r)
 static void test_loss_before_a_dead_peer(void **state)
 {
 	static const char *const ends[] = { "connection_closed", "capture_loss" };
-	uint64_t next_id = 0, unpaired = 0, malformed = 0, encodings = 0, budget = 0, no_memory = 0;
+	uint64_t next_id = 0;
+	struct conn_counts counts = { 0 };
 	struct h2_counts h2 = { 0 };
+	struct jdoc json = { 0 };
 
 	for (int i = 0; i < 2; i++) {
 		char error[REQ_ERROR_MAX] = "";
 		struct conn_sink sink = { .on_request = keep_error, .ctx = error, .next_id = &next_id,
-					  .unpaired_responses = &unpaired,
-					  .malformed_streams = &malformed,
-					  .unsupported_encodings = &encodings,
-					  .decode_budget_exceeded = &budget, .no_memory = &no_memory,
-					  .h2 = &h2 };
+					  .counts = &counts, .json = &json, .h2 = &h2 };
 		struct stream_key key = { .pid = 1, .transport = TRANSPORT_TCP, .id = 7001 };
 		struct conn *c = conn__new(&key, "client", &sink);
 		char req[256];
@@ -464,7 +462,7 @@ static void test_unsupported_streams(void **state)
 	run__finish(&r, T0 + 999 * MS);
 	assert_int_equal(pipeline__health(r.pl)->streams_http2, 1);
 	assert_int_equal(pipeline__health(r.pl)->streams_other, 0); /* still undecided at the end */
-	assert_int_equal(pipeline__health(r.pl)->streams_malformed, 1);
+	assert_int_equal(pipeline__health(r.pl)->conn.malformed, 1);
 	assert_int_equal(r.n, 2);
 	assert_string_equal(json_str(r.json[0], "error"), "malformed_http");
 	assert_int_equal(json_bool(r.json[0], "complete"), 0);
@@ -516,7 +514,7 @@ static void test_switching_protocols(void **state)
 		assert_float_equal(json_num(r.json[0], "token_events"), 0, 0);
 		assert_int_equal(pipeline__health(r.pl)->streams_http2, i == 0);
 		assert_int_equal(pipeline__health(r.pl)->streams_other, i != 0);
-		assert_int_equal(pipeline__health(r.pl)->streams_malformed, i == 0);
+		assert_int_equal(pipeline__health(r.pl)->conn.malformed, i == 0);
 		run__free(&r);
 	}
 }
@@ -1292,7 +1290,7 @@ static void test_gzip_bomb(void **state)
 	assert_true(isnan(json_num(r.json[0], "ttft_ms")));
 	assert_int_equal(json_bool(r.json[1], "complete"), 1);
 	assert_float_equal(json_num(r.json[1], "ttft_ms"), 10, 1e-9);
-	assert_int_equal(pipeline__health(r.pl)->decode_budget_exceeded, 1);
+	assert_int_equal(pipeline__health(r.pl)->conn.decode_budget_exceeded, 1);
 	run__free(&r);
 	free(plain);
 	free(z);

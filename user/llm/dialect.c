@@ -11,9 +11,6 @@
 #include "llm/dialect.h"
 #include "llm/json.h"
 
-/* Every JSON value read here comes from this document, reused from one event to the next. */
-static struct jdoc doc;
-
 /* ---- helpers over json.h ---- */
 
 static const struct jval *get(const struct jval *o, const char *k)
@@ -689,9 +686,9 @@ void dialect__request_head(struct request *r)
 		request__set_str(&r->model, m, (size_t)(end - m));
 }
 
-void dialect__request_body(struct request *r, const char *body, size_t len)
+void dialect__request_body(struct jdoc *doc, struct request *r, const char *body, size_t len)
 {
-	const struct jval *o = jdoc__parse(&doc, body, len), *stream;
+	const struct jval *o = jdoc__parse(doc, body, len), *stream;
 
 	if (!o)
 		return; /* not JSON (or cut short): model stays unknown */
@@ -732,13 +729,13 @@ static void dispatch(struct request *r, const char *event, const struct jval *o,
 
 /* Why the last parse failed: JSON nested deeper than the reader goes (valid, perhaps, but not
  * read) is not called malformed. */
-static const char *json_error(void)
+static const char *json_error(const struct jdoc *doc)
 {
-	return doc.too_deep ? "json_too_deep" : "malformed_json";
+	return doc->too_deep ? "json_too_deep" : "malformed_json";
 }
 
-void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
-			   uint64_t ts)
+void dialect__stream_event(struct jdoc *doc, struct request *r, const char *event,
+			   const char *data, size_t len, uint64_t ts)
 {
 	const struct jval *o;
 
@@ -746,21 +743,22 @@ void dialect__stream_event(struct request *r, const char *event, const char *dat
 		r->stream_end_seen = true;
 		return;
 	}
-	o = jdoc__parse(&doc, data, len);
+	o = jdoc__parse(doc, data, len);
 	if (!o) {
-		request__error(r, "%s", json_error());
+		request__error(r, "%s", json_error(doc));
 		return;
 	}
 	dispatch(r, event, o, ts, false);
 }
 
-void dialect__response_body(struct request *r, const char *body, size_t len, uint64_t ts)
+void dialect__response_body(struct jdoc *doc, struct request *r, const char *body, size_t len,
+			    uint64_t ts)
 {
-	const struct jval *o = jdoc__parse(&doc, body, len);
+	const struct jval *o = jdoc__parse(doc, body, len);
 
 	if (!o) {
 		if (r->status >= 200 && r->status < 300)
-			request__error(r, "%s", json_error());
+			request__error(r, "%s", json_error(doc));
 		return;
 	}
 	if (r->status >= 400) {

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llm/json.h"
 #include "llm/request.h"
 
 /* "openai.chat", ...; "unknown" for API_UNKNOWN. */
@@ -24,12 +25,17 @@ enum api dialect__from_path(const char *path);
 /* From the request head (method, path set): the API, and the model where the path names it
  * (Gemini's /models/NAME:streamGenerateContent). */
 void dialect__request_head(struct request *r);
+/*
+ * The calls that read JSON read it into doc (llm/json.h), the caller's, reused from one call
+ * to the next: what they keep of it is copied into the request.
+ */
 /* The request body (JSON): model and stream flag. Nothing else is kept. */
-void dialect__request_body(struct request *r, const char *body, size_t len);
+void dialect__request_body(struct jdoc *doc, struct request *r, const char *body, size_t len);
 /* One SSE event (event may be "") or NDJSON line of the response stream. */
-void dialect__stream_event(struct request *r, const char *event, const char *data, size_t len,
-			   uint64_t ts);
+void dialect__stream_event(struct jdoc *doc, struct request *r, const char *event,
+			   const char *data, size_t len, uint64_t ts);
 /* A whole non-streamed JSON response body, complete at ts. */
-void dialect__response_body(struct request *r, const char *body, size_t len, uint64_t ts);
+void dialect__response_body(struct jdoc *doc, struct request *r, const char *body, size_t len,
+			    uint64_t ts);
 
 #endif

@@ -36,21 +36,72 @@ static const double b_fine[] = { 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 
 
 #define N(a) (sizeof(a) / sizeof(*(a)))
 
-/* label sets */
+/* Every label a family may carry: a request's or step's values are filled by name
+ * (struct label_values), and each family lists the labels it carries, in its order. */
+enum label {
+	L_OPERATION,
+	L_PROVIDER,
+	L_REQUEST_MODEL,
+	L_RESPONSE_MODEL,
+	L_SERVER_ADDRESS,
+	L_SERVER_PORT,
+	L_ERROR_TYPE,
+	L_PROCESS,
+	L_PROTOCOL_VERSION,
+	L_K8S_NAMESPACE,
+	L_K8S_POD,
+	L_CONTAINER_ID,
+	L_TOKEN_TYPE,
+	L_ROLE,
+	L_CACHE,
+	L_COMPONENT,
+	L_KIND,
+	L_SOURCE,
+	L_MODEL,
+	L__COUNT,
+};
+
+static const char *const label_names[L__COUNT] = {
+	[L_OPERATION] = "gen_ai_operation_name",
+	[L_PROVIDER] = "gen_ai_provider_name",
+	[L_REQUEST_MODEL] = "gen_ai_request_model",
+	[L_RESPONSE_MODEL] = "gen_ai_response_model",
+	[L_SERVER_ADDRESS] = "server_address",
+	[L_SERVER_PORT] = "server_port",
+	[L_ERROR_TYPE] = "error_type",
+	[L_PROCESS] = "process",
+	[L_PROTOCOL_VERSION] = "network_protocol_version",
+	[L_K8S_NAMESPACE] = "k8s_namespace_name",
+	[L_K8S_POD] = "k8s_pod_name",
+	[L_CONTAINER_ID] = "container_id",
+	[L_TOKEN_TYPE] = "gen_ai_token_type",
+	[L_ROLE] = "role",
+	[L_CACHE] = "cache",
+	[L_COMPONENT] = "component",
+	[L_KIND] = "kind",
+	[L_SOURCE] = "source",
+	[L_MODEL] = "model",
+};
+
+/* The values of one observation, by label (NULL: the empty value). */
+struct label_values {
+	const char *v[L__COUNT];
+};
+
 #define GENAI_LABELS                                                                              \
-	"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model",                  \
-		"gen_ai_response_model", "server_address", "server_port", "error_type", "process",   \
-		"network_protocol_version", "k8s_namespace_name", "k8s_pod_name", "container_id"
-static const char *const l_genai[] = { GENAI_LABELS };
-static const char *const l_usage[] = { GENAI_LABELS, "gen_ai_token_type" };
-static const char *const l_cache[] = { "process", "role", "gen_ai_request_model", "cache" };
-static const char *const l_gap[] = { "process", "role", "gen_ai_request_model" };
-static const char *const l_component[] = { "process", "gen_ai_request_model", "component" };
-static const char *const l_process[] = { "process" };
-static const char *const l_spec[] = { "process", "gen_ai_request_model" };
-static const char *const l_spec_tokens[] = { "process", "gen_ai_request_model", "kind" };
+	L_OPERATION, L_PROVIDER, L_REQUEST_MODEL, L_RESPONSE_MODEL, L_SERVER_ADDRESS,             \
+		L_SERVER_PORT, L_ERROR_TYPE, L_PROCESS, L_PROTOCOL_VERSION, L_K8S_NAMESPACE,      \
+		L_K8S_POD, L_CONTAINER_ID
+static const enum label l_genai[] = { GENAI_LABELS };
+static const enum label l_usage[] = { GENAI_LABELS, L_TOKEN_TYPE };
+static const enum label l_cache[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL, L_CACHE };
+static const enum label l_gap[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL };
+static const enum label l_component[] = { L_PROCESS, L_REQUEST_MODEL, L_COMPONENT };
+static const enum label l_process[] = { L_PROCESS };
+static const enum label l_spec[] = { L_PROCESS, L_REQUEST_MODEL };
+static const enum label l_spec_tokens[] = { L_PROCESS, L_REQUEST_MODEL, L_KIND };
 static const double b_ratio[] = { 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1 };
-static const char *const l_engine[] = { "process", "source", "model", "kind" };
+static const enum label l_engine[] = { L_PROCESS, L_SOURCE, L_MODEL, L_KIND };
 
 enum fam_id {
 	F_CLIENT_DURATION,
@@ -81,7 +132,7 @@ struct family_def {
 	bool histogram; /* else a counter */
 	const double *bounds;
 	size_t nbounds;
-	const char *const *labels;
+	const enum label *labels;
 	size_t nlabels;
 };
 
@@ -264,7 +315,7 @@ static size_t series_cost(const struct family_def *d, const char *const *v)
 	size_t line = strlen(d->name) + 64;
 
 	for (size_t i = 0; i < d->nlabels; i++)
-		line += strlen(d->labels[i]) + 2 * strlen(v[i]) + 4;
+		line += strlen(label_names[d->labels[i]]) + 2 * strlen(v[i]) + 4;
 	return line * (d->histogram ? d->nbounds + 3 : 1);
 }
 
@@ -297,14 +348,12 @@ static struct series *series_of(struct metrics *m, enum fam_id id, const char **
 			m->max_series, EXPO_BUDGET >> 20);
 	}
 	for (size_t i = 0; i < d->nlabels; i++) {
-		if (!strcmp(d->labels[i], "gen_ai_request_model") ||
-		    !strcmp(d->labels[i], "gen_ai_response_model")) {
+		if (d->labels[i] == L_REQUEST_MODEL || d->labels[i] == L_RESPONSE_MODEL) {
 			v[i] = "other";
 			model = true;
 		}
 		/* pods and containers come and go: they fold too */
-		if ((!strcmp(d->labels[i], "k8s_pod_name") || !strcmp(d->labels[i], "container_id")) &&
-		    v[i][0])
+		if ((d->labels[i] == L_K8S_POD || d->labels[i] == L_CONTAINER_ID) && v[i][0])
 			v[i] = "other";
 	}
 	if (!model)
@@ -315,14 +364,24 @@ static struct series *series_of(struct metrics *m, enum fam_id id, const char **
 	return s;
 }
 
-static void observe(struct metrics *m, enum fam_id id, const char **v, double x)
+/* The family's label values in its order. */
+static void in_order(const struct family_def *d, const struct label_values *lv,
+		     const char *v[MAX_LABELS])
+{
+	for (size_t i = 0; i < d->nlabels; i++)
+		v[i] = lv->v[d->labels[i]] ? lv->v[d->labels[i]] : "";
+}
+
+static void observe(struct metrics *m, enum fam_id id, const struct label_values *lv, double x)
 {
 	const struct family_def *d = &defs[id];
+	const char *v[MAX_LABELS];
 	struct series *s;
 	size_t b;
 
 	if (isnan(x) || x < 0)
 		return;
+	in_order(d, lv, v);
 	s = series_of(m, id, v);
 	if (!s)
 		return;
@@ -333,9 +392,13 @@ static void observe(struct metrics *m, enum fam_id id, const char **v, double x)
 	s->count++;
 }
 
-static void count(struct metrics *m, enum fam_id id, const char **v, uint64_t n)
+static void count(struct metrics *m, enum fam_id id, const struct label_values *lv, uint64_t n)
 {
-	struct series *s = series_of(m, id, v);
+	const char *v[MAX_LABELS];
+	struct series *s;
+
+	in_order(&defs[id], lv, v);
+	s = series_of(m, id, v);
 
 	if (s) {
 		s->sum += (double)n;
@@ -367,11 +430,6 @@ static void split_addr(const char *a, char *host, size_t hn, char *port, size_t 
 	snprintf(port, pn, "%s", colon + 1);
 }
 
-struct req_labels {
-	char host[REQ_ADDR_MAX], port[8], error[REQ_ERROR_MAX + 8];
-	const char *v[MAX_LABELS];
-};
-
 /* The part of an error that names its type: all of it, but for a gRPC error's message. */
 static size_t error_type_len(const char *error)
 {
@@ -380,10 +438,21 @@ static size_t error_type_len(const char *error)
 	return msg ? (size_t)(msg - error) : strlen(error);
 }
 
-static void genai_labels(struct req_labels *l, const struct request *r,
-			 const struct request_metrics *rm)
+static const char *role_name(const struct request *r)
 {
-	const char *model = request__model(r);
+	return r->role == ROLE_SERVER ? "server" : "client";
+}
+
+/* A request's label values; host, port and error hold those the values point at. */
+struct req_labels {
+	char host[REQ_ADDR_MAX], port[8], error[REQ_ERROR_MAX + 8];
+	struct label_values lv;
+};
+
+static void request_labels(struct req_labels *l, const struct request *r,
+			   const struct request_metrics *rm)
+{
+	const char **v = l->lv.v;
 
 	split_addr(r->role == ROLE_CLIENT ? r->peer : r->local, l->host, sizeof(l->host), l->port,
 		   sizeof(l->port));
@@ -396,128 +465,113 @@ static void genai_labels(struct req_labels *l, const struct request *r,
 		snprintf(l->error, sizeof(l->error), "incomplete");
 	else
 		l->error[0] = 0;
-	l->v[0] = api__otel_operation(r->api);
-	l->v[1] = api__otel_provider(r->api);
-	l->v[2] = model;
-	l->v[3] = r->response_model;
-	l->v[4] = l->host;
-	l->v[5] = l->port;
-	l->v[6] = l->error;
-	l->v[7] = r->comm;
-	l->v[8] = r->http_version == 2 ? "2" : "1.1";
+	memset(&l->lv, 0, sizeof(l->lv));
+	v[L_OPERATION] = api__otel_operation(r->api);
+	v[L_PROVIDER] = api__otel_provider(r->api);
+	v[L_REQUEST_MODEL] = request__model(r);
+	v[L_RESPONSE_MODEL] = r->response_model;
+	v[L_SERVER_ADDRESS] = l->host;
+	v[L_SERVER_PORT] = l->port;
+	v[L_ERROR_TYPE] = l->error;
+	v[L_PROCESS] = r->comm;
+	v[L_PROTOCOL_VERSION] = r->http_version == 2 ? "2" : "1.1";
 	/* the process's pod and container ("" where it has none: no label, to Prometheus) */
-	l->v[9] = r->k8s_namespace;
-	l->v[10] = r->pod_name;
-	l->v[11] = r->container_id;
+	v[L_K8S_NAMESPACE] = r->k8s_namespace;
+	v[L_K8S_POD] = r->pod_name;
+	v[L_CONTAINER_ID] = r->container_id;
+	v[L_ROLE] = role_name(r);
+	v[L_CACHE] = rm->cache_hit > 0 ? "hit" : rm->cache_hit == 0 ? "miss" : "unknown";
 }
 
-static const char *role_name(const struct request *r)
+/* A server request's attribution: its TTFT split's parts, its gaps' causes, speculation. */
+static void attributed(struct metrics *m, const struct attribution *a, struct label_values *lv)
 {
-	return r->role == ROLE_SERVER ? "server" : "client";
+	struct ttft_split sp;
+
+	attribution__ttft_split(a, &sp);
+	for (size_t i = 0; i < sp.nparts; i++) {
+		lv->v[L_COMPONENT] = sp.parts[i].name;
+		observe(m, F_TTFT_COMPONENT, lv, (double)sp.parts[i].ns / 1e9);
+	}
+	for (size_t g = 0; g < a->ngaps; g++) {
+		const struct attrib_gap *gp = &a->gaps[g];
+
+		lv->v[L_COMPONENT] = "decode";
+		observe(m, F_GAP_COMPONENT, lv, (double)(gp->decode_ns - gp->interference_ns) / 1e9);
+		lv->v[L_COMPONENT] = "interference";
+		observe(m, F_GAP_COMPONENT, lv, (double)gp->interference_ns / 1e9);
+		lv->v[L_COMPONENT] = "host";
+		observe(m, F_GAP_COMPONENT, lv, (double)gp->host_ns / 1e9);
+	}
+	if (a->drafted) {
+		observe(m, F_SPEC_ACCEPTANCE, lv, (double)a->accepted / (double)a->drafted);
+		lv->v[L_KIND] = "drafted";
+		count(m, F_SPEC_TOKENS, lv, a->drafted);
+		lv->v[L_KIND] = "accepted";
+		count(m, F_SPEC_TOKENS, lv, a->accepted);
+	}
 }
 
 void metrics__request(struct metrics *m, const struct request *r, const struct request_metrics *rm)
 {
 	struct req_labels l;
-	const char *model = request__model(r);
-	const char *v[MAX_LABELS];
+	struct label_values *lv = &l.lv;
 	bool server = r->role == ROLE_SERVER;
 
-	genai_labels(&l, r, rm);
-	memcpy(v, l.v, sizeof(v));
-	observe(m, server ? F_SERVER_DURATION : F_CLIENT_DURATION, v, rm->e2e_ms / 1e3);
-	memcpy(v, l.v, sizeof(v));
-	observe(m, server ? F_SERVER_TTFT : F_CLIENT_TTFC, v, rm->ttft_ms / 1e3);
+	request_labels(&l, r, rm);
+	observe(m, server ? F_SERVER_DURATION : F_CLIENT_DURATION, lv, rm->e2e_ms / 1e3);
+	observe(m, server ? F_SERVER_TTFT : F_CLIENT_TTFC, lv, rm->ttft_ms / 1e3);
 	if (server) {
-		memcpy(v, l.v, sizeof(v));
-		observe(m, F_SERVER_TPOT, v, rm->tpot_ms / 1e3);
+		observe(m, F_SERVER_TPOT, lv, rm->tpot_ms / 1e3);
 	} else {
-		for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++) {
-			memcpy(v, l.v, sizeof(v));
-			observe(m, F_CLIENT_TPOC, v, (double)r->gaps_ns[i] / 1e9);
-		}
+		for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++)
+			observe(m, F_CLIENT_TPOC, lv, (double)r->gaps_ns[i] / 1e9);
 		if (r->input_tokens.set) {
-			memcpy(v, l.v, sizeof(v));
-			v[12] = "input";
-			observe(m, F_CLIENT_TOKENS, v, (double)r->input_tokens.v);
+			lv->v[L_TOKEN_TYPE] = "input";
+			observe(m, F_CLIENT_TOKENS, lv, (double)r->input_tokens.v);
 		}
 		if (rm->output_tokens.set && !rm->output_tokens_estimated) {
-			memcpy(v, l.v, sizeof(v));
-			v[12] = "output";
-			observe(m, F_CLIENT_TOKENS, v, (double)rm->output_tokens.v);
+			lv->v[L_TOKEN_TYPE] = "output";
+			observe(m, F_CLIENT_TOKENS, lv, (double)rm->output_tokens.v);
 		}
 	}
-
-	v[0] = r->comm, v[1] = role_name(r), v[2] = model;
-	v[3] = rm->cache_hit > 0 ? "hit" : rm->cache_hit == 0 ? "miss" : "unknown";
-	observe(m, F_TTFT, v, rm->ttft_ms / 1e3);
-	for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++) {
-		v[0] = r->comm, v[1] = role_name(r), v[2] = model;
-		observe(m, F_GAP, v, (double)r->gaps_ns[i] / 1e9);
-	}
-	if (!server || !r->attr || !r->attr->ok)
-		return;
-	const struct attribution *a = r->attr;
-	struct ttft_split sp;
-
-	attribution__ttft_split(a, &sp);
-	for (size_t i = 0; i < sp.nparts; i++) {
-		v[0] = r->comm, v[1] = model, v[2] = sp.parts[i].name;
-		observe(m, F_TTFT_COMPONENT, v, (double)sp.parts[i].ns / 1e9);
-	}
-	for (size_t g = 0; g < a->ngaps; g++) {
-		const struct attrib_gap *gp = &a->gaps[g];
-
-		v[0] = r->comm, v[1] = model, v[2] = "decode";
-		observe(m, F_GAP_COMPONENT, v, (double)(gp->decode_ns - gp->interference_ns) / 1e9);
-		v[0] = r->comm, v[1] = model, v[2] = "interference";
-		observe(m, F_GAP_COMPONENT, v, (double)gp->interference_ns / 1e9);
-		v[0] = r->comm, v[1] = model, v[2] = "host";
-		observe(m, F_GAP_COMPONENT, v, (double)gp->host_ns / 1e9);
-	}
-	if (a->drafted) {
-		v[0] = r->comm, v[1] = model;
-		observe(m, F_SPEC_ACCEPTANCE, v, (double)a->accepted / (double)a->drafted);
-		v[0] = r->comm, v[1] = model, v[2] = "drafted";
-		count(m, F_SPEC_TOKENS, v, a->drafted);
-		v[0] = r->comm, v[1] = model, v[2] = "accepted";
-		count(m, F_SPEC_TOKENS, v, a->accepted);
-	}
+	observe(m, F_TTFT, lv, rm->ttft_ms / 1e3);
+	for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++)
+		observe(m, F_GAP, lv, (double)r->gaps_ns[i] / 1e9);
+	if (server && r->attr && r->attr->ok)
+		attributed(m, r->attr, lv);
 }
 
 /* A step of an engine's own (not CUDA's): its families beside the GPU ones. */
 static void engine_step(struct metrics *m, const struct engine_step *s)
 {
-	const char *model = s->model ? s->model : "", *kind = step_kind__name(step__kind(s));
-	const char *v[MAX_LABELS] = { s->comm, "llama.cpp", model, kind };
+	struct label_values lv = { .v = {
+		[L_PROCESS] = s->comm, [L_SOURCE] = "llama.cpp", [L_MODEL] = s->model ? s->model : "",
+		[L_KIND] = step_kind__name(step__kind(s)) } };
 
 	if (s->failed) {
-		v[3] = "failed";
-		count(m, F_ENGINE_FAILED, v, 1);
+		lv.v[L_KIND] = "failed";
+		count(m, F_ENGINE_FAILED, &lv, 1);
 		return;
 	}
-	observe(m, F_ENGINE_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
-	v[0] = s->comm, v[1] = "llama.cpp", v[2] = model, v[3] = kind;
-	count(m, F_ENGINE_STEPS, v, 1);
-	v[0] = s->comm, v[1] = "llama.cpp", v[2] = model, v[3] = kind;
-	count(m, F_ENGINE_TOKENS, v, s->tokens);
+	observe(m, F_ENGINE_STEP, &lv, (double)(s->end_ns - s->start_ns) / 1e9);
+	count(m, F_ENGINE_STEPS, &lv, 1);
+	count(m, F_ENGINE_TOKENS, &lv, s->tokens);
 }
 
 void metrics__step(struct metrics *m, const struct engine_step *s)
 {
-	const char *v[MAX_LABELS] = { s->comm };
+	struct label_values lv = { .v = { [L_PROCESS] = s->comm } };
 
 	if (s->source != STEP_SOURCE_CUDA) {
 		engine_step(m, s);
 		return;
 	}
 	if (s->end_ns > s->start_ns)
-		observe(m, F_STEP, v, (double)(s->end_ns - s->start_ns) / 1e9);
-	v[0] = s->comm;
-	count(m, F_STEPS, v, 1);
-	v[0] = s->comm;
+		observe(m, F_STEP, &lv, (double)(s->end_ns - s->start_ns) / 1e9);
+	count(m, F_STEPS, &lv, 1);
 	if (s->cuda)
-		count(m, F_LAUNCHES, v, (uint64_t)s->cuda->launches + s->cuda->graph_launches);
+		count(m, F_LAUNCHES, &lv, (uint64_t)s->cuda->launches + s->cuda->graph_launches);
 }
 
 /* ---- the exposition ---- */
@@ -557,7 +611,7 @@ static int put_labels(struct buf *out, const struct family_def *d, const struct 
 	int err = buf__add(out, "{", 1, EXPO_MAX);
 
 	for (size_t i = 0; i < d->nlabels; i++) {
-		err |= put(out, "%s%s=\"", i ? "," : "", d->labels[i]);
+		err |= put(out, "%s%s=\"", i ? "," : "", label_names[d->labels[i]]);
 		err |= put_value(out, s->values[i]);
 		err |= buf__add(out, "\"", 1, EXPO_MAX);
 	}
@@ -635,9 +689,9 @@ static int put_health(struct buf *out, const struct health *h)
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"non_http\"} %llu\n",
 		   (unsigned long long)h->streams_other);
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"malformed\"} %llu\n",
-		   (unsigned long long)h->streams_malformed);
+		   (unsigned long long)h->conn.malformed);
 	err |= put(out, "tokenscope_unsupported_streams_total{kind=\"encoding\"} %llu\n",
-		   (unsigned long long)h->unsupported_encodings);
+		   (unsigned long long)h->conn.unsupported_encodings);
 	err |= put_counter(out, "tokenscope_http2_connections_total", "HTTP/2 connections seen.",
 			   h->h2.connections);
 	err |= put_counter(out, "tokenscope_http2_streams_total",

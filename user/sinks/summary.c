@@ -435,7 +435,7 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);
-	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->no_memory)
+	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->conn.no_memory)
 		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
 			     "(raise -b to enlarge the ring buffer)\n");
 }
@@ -513,16 +513,16 @@ static void print_capture(FILE *out, const struct health *h)
 		(unsigned long long)h->bpf[TS_CNT_READ_FAULTS],
 		(unsigned long long)h->bpf[TS_CNT_OTHER_DROPS],
 		(unsigned long long)h->bpf[TS_CNT_STALE_CALLS], (unsigned long long)h->bad_events,
-		(unsigned long long)h->no_memory, (unsigned long long)h->streams_aged_out);
+		(unsigned long long)h->conn.no_memory, (unsigned long long)h->streams_aged_out);
 	fprintf(out,
 		"streams: %llu (http/1.1 %llu, http/2 %llu, unsupported: non-http %llu; malformed %llu, "
 		"unsupported encodings %llu, decode budget exceeded %llu) requests: %llu llm (%llu "
 		"incomplete), %llu other http, %llu unpaired responses\n",
 		(unsigned long long)h->streams, (unsigned long long)h->streams_http1,
 		(unsigned long long)h->streams_http2, (unsigned long long)h->streams_other,
-		(unsigned long long)h->streams_malformed, (unsigned long long)h->unsupported_encodings,
-		(unsigned long long)h->decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
-		(unsigned long long)h->other_http, (unsigned long long)h->unpaired_responses);
+		(unsigned long long)h->conn.malformed, (unsigned long long)h->conn.unsupported_encodings,
+		(unsigned long long)h->conn.decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
+		(unsigned long long)h->other_http, (unsigned long long)h->conn.unpaired_responses);
 	summary_http2(out, h);
 	summary_engine_wire(out, h);
 	if (h->streams_nat)

@@ -50,7 +50,7 @@ static struct request *begin_request(void *ctx, uint64_t start_ns)
 	struct request *r = request__new();
 
 	if (!r) {
-		(*c->sink->no_memory)++;
+		c->sink->counts->no_memory++;
 		return NULL;
 	}
 	r->id = ++*c->sink->next_id;
@@ -247,7 +247,7 @@ static bool speak(struct conn *c, const struct wire_ops *wire, const struct wire
 	c->kind = wire->kind;
 	c->reader = wire->open(&c->host, how);
 	if (!c->reader) {
-		(*c->sink->no_memory)++;
+		c->sink->counts->no_memory++;
 		c->kind = CONN_OTHER;
 		return false;
 	}

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llm/json.h"
 #include "llm/request.h"
 
 struct pipeline;
@@ -65,17 +66,24 @@ struct h2_counts {
 	size_t nuntracked_by;
 };
 
+/* What the connections count for capture health (stream/health.h holds them). */
+struct conn_counts {
+	uint64_t unpaired_responses; /* responses with no request to pair with */
+	uint64_t malformed;	     /* HTTP framing errors */
+	uint64_t unsupported_encodings;
+	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */
+	uint64_t no_memory; /* streams or requests not tracked for lack of memory (the pipeline
+			     * counts its own streams here too) */
+};
+
 /* Where finished requests and health counts go. */
 struct conn_sink {
 	void (*on_request)(void *ctx, struct request *r); /* takes ownership */
 	void (*on_first_token)(void *ctx, struct request *r); /* NULL: not wanted */
 	void *ctx;
 	uint64_t *next_id; /* request ids, counted up */
-	uint64_t *unpaired_responses; /* responses with no request to pair with */
-	uint64_t *malformed_streams;  /* HTTP framing errors */
-	uint64_t *unsupported_encodings;
-	uint64_t *decode_budget_exceeded;
-	uint64_t *no_memory; /* requests not tracked for lack of memory */
+	struct conn_counts *counts;
+	struct jdoc *json; /* what the dialects read JSON into, one call at a time */
 	struct h2_counts *h2;
 	struct vllm_wire *engine_wire; /* ZeroMQ connections' messages go here (NULL: none) */
 };

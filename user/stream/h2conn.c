@@ -104,7 +104,7 @@ static struct h2_stream *add_stream(struct h2conn *h, uint32_t id, struct reques
 	if (!s || !array__reserve((void **)&h->streams, &h->cap, h->nstreams + 1,
 				  sizeof(*h->streams))) {
 		free(s);
-		(*h->sink->no_memory)++;
+		h->sink->counts->no_memory++;
 		return NULL;
 	}
 	s->id = id;
@@ -262,7 +262,7 @@ static void request_head(struct h2conn *h, const struct h2_frame *f, const struc
 	r->headers_partial = hd->partial || !hd->has_path;
 	snprintf(r->method, sizeof(r->method), "%s", hd->has_method ? hd->method : "");
 	if (hd->has_path && !request__set_path(r, hd->path))
-		(*h->sink->no_memory)++;
+		h->sink->counts->no_memory++;
 	s->grpc = is_grpc(hd->ctype);
 	s->grpc_gzip = !strcasecmp(hd->grpc_encoding, "gzip");
 	if (s->grpc) {
@@ -392,7 +392,8 @@ static void sniff_type(struct http_head *head, const uint8_t *d, size_t n)
 	head->ctype = d[0] == '{' && nl && nl + 1 < d + n ? HTTP_CT_NDJSON : HTTP_CT_JSON;
 }
 
-static void request_data(struct h2_stream *s, const uint8_t *data, size_t len, bool end)
+static void request_data(struct h2conn *h, struct h2_stream *s, const uint8_t *data, size_t len,
+			 bool end)
 {
 	struct request *r = s->req;
 
@@ -405,7 +406,7 @@ static void request_data(struct h2_stream *s, const uint8_t *data, size_t len, b
 	if (!end)
 		return;
 	if (!s->grpc && !s->req_body_encoded && !s->req_body.overflow && s->req_body.len)
-		dialect__request_body(r, s->req_body.p, s->req_body.len);
+		dialect__request_body(h->sink->json, r, s->req_body.p, s->req_body.len);
 	/* freed, not kept: a prompt can be megabytes, and a stream may run for minutes */
 	buf__free(&s->req_body);
 }
@@ -425,7 +426,7 @@ static void on_data(void *ctx, const struct h2_frame *f, const uint8_t *data, si
 		return;
 	}
 	if (h->cur_dir == h->client_dir) {
-		request_data(s, data, len, end);
+		request_data(h, s, data, len, end);
 		return;
 	}
 	if (!s->response_begun) {
@@ -630,7 +631,7 @@ static void framer_failed(struct h2conn *h, enum h2_error e, uint64_t ts)
 	}
 	h->dead = true;
 	h->counts->frame_errors++;
-	(*h->sink->malformed_streams)++;
+	h->sink->counts->malformed++;
 	end_all(h, h2_error__str(e), true, ts);
 }
 
@@ -701,7 +702,7 @@ static void h2_data(void *w, bool is_write, uint8_t *data, size_t len, uint64_t 
 			memset(data, 0, len);
 			h->dead = true;
 			h->counts->frame_errors++;
-			(*h->sink->malformed_streams)++;
+			h->sink->counts->malformed++;
 			end_all(h, "h2_bad_preface", true, ts);
 			return;
 		}

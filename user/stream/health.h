@@ -28,11 +28,7 @@ struct health {
 	struct vllm_wire_counts engine_wire; /* vLLM's engine-core messages (engine/vllm_wire.h) */
 	uint64_t streams_zmtp;	    /* ZeroMQ connections (vLLM's engine wire and others) */
 	uint64_t streams_nat;	    /* connections NAT changed on their way (TS_REC_SOCK_NAT) */
-	uint64_t streams_malformed; /* HTTP framing errors */
-	uint64_t unsupported_encodings;
-	uint64_t decode_budget_exceeded; /* responses that inflated past the budget (decode.h) */
-	uint64_t unpaired_responses;
-	uint64_t no_memory;	    /* streams or requests not tracked for lack of memory */
+	struct conn_counts conn;    /* malformed, unsupported encodings, lack of memory... */
 	uint64_t streams_aged_out;  /* streams let go after a long idle time (end never seen) */
 	uint64_t sock_table_full;   /* counter reads that found the plaintext socket table full */
 	uint64_t sock_not_captured; /* socket calls (or their tails) not captured: budget, no

@@ -94,7 +94,7 @@ static bool resp_on_head(void *ctx, const struct http_head *h, uint64_t ts)
 
 	response_reset(c);
 	if (!r) {
-		(*c->host.sink->unpaired_responses)++;
+		c->host.sink->counts->unpaired_responses++;
 		return true;
 	}
 	c->resp_req = r;
@@ -138,13 +138,13 @@ static struct request *queue_request(struct http1conn *c, const struct http_head
 	if (!r)
 		return NULL;
 	if (queue_push(c, r)) {
-		(*c->host.sink->no_memory)++;
+		c->host.sink->counts->no_memory++;
 		request__free(r);
 		return NULL;
 	}
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
 	if (!request__set_path(r, h->path))
-		(*c->host.sink->no_memory)++; /* reported without its path */
+		c->host.sink->counts->no_memory++; /* reported without its path */
 	dialect__request_head(r);
 	return r;
 }
@@ -178,7 +178,7 @@ static void req_on_end(void *ctx, uint64_t ts)
 	struct request *r = c->parsing_req;
 
 	if (r && !c->req_body_encoded && !c->req_body.overflow && c->req_body.len)
-		dialect__request_body(r, c->req_body.p, c->req_body.len);
+		dialect__request_body(c->host.sink->json, r, c->req_body.p, c->req_body.len);
 	c->parsing_req = NULL;
 	/* freed, not kept: a prompt can be megabytes, and a connection may idle for hours */
 	buf__free(&c->req_body);
@@ -301,7 +301,7 @@ static void parser_failed(struct http1conn *c, struct http_parser *p, enum http_
 		abandon_inflight(c, ts, "capture_loss");
 		return;
 	}
-	(*c->host.sink->malformed_streams)++;
+	c->host.sink->counts->malformed++;
 	if (e == HTTP_ERR_TOO_LARGE && p == c->req_parser && too_large_request(c, p))
 		return;
 	abandon_inflight(c, ts, http_error__str(e));

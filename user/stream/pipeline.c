@@ -44,6 +44,7 @@ struct pipeline {
 	struct recording *rec;
 	struct health h;
 	struct conn_sink sink;
+	struct jdoc json; /* the dialects' JSON document (sink.json) */
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
@@ -219,11 +220,8 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->sink.on_first_token = on_first_token;
 	p->sink.ctx = p;
 	p->sink.next_id = &p->next_id;
-	p->sink.unpaired_responses = &p->h.unpaired_responses;
-	p->sink.malformed_streams = &p->h.streams_malformed;
-	p->sink.unsupported_encodings = &p->h.unsupported_encodings;
-	p->sink.decode_budget_exceeded = &p->h.decode_budget_exceeded;
-	p->sink.no_memory = &p->h.no_memory;
+	p->sink.counts = &p->h.conn;
+	p->sink.json = &p->json;
 	p->sink.h2 = &p->h.h2;
 	p->sink.engine_wire = p->engine_wire;
 	streams__init(&p->streams, &p->sink, &p->h);
@@ -243,6 +241,7 @@ void pipeline__free(struct pipeline *p)
 	streams__free(&p->streams);
 	vllm_wire__free(p->engine_wire);
 	free(p->idents);
+	jdoc__free(&p->json);
 	free(p);
 }
 
@@ -276,7 +275,7 @@ static void on_piece(struct pipeline *p, const struct piece *pc)
 	unsigned lane = (pc->flags & TS_F_SEQ_PER_DIR) && pc->is_write;
 
 	if (!s) {
-		p->h.no_memory++; /* the stream's requests go unreported: counted, never silent */
+		p->h.conn.no_memory++; /* the stream's requests go unreported: counted, never silent */
 		return;
 	}
 	p->h.events++;
@@ -358,7 +357,7 @@ static int on_tls_free(struct pipeline *p, void *rec, size_t size)
 static int on_tls_sock(struct pipeline *p, void *rec, size_t size)
 {
 	if (!tls_link__sock(&p->streams, rec))
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 	return 0;
 }
 
@@ -372,7 +371,7 @@ static int on_sock_net(struct pipeline *p, void *rec, size_t size)
 					e->hdr.comm);
 
 	if (!s) {
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 		return 0;
 	}
 	s->last_ns = e->hdr.ts_ns;
@@ -396,7 +395,7 @@ static int on_sock_nat(struct pipeline *p, void *rec, size_t size)
 	s = streams__get(&p->streams, &(struct stream_key){ e->hdr.pid, of[e->stream], e->id },
 			 e->hdr.comm);
 	if (!s) {
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 		return 0;
 	}
 	s->last_ns = e->hdr.ts_ns;
@@ -463,7 +462,7 @@ static int on_unix_sock(struct pipeline *p, void *rec, size_t size)
 	s = streams__get(&p->streams, &(struct stream_key){ e->owner, TRANSPORT_UNIX, e->sock },
 			 e->hdr.comm);
 	if (!s) {
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 		return 0;
 	}
 	s->last_ns = e->hdr.ts_ns;
@@ -521,7 +520,7 @@ static int on_llama_step(struct pipeline *p, void *rec, size_t size)
 	es.model = llama_models__name_of(&p->models, es.pid, es.context);
 	es.model_key = llama_model__key(es.model);
 	if (!es.failed && llama_models__positions(&p->models, &es))
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 	on_step(p, &es);
 	return 0;
 }
@@ -530,14 +529,14 @@ static int on_llama_step(struct pipeline *p, void *rec, size_t size)
 static int on_llama_model(struct pipeline *p, void *rec, size_t size)
 {
 	if (llama_models__model(&p->models, rec))
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 	return 0;
 }
 
 static int on_llama_context(struct pipeline *p, void *rec, size_t size)
 {
 	if (llama_models__context(&p->models, rec))
-		p->h.no_memory++;
+		p->h.conn.no_memory++;
 	return 0;
 }
 
@@ -585,7 +584,7 @@ static int on_proc_identity(struct pipeline *p, void *rec, size_t size)
 	if (!to) {
 		if (!array__reserve((void **)&p->idents, &p->capidents, p->nidents + 1,
 				    sizeof(*p->idents))) {
-			p->h.no_memory++;
+			p->h.conn.no_memory++;
 			return 0;
 		}
 		to = &p->idents[p->nidents++];

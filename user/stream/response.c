@@ -17,7 +17,7 @@ static void on_stream_event(void *ctx, const char *event, const char *data, size
 	struct response_reader *rr = ctx;
 
 	if (rr->req)
-		dialect__stream_event(rr->req, event, data, len, ts);
+		dialect__stream_event(rr->sink->json, rr->req, event, data, len, ts);
 }
 
 static void on_grpc_message(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
@@ -68,7 +68,7 @@ bool response__begin(struct response_reader *rr, struct request *r, const struct
 	if (r->stream < 0 && !grpc)
 		r->stream = h->ctype == HTTP_CT_SSE || h->ctype == HTTP_CT_NDJSON;
 	if (h->encoding == HTTP_ENC_UNSUPPORTED) {
-		(*sink->unsupported_encodings)++;
+		sink->counts->unsupported_encodings++;
 		request__error(r, "unsupported_content_encoding");
 		r->lossy = true; /* its events cannot be read: no figures rather than wrong ones */
 		rr->req = NULL;
@@ -86,7 +86,7 @@ bool response__begin(struct response_reader *rr, struct request *r, const struct
 		rr->buffered = true;
 	if ((!rr->identity && !rr->dec) || (!rr->buffered && !rr->sse && !rr->grpc)) {
 		/* its body cannot be read: counted, and the request says so */
-		(*sink->no_memory)++;
+		sink->counts->no_memory++;
 		request__error(r, "no_memory");
 		r->lossy = true;
 		rr->req = NULL;
@@ -108,7 +108,7 @@ void response__body(struct response_reader *rr, const uint8_t *data, size_t len,
 	case DECODE_BUDGET:
 		/* a decompression bomb, or as good as one: the rest of the body is skipped */
 		if (!rr->req->lossy)
-			(*rr->sink->decode_budget_exceeded)++;
+			rr->sink->counts->decode_budget_exceeded++;
 		request__error(rr->req, "decode_budget_exceeded");
 		rr->req->lossy = true;
 		break;
@@ -131,5 +131,5 @@ void response__end(struct response_reader *rr, uint64_t ts)
 	if (rr->grpc && r->stream < 0)
 		r->stream = r->token_events > 1;
 	if (rr->buffered && !rr->body.overflow && !rr->no_body)
-		dialect__response_body(r, rr->body.p ? rr->body.p : "", rr->body.len, ts);
+		dialect__response_body(rr->sink->json, r, rr->body.p ? rr->body.p : "", rr->body.len, ts);
 }

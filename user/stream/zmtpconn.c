@@ -64,7 +64,7 @@ static void zmtp_data(void *w, bool is_write, uint8_t *data, size_t len, uint64_
 	c->is_write = is_write;
 	if (zmtp__feed(c->dir[is_write], data, len, ts) != ZMTP_OK) {
 		c->failed[is_write] = true;
-		(*c->host.sink->malformed_streams)++;
+		c->host.sink->counts->malformed++;
 	}
 }
 
