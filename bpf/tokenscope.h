@@ -32,6 +32,7 @@ enum ts_event_type {
 	TS_EV_SOCK_NET = 13, /* a captured TCP socket: its network namespace */
 	TS_EV_LLAMA_MODEL = 14,	  /* llama.cpp loaded a model from a file: its pointer and path */
 	TS_EV_LLAMA_CONTEXT = 15, /* llama.cpp made a context of a model */
+	TS_EV__END, /* one past the last: every type below it has its row (user/stream/pipeline.c) */
 };
 
 enum ts_dir {

@@ -1454,6 +1454,39 @@ static void test_recording_roundtrip(void **state)
 	unlink(path);
 }
 
+/* Every record type has its one row: the pipeline reads it, and capture knows what to do
+ * with it before (a new type without a row would skip the identity filters). */
+static void test_record_kinds(void **state)
+{
+	size_t n;
+	const struct record_kind *all = record_kinds__all(&n);
+	bool seen[TS_REC__END] = { false };
+
+	(void)state;
+	for (uint32_t t = 1; t < TS_REC__END; t++) {
+		const struct record_kind *k = record_kind__of(t);
+
+		if (t >= TS_EV__END && t < TS_REC_COUNTERS) {
+			assert_null(k);
+			continue;
+		}
+		assert_non_null(k);
+		assert_int_equal(k->type, t);
+		assert_non_null(k->handle);
+		assert_true(k->min_size >= sizeof(struct ts_event_hdr));
+		assert_memory_equal(k->name, "TS_", 3);
+		/* a stream's bytes are a process's own */
+		assert_true(!(k->flags & REC_STREAM_BYTES) || (k->flags & REC_PROCESS));
+	}
+	for (size_t i = 0; i < n; i++) {
+		assert_true(all[i].type < TS_REC__END);
+		assert_false(seen[all[i].type]); /* one row a type */
+		seen[all[i].type] = true;
+	}
+	assert_null(record_kind__of(TS_EV__END));
+	assert_null(record_kind__of(0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1490,6 +1523,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_records),
 		cmocka_unit_test(test_garbage_never_crashes),
 		cmocka_unit_test(test_recording_roundtrip),
+		cmocka_unit_test(test_record_kinds),
 	};
 
 	return cmocka_run_group_tests_name("pipeline", tests, NULL, NULL);

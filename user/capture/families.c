@@ -86,14 +86,23 @@ static void feed_record(void *ctx, void *rec, size_t size)
 	pipeline__feed(ctx, rec, size);
 }
 
+static bool cuda_names_read(const void *rec)
+{
+	const struct record_kind *k = record_kind__of(((const struct ts_event_hdr *)rec)->type);
+
+	return k && (k->flags & REC_CUDA_NAMES);
+}
+
 static void cuda_before(const struct family_work *w, void *rec, size_t size)
 {
-	cuda_names__before(w->cuda_names, rec, size, feed_record, w->pl);
+	if (cuda_names_read(rec))
+		cuda_names__before(w->cuda_names, rec, size, feed_record, w->pl);
 }
 
 static void cuda_after(const struct family_work *w, const void *rec)
 {
-	cuda_names__after(w->cuda_names, rec);
+	if (cuda_names_read(rec))
+		cuda_names__after(w->cuda_names, rec);
 }
 
 static int sock_ports(const struct live_opts *o, struct bpf_object *obj);
@@ -512,12 +521,12 @@ void families__add_uprobe_sets(const struct families *fs, struct attacher *att)
 	}
 }
 
-/* The records no hook reads: most of all records, which pass without the loop. */
+/* The records no hook reads (a stream's bytes, most of all records) pass without the loop. */
 static bool stream_bytes(const void *rec)
 {
-	uint32_t type = ((const struct ts_event_hdr *)rec)->type;
+	const struct record_kind *k = record_kind__of(((const struct ts_event_hdr *)rec)->type);
 
-	return type == TS_EV_SOCK_DATA || type == TS_EV_TLS_DATA;
+	return k && (k->flags & REC_STREAM_BYTES);
 }
 
 void families__before(const struct families *fs, const struct family_work *w, void *rec,

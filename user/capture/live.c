@@ -233,6 +233,7 @@ static void on_event(void *ctx, void *data, size_t size)
 	struct ts_event_hdr *h = data;
 	void *rec = data; /* the backlog's copy, the pipeline's to change in place (it masks
 			     credentials), or lv->buf where the record grows */
+	const struct record_kind *kind;
 
 	if (size < sizeof(*h)) {
 		memcpy(lv->buf, data, size);
@@ -256,8 +257,8 @@ static void on_event(void *ctx, void *data, size_t size)
 		x->flags = TS_EXIT_SOCKET_CLOSES;
 		x->_pad = 0;
 	}
-	if (h->type == TS_EV_TLS_DATA || h->type == TS_EV_SOCK_DATA || h->type == TS_EV_GPU_MARK ||
-	    h->type == TS_EV_LLAMA_STEP || h->type == TS_EV_SOCK_NET) {
+	kind = record_kind__of(h->type);
+	if (kind && (kind->flags & REC_PROCESS)) {
 		if (proc_tree__note(&lv->known, lv->pl, h->pid)) {
 			struct ts_rec_proc_identity id;
 

@@ -594,45 +594,57 @@ static int on_proc_identity(struct pipeline *p, void *rec, size_t size)
 }
 
 /*
- * Every record type the pipeline reads: at least min_size bytes, then its handler (which may
- * check more, and returns -1 for a malformed record). A new probe family is one row here.
+ * Every record type (pipeline.h): at least min_size bytes, then its handler (which may check
+ * more, and returns -1 for a malformed record). A new probe family's records are rows here.
  * Records of other types, or too short, are counted (bad_events) and skipped.
  */
-static const struct record_kind {
-	uint32_t type;
-	size_t min_size;
-	int (*handle)(struct pipeline *p, void *rec, size_t size);
-} record_kinds[] = {
-	{ TS_EV_TLS_DATA, sizeof(struct ts_tls_data), on_tls_data },
-	{ TS_EV_TLS_FREE, sizeof(struct ts_tls_free), on_tls_free },
-	/* recordings made before 2026-12-05 end before its netns */
-	{ TS_EV_TLS_SOCK, offsetof(struct ts_tls_sock, netns), on_tls_sock },
-	{ TS_EV_SOCK_DATA, sizeof(struct ts_sock_data), on_sock_data },
-	{ TS_EV_SOCK_CLOSE, sizeof(struct ts_sock_close), on_sock_close },
-	{ TS_EV_UNIX_SOCK, sizeof(struct ts_unix_sock), on_unix_sock },
-	{ TS_EV_SOCK_NET, sizeof(struct ts_sock_net), on_sock_net },
+#define KIND(t, size, flags, fn) { t, #t, size, flags, fn }
+/* In the order of their types, which record_kind__of indexes by */
+static const struct record_kind record_kinds[] = {
+	KIND(TS_EV_TLS_DATA, sizeof(struct ts_tls_data), REC_PROCESS | REC_STREAM_BYTES,
+	     on_tls_data),
+	KIND(TS_EV_TLS_FREE, sizeof(struct ts_tls_free), 0, on_tls_free),
+	KIND(TS_EV_EXEC, sizeof(struct ts_event_hdr), REC_CUDA_NAMES, on_attach_work),
 	/* older recordings' exits carry no flags */
-	{ TS_EV_EXIT, sizeof(struct ts_event_hdr), on_process_exit },
-	{ TS_EV_EXEC, sizeof(struct ts_event_hdr), on_attach_work },
-	{ TS_EV_DLOPEN, sizeof(struct ts_event_hdr), on_attach_work },
-	{ TS_EV_GPU_MARK, sizeof(struct ts_gpu_mark), on_gpu_mark },
-	{ TS_EV_GPU_KNAME, sizeof(struct ts_gpu_kname), on_gpu_kname },
-	{ TS_EV_LLAMA_STEP, sizeof(struct ts_event_hdr), on_llama_step }, /* checks its own */
-	{ TS_EV_LLAMA_MODEL, sizeof(struct ts_llama_model), on_llama_model },
-	{ TS_EV_LLAMA_CONTEXT, sizeof(struct ts_llama_context), on_llama_context },
-	{ TS_REC_COUNTERS, sizeof(struct ts_event_hdr), on_counters },
-	{ TS_REC_PROC_TREE, sizeof(struct ts_rec_proc_tree), on_proc_tree },
-	{ TS_REC_PROC_IDENTITY, sizeof(struct ts_rec_proc_identity), on_proc_identity },
-	{ TS_REC_SOCK_NAT, sizeof(struct ts_rec_sock_nat), on_sock_nat },
+	KIND(TS_EV_EXIT, sizeof(struct ts_event_hdr), REC_CUDA_NAMES, on_process_exit),
+	KIND(TS_EV_DLOPEN, sizeof(struct ts_event_hdr), 0, on_attach_work),
+	KIND(TS_EV_GPU_MARK, sizeof(struct ts_gpu_mark), REC_PROCESS | REC_CUDA_NAMES,
+	     on_gpu_mark),
+	KIND(TS_EV_GPU_KNAME, sizeof(struct ts_gpu_kname), REC_CUDA_NAMES, on_gpu_kname),
+	KIND(TS_EV_SOCK_DATA, sizeof(struct ts_sock_data), REC_PROCESS | REC_STREAM_BYTES,
+	     on_sock_data),
+	KIND(TS_EV_SOCK_CLOSE, sizeof(struct ts_sock_close), 0, on_sock_close),
+	/* recordings made before 2026-12-05 end before its netns */
+	KIND(TS_EV_TLS_SOCK, offsetof(struct ts_tls_sock, netns), 0, on_tls_sock),
+	/* checks its own size */
+	KIND(TS_EV_LLAMA_STEP, sizeof(struct ts_event_hdr), REC_PROCESS, on_llama_step),
+	KIND(TS_EV_UNIX_SOCK, sizeof(struct ts_unix_sock), 0, on_unix_sock),
+	KIND(TS_EV_SOCK_NET, sizeof(struct ts_sock_net), REC_PROCESS, on_sock_net),
+	KIND(TS_EV_LLAMA_MODEL, sizeof(struct ts_llama_model), 0, on_llama_model),
+	KIND(TS_EV_LLAMA_CONTEXT, sizeof(struct ts_llama_context), 0, on_llama_context),
+	KIND(TS_REC_COUNTERS, sizeof(struct ts_event_hdr), 0, on_counters),
+	KIND(TS_REC_PROC_TREE, sizeof(struct ts_rec_proc_tree), 0, on_proc_tree),
+	KIND(TS_REC_PROC_IDENTITY, sizeof(struct ts_rec_proc_identity), 0, on_proc_identity),
+	KIND(TS_REC_SOCK_NAT, sizeof(struct ts_rec_sock_nat), 0, on_sock_nat),
 };
+#define NKINDS (sizeof(record_kinds) / sizeof(record_kinds[0]))
 
-static const struct record_kind *kind_of(uint32_t type)
+/* Every record passes here, twice live (capture, then the pipeline): an index, not a search. */
+const struct record_kind *record_kind__of(uint32_t type)
 {
-	for (size_t i = 0; i < sizeof(record_kinds) / sizeof(record_kinds[0]); i++) {
-		if (record_kinds[i].type == type)
-			return &record_kinds[i];
-	}
-	return NULL;
+	size_t i = SIZE_MAX;
+
+	if (type >= 1 && type < TS_EV__END)
+		i = type - 1;
+	else if (type >= TS_REC_COUNTERS && type < TS_REC__END)
+		i = (TS_EV__END - 1) + (type - TS_REC_COUNTERS);
+	return i < NKINDS && record_kinds[i].type == type ? &record_kinds[i] : NULL;
+}
+
+const struct record_kind *record_kinds__all(size_t *n)
+{
+	*n = NKINDS;
+	return record_kinds;
 }
 
 int pipeline__feed(struct pipeline *p, void *rec, size_t size)
@@ -653,7 +665,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		vllm_wire__prune(p->engine_wire, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
-	k = kind_of(h->type);
+	k = record_kind__of(h->type);
 	if (!k || size < k->min_size || k->handle(p, rec, size)) {
 		p->h.bad_events++;
 		return -1;

@@ -47,6 +47,37 @@ typedef void (*sched_fn)(void *ctx, const struct vllm_sched *s);
 /* on_step may be NULL. */
 struct pipeline *pipeline__new(request_fn fn, step_fn on_step, void *ctx);
 void pipeline__free(struct pipeline *p);
+/*
+ * Every record type, one row each (record_kinds in pipeline.c), read by capture and the
+ * pipeline alike: its name, least size, handler, and what capture does with it before the
+ * pipeline (the flags). tests/unit/test_pipeline.c fails for a type without its row.
+ */
+enum record_flag {
+	/* a traced process's own activity: capture notes the process first (its process-tree
+	 * record, its container and pod), and the identity filters (--pod, --container...) drop
+	 * the records of the processes they leave out */
+	REC_PROCESS = 1u << 0,
+	/* a stream's bytes: most records, which no probe family's hook reads */
+	REC_STREAM_BYTES = 1u << 1,
+	/* the CUDA family's kernel names read it around the pipeline (capture/cuda_names.c) */
+	REC_CUDA_NAMES = 1u << 2,
+};
+
+struct record_kind {
+	uint32_t type; /* enum ts_event_type, or enum ts_rec_type (stream/recording.h) */
+	const char *name;
+	size_t min_size;
+	uint32_t flags; /* enum record_flag */
+	/* the pipeline's reading of it: -1 for a malformed record (may check more than
+	 * min_size) */
+	int (*handle)(struct pipeline *p, void *rec, size_t size);
+};
+
+/* The row of a record type (NULL: no such type). */
+const struct record_kind *record_kind__of(uint32_t type);
+/* The rows, for the checks that every type has one. */
+const struct record_kind *record_kinds__all(size_t *n);
+
 /* Copy every consumed record (credentials masked) to rec; NULL stops recording. */
 void pipeline__set_recording(struct pipeline *p, struct recording *rec);
 /* One record as it came from the ring buffer or a recording. The payload may be modified

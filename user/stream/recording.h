@@ -28,6 +28,7 @@ enum ts_rec_type {
 				       read from /proc when it was first seen (where it has one) */
 	TS_REC_SOCK_NAT = 103, /* struct ts_rec_sock_nat: a connection NAT changed on its way,
 				  from its conntrack entry (capture/nat.c) */
+	TS_REC__END, /* one past the last: every type from 100 below it has its row */
 };
 
 /* Which stream a struct ts_rec_sock_nat is about. */
