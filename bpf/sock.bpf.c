@@ -46,8 +46,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * this). */
 #define SEQ_LOCK(dir) (2ull << 62 | ((dir) & 1))
 
-/* PROTO_HTTP: captured (HTTP, or ZeroMQ: userspace tells them apart) */
-enum sock_proto { PROTO_UNKNOWN = 0, PROTO_HTTP, PROTO_TLS, PROTO_IGNORED };
+#include "sock_classify.h" /* enum sock_proto, classify */
 
 struct sock_state {
 	__u64 seq[2];	  /* next piece sequence number, by enum ts_dir (TS_F_SEQ_PER_DIR) */
@@ -169,7 +168,7 @@ static __always_inline bool port_wanted(const struct ts_sock_addr *a)
 	return bpf_map_lookup_elem(&sock_ports, &l) || bpf_map_lookup_elem(&sock_ports, &r);
 }
 
-/* phase: what the socket carries, from its first bytes (sock_classify.bpf.h) */
+/* phase: the sockets found ignored, remembered per CPU (sock_classify.bpf.h) */
 #include "sock_classify.bpf.h"
 
 /* phase: a TLS socket tells its SSL* where it is */

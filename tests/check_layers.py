@@ -7,7 +7,8 @@
 
 Each folder under user/ is a layer (docs/architecture.md says what each holds). A user header
 is included by its layer path ("base/buf.h"), so the line itself says which layer it reaches
-into. bpf/tokenscope.h (the record layout both sides share) may be included anywhere; the
+into. bpf/tokenscope.h (the record layout both sides share) and bpf/http_methods.h (the
+request methods both sides recognise) may be included anywhere; the
 generated BPF skeletons (NAME.skel.h) only by capture/, which loads the probes.
 """
 import os
@@ -28,7 +29,7 @@ LAYERS = {
     "capture": ["base", "proto", "llm", "engine", "stream"],  # probes, live processes
     "cli": ["base", "proto", "llm", "engine", "stream", "sinks", "capture"],
 }
-SHARED = {"tokenscope.h"}  # bpf/: the records' layout
+SHARED = {"tokenscope.h", "http_methods.h"}  # bpf/: the records' layout, the HTTP methods
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

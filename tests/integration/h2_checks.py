@@ -240,6 +240,38 @@ def body_phases(ctx, work, s):
           f"h2: the recording replays to the same {len(records)} records ({r.stderr[-200:]})")
 
     check_join(ctx, work, tls_port, s["tls_truth"], h2_client)
+    check_join_mid_reply(ctx, work, plain_port, s["plain_truth"], h2_client)
+
+
+def check_join_mid_reply(ctx, work, port, truth_path, h2_client):
+    """Capture starts in the middle of a streamed reply on a plaintext HTTP/2 connection: the
+    probes first see its DATA frames (bpf/sock_classify.h), and the connection's later
+    requests are measured, both ends. (A connection the probes ignore is ignored for life.)"""
+    check, Tracer = ctx["check"], ctx["Tracer"]
+    c = subprocess.Popen([DEBIAN_PYTHON, h2_client, "join-mid", f"http://127.0.0.1:{port}",
+                          "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if not check(c.stdout.readline().strip() == "STREAMING", "join mid-reply: streaming"):
+        c.kill()
+        return
+    # the client reads nothing more until the tracer is up: its next read is of DATA frames
+    # waiting in its socket (the server's, while the reply still streams)
+    tracer = Tracer(os.path.join(work, "join-mid"))
+    c.stdin.write("go\n")
+    c.stdin.flush()
+    made = [json.loads(line) for line in c.stdout]
+    check(c.wait(timeout=60) == 0 and len(made) == 2,
+          "join mid-reply: the client made 2 more requests")
+    tracer.stop()
+    records = [json.loads(line) for line in open(tracer.out)]
+    t = truths(truth_path)
+    for m in made:
+        for role in ("client", "server"):
+            r = find(records, m["model"], role)
+            label = f"join mid-reply {m['model']} [{role}]"
+            if check(r is not None, f"{label}: a record (the connection was captured)"):
+                check(r["http_version"] == "2" and r["complete"] and
+                      r["token_events"] == t[m["model"]]["events"],
+                      f"{label}: HTTP/2, complete, every token ({r['error']})")
 
 
 def check_measured(check, rec, t, label):

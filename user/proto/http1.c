@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_methods.h"
 #include "proto/http1.h"
 
 #define LINE_MAX_BYTES 8192
@@ -145,8 +146,18 @@ const struct http_head *http_parser__failed_head(const struct http_parser *p)
 	return p->err && p->head && p->head->method[0] ? p->head : NULL;
 }
 
-static const char *const methods[] = { "GET ", "POST ", "PUT ", "DELETE ", "PATCH ", "HEAD ",
-				       "OPTIONS " };
+#define METHOD_START(start, a, b, c, d) start,
+static const char *const methods[] = { TS_HTTP_METHODS(METHOD_START) };
+#undef METHOD_START
+
+bool http__could_start_request(const uint8_t *data, size_t len)
+{
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		if (len < strlen(methods[i]) && !memcmp(data, methods[i], len))
+			return true;
+	}
+	return false;
+}
 
 bool http__looks_like_request(const uint8_t *data, size_t len)
 {

@@ -79,8 +79,11 @@ bool http__is_credential(const char *name, size_t n);
 enum http_encoding http__encoding_of(const char *value);
 enum http_ctype http__ctype_of(const char *value);
 
-/* A request's start line begins data (used to find the role of a connection). */
+/* A request's start line begins data (used to find the role of a connection): a method of
+ * bpf/http_methods.h, the list the probes capture by. */
 bool http__looks_like_request(const uint8_t *data, size_t len);
+/* data (len bytes) could still grow into a request line's method. */
+bool http__could_start_request(const uint8_t *data, size_t len);
 bool http__looks_like_h2_preface(const uint8_t *data, size_t len);
 
 #endif

@@ -229,14 +229,10 @@ bool conn__has_addresses(const struct conn *c)
 /* Could these bytes still grow into a request line or the HTTP/2 preface? */
 static bool could_start(const uint8_t *d, size_t n)
 {
-	static const char *const starts[] = { "GET ", "POST ", "PUT ", "DELETE ", "PATCH ",
-					      "HEAD ", "OPTIONS ", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" };
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-	for (size_t i = 0; i < sizeof(starts) / sizeof(starts[0]); i++) {
-		if (n < strlen(starts[i]) && !memcmp(d, starts[i], n))
-			return true;
-	}
-	return false;
+	return http__could_start_request(d, n) ||
+	       (n < sizeof(preface) - 1 && !memcmp(d, preface, n));
 }
 
 /* The connection speaks wire from here. Returns false when there is no memory for its reader

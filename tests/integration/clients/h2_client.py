@@ -11,6 +11,11 @@
                                                the planted values, some new), then one JSON
                                                line per request made after the line: its
                                                stream's path and model
+    h2_client.py join-mid URL CA               a keep-alive connection in the middle of a long
+                                               streamed reply: "STREAMING" on stdout once its
+                                               first bytes arrived; after a line on stdin, the
+                                               rest of it, then two more requests on the same
+                                               connection and one JSON line each (its model)
 
 CA "-" means plain TCP with prior knowledge (h2c). Each request prints nothing else; an
 HTTP/2 connection that was not negotiated is an error (exit 1).
@@ -80,6 +85,27 @@ def join(url, ca):
             print(json.dumps(m), flush=True)
 
 
+def join_mid(url, ca):
+    with client(url, ca) as c:
+        with c.stream("POST", url + "/v1/chat/completions",
+                      json=body("fx-ttft5-itl40-n60-jmid")) as r:
+            if r.http_version != "HTTP/2":
+                raise SystemExit(f"not HTTP/2: {r.http_version}")
+            chunks = r.iter_bytes()
+            next(chunks)
+            print("STREAMING", flush=True)
+            sys.stdin.readline()
+            for _ in chunks:
+                pass
+        made = []
+        for i in range(2):
+            model = f"fx-ttft20-itl5-n5-jmidpost{i}"
+            stream_one(c, url, "/v1/chat/completions", model)
+            made.append({"model": model})
+        for m in made:
+            print(json.dumps(m), flush=True)
+
+
 def main():
     mode, url, ca = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "stream":
@@ -90,6 +116,8 @@ def main():
         asyncio.run(concurrent(url, ca, int(sys.argv[4]), sys.argv[5]))
     elif mode == "join":
         join(url, ca)
+    elif mode == "join-mid":
+        join_mid(url, ca)
     else:
         raise SystemExit(__doc__)
 
