@@ -218,16 +218,19 @@ options: tokenscope
 	$(Q)python3 tests/check_options.py ./tokenscope README.md
 	$(Q)python3 tests/check_options.py ./tokenscope README.md --self-test
 
-unit: $(UNIT_BINS)
-	$(Q)./tests/unit/run.sh $(UNIT_BINS)
+# One binary and one case: make unit T=test_h2 CASE=test_goaway (CASE takes * and ?).
+UNIT_RUN := $(if $(T),$(OUTPUT)/tests/$(T),$(UNIT_BINS))
+unit: $(UNIT_RUN)
+	$(Q)TS_UNIT_CASE='$(CASE)' ./tests/unit/run.sh $(UNIT_RUN)
 
 # Recorded captures (a real H200 run among them) replayed and checked; no root needed.
 # TOKENSCOPE=./tokenscope-asan runs them through the sanitized build.
 replay: tokenscope
 	$(Q)./tests/replay/run.sh
 
+# One phase: make integration PHASE=h2 (run.py names them; tls is the core TLS checks).
 integration: tokenscope fixtures gpu-testbed llama-server
-	$(Q)./tests/integration/run.sh
+	$(Q)./tests/integration/run.sh $(if $(PHASE),--only $(PHASE))
 
 # The kernel matrix: Debian's 5.10, 6.1 and 6.12 booted under QEMU, every probe family's
 # traffic traced in each, against this host's records (tests/kernels; docs/kernels.md).

@@ -220,33 +220,10 @@ def check_timing():
               f"requests (<= {TOLERANCE_MS}; max {errs[-1]:.3f})")
 
 
-def main():
-    if os.geteuid() != 0:
-        raise SystemExit("integration tests load eBPF programs: run them as root")
-    work = tempfile.mkdtemp(prefix="tokenscope-it-")
-    print(f"integration: with {TOKENSCOPE}", flush=True)
-    phases = {"gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
-              "attribution": run_attribution_checks, "metrics": run_metrics_checks,
-              "llama": run_llama_checks, "llama_server": run_llama_server_checks, "h2": run_h2_checks, "top": run_top_checks,
-              "go": run_go_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
-              "identity": run_identity_checks, "netns": run_netns_checks}
-    if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in phases:
-        # one phase alone (make test runs plaintext again with the sanitized build)
-        try:
-            phases[sys.argv[2]]({"check": check, "Tracer": Tracer, "run": run, "root": ROOT,
-                                 "work": work, "tokenscope": TOKENSCOPE, "cert": CERT,
-                                 "key": KEY, "check_record": check_record,
-                                 "client_times": CLIENT_TIMES})
-        finally:
-            if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
-                shutil.rmtree(work, ignore_errors=True)
-            else:
-                print(f"kept {work} for inspection")
-        print(f"\nintegration ({sys.argv[2]}): {passed} passed, {failed} failed")
-        return 1 if failed else 0
-    if sys.argv[1:]:
-        raise SystemExit("usage: run.py [--only gpu|plaintext|attribution|metrics|llama|llama_server|h2|top|go|"
-                         "unix|vllm_wire|identity|netns]")
+def run_tls_checks(ctx):
+    """The core: every dialect over TLS from real clients (curl, Python, node, the SDKs) to
+    the fixture server, against its truth; output files, privileges, the recording."""
+    work = ctx["work"]
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
@@ -258,11 +235,38 @@ def main():
         body(work, port, truth_path, server.pid)
     finally:
         server.kill()
+
+
+# Every phase, in the order a whole run takes them (run.py --only NAME runs one)
+PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
+          "attribution": run_attribution_checks, "metrics": run_metrics_checks,
+          "llama": run_llama_checks, "llama_server": run_llama_server_checks,
+          "h2": run_h2_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
+          "identity": run_identity_checks, "netns": run_netns_checks, "top": run_top_checks,
+          "go": run_go_checks}
+
+
+def main():
+    if os.geteuid() != 0:
+        raise SystemExit("integration tests load eBPF programs: run them as root")
+    only = sys.argv[2] if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 else None
+    if sys.argv[1:] and only not in PHASES:
+        raise SystemExit(f"usage: run.py [--only {'|'.join(PHASES)}]")
+    work = tempfile.mkdtemp(prefix="tokenscope-it-")
+    print(f"integration: with {TOKENSCOPE}", flush=True)
+    ctx = {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
+           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY, "check_record": check_record,
+           "client_times": CLIENT_TIMES}
+    try:
+        for name, phase in PHASES.items():
+            if only in (None, name):
+                phase(ctx)
+    finally:
         if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"kept {work} for inspection")
-    print(f"\nintegration: {passed} passed, {failed} failed")
+    print(f"\nintegration{f' ({only})' if only else ''}: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
 
@@ -718,46 +722,6 @@ def body(work, port, truth_path, server_pid):
     check(replayed == all_records, f"replay gives the same {len(all_records)} records "
           f"(got {len(replayed)})")
     check("=== tokenscope summary ===" in r.stdout, "replay prints the summary")
-
-    # phase: GPU steps (a tracer of their own)
-    ctx = {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
-           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY, "check_record": check_record,
-           "client_times": CLIENT_TIMES}
-    run_gpu_checks(ctx)
-
-    # phase: plaintext HTTP over TCP: uvicorn, nginx, noise, edge cases (tracers of their own)
-    run_plaintext_checks(ctx)
-
-    # phase: attribution on the vLLM-shaped service, against its ground truth
-    run_attribution_checks(ctx)
-
-    # phase: --metrics scraped under load, and abused
-    run_metrics_checks(ctx)
-
-    # phase: llama.cpp's own steps (node-llama-cpp), against an interposer's and the server's
-    run_llama_checks(ctx)
-    run_llama_server_checks(ctx)
-
-    # phase: HTTP/2 and gRPC: hypercorn, nginx, grpcio; curl, nghttp, httpx, node; a join
-    run_h2_checks(ctx)
-
-    # phase: Unix sockets: uvicorn behind nginx, curl, hypercorn (HTTP/2), grpcio; joins
-    run_unix_checks(ctx)
-
-    # phase: vLLM's engine wire (ZMQ over Unix sockets, three releases' layouts), no CUDA
-    run_vllm_wire_checks(ctx)
-
-    # phase: container and pod identity: cgroups, a service account, HOSTNAME
-    run_identity_checks(ctx)
-
-    # phase: network namespaces: same addresses in two, a veth pair, a DNAT'd Service address
-    run_netns_checks(ctx)
-
-    # phase: `tokenscope top` in tmux, on the vLLM-shaped service under load
-    run_top_checks(ctx)
-
-    # phase: Go's crypto/tls: a Go client, normal and stripped PIE, HTTP/1.1 and HTTP/2
-    run_go_checks(ctx)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,16 @@
 #include "stream/recording.h"
 #include "helpers.h"
 
+/* `make unit T=test_h2 CASE=test_goaway*`: only the cases whose name matches (cmocka's filter,
+ * * and ? as wildcards); every test binary links this file. */
+__attribute__((constructor)) static void case_filter(void)
+{
+	const char *c = getenv("TS_UNIT_CASE");
+
+	if (c && *c)
+		cmocka_set_test_filter(c);
+}
+
 static void collect(void *ctx, const struct request *req, const struct request_metrics *m)
 {
 	struct run *r = ctx;
