@@ -157,7 +157,7 @@ static __always_inline __u32 sock_netns(struct sock *sk)
 #if !defined(TS_SOCK_CORE_READS) && !defined(TS_LEGACY)
 /* A socket's addresses (sk: a struct sock *, as a number or not): every captured call's exit
  * says them, so they are direct loads, as in stream_sock_of; five helper calls each were a
- * fifth of the captured path's cost (docs/performance.md). */
+ * fifth of the captured path's cost (docs/decisions/performance-log.md). */
 static __always_inline void sock_addr(const void *sk_any, struct ts_sock_addr *a)
 {
 	struct sock *sk = bpf_rdonly_cast(sk_any, bpf_core_type_id_kernel(struct sock));

@@ -4,9 +4,9 @@
  * only program at a call's entry on the plaintext path, sock_write_enter, stamps when a
  * write-family call began, which its exit (sock_exit_any) gives the call's records. A read
  * is stamped at its return; a write at its entry, because its return can come after what it
- * caused on another CPU (docs/performance.md, "Writes stamped at their return"). The thread
- * remembers the files its writes found not captured, and a write to one of those reads no
- * clock (docs/performance.md, "A write to a file that is not captured").
+ * caused on another CPU (docs/performance.md, History). The thread remembers the files its
+ * writes found not captured, and a write to one of those reads no clock (docs/performance.md,
+ * "Where the time goes").
  */
 #ifndef TS_SOCK_WRITE_START_BPF_H
 #define TS_SOCK_WRITE_START_BPF_H

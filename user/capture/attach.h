@@ -23,7 +23,7 @@ typedef void (*attacher_cuda_fn)(void *ctx, uint32_t pid);
 /*
  * uprobe_multi links (Linux 6.6+) attach and detach without the kernel's event_mutex, and
  * detach in parallel: 48 of them came off in 74 ms from threads, against 2.6 s one at a time
- * and 5.3 s as perf-event uprobes (docs/performance.md).
+ * and 5.3 s as perf-event uprobes (docs/decisions/performance-log.md).
  * Debian 12's libbpf cannot make them: attach.c creates them with the bpf syscall. Their
  * programs must be loaded for them, so: ask the kernel first (no change when it says no),
  * then prepare each family's object before it is loaded, then attacher__new(.., true).
