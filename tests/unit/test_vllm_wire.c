@@ -230,10 +230,10 @@ static void outputs(struct vllm_wire *w, enum layout l, uint64_t engine_ns, cons
 	send(w, &m, NULL, seen);
 }
 
-static struct vllm_sched last_sched;
+static struct engine_sched last_sched;
 static int nsched;
 
-static void on_sched(void *ctx, const struct vllm_sched *s)
+static void on_sched(void *ctx, const struct engine_sched *s)
 {
 	(void)ctx;
 	last_sched = *s;
@@ -283,12 +283,27 @@ static void test_newest_layout(void **state)
 	assert_int_equal(last_sched.prefix_queries, 128);
 	assert_int_equal(last_sched.prefix_hits, 32);
 	assert_true(last_sched.kv_cache_usage == 0.25);
+	assert_string_equal(last_sched.wire, "vllm");
+	/* the same, as the generic layers read it (engine/engine_wire.h) */
+	{
+		struct engine_wire_counts c;
+
+		vllm_wire_ops.counts(w, &c);
+		assert_int_equal(c.duplicates, 1);
+		assert_int_equal(c.ndetail, 5);
+		assert_string_equal(c.detail[0].name, "adds");
+		assert_int_equal(c.detail[0].n, 1);
+		assert_string_equal(c.detail[2].name, "outputs");
+		assert_int_equal(c.detail[2].n, vllm_wire__counts(w)->outputs);
+		assert_string_equal(c.note, "");
+	}
 
 	r = server_request("chatcmpl-abc", t0, out1 + 2 * MS);
-	assert_true(vllm_wire__attribute(w, r));
+	assert_true(vllm_wire_ops.attribute(w, r));
 	a = r->attr;
 	assert_true(a->ok);
 	assert_true(a->wire.events);
+	assert_string_equal(a->wire.name, "vllm");
 	assert_string_equal(a->wire.engine_request_id, "chatcmpl-abc-1a2b3c4d");
 	/* the engine's float seconds hold these to well under a microsecond */
 	assert_true(llabs((long long)a->wire.frontend_ns - 3 * (long long)MS) < 1000);
@@ -715,10 +730,30 @@ static void test_hostile_values(void **state)
 	vllm_wire__free(w);
 }
 
+/* Every engine wire is a whole row: each call the generic layers make is there, its names
+ * are its own, and the table fits the pipeline's room for it. */
+static void test_engine_wire_rows(void **state)
+{
+	(void)state;
+	assert_true(engine_nwires >= 1 && engine_nwires <= ENGINE_WIRES_MAX);
+	for (size_t i = 0; i < engine_nwires; i++) {
+		const struct engine_wire_ops *o = engine_wires[i];
+
+		assert_non_null(o->name);
+		assert_non_null(o->title);
+		assert_true(o->new && o->free && o->attribute && o->first_output && o->outputs &&
+			    o->prune && o->counts && (o->zmtp_message || !o->looks_like_frames));
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(o->name, engine_wires[j]->name);
+	}
+	assert_ptr_equal(engine_wires[0], &vllm_wire_ops);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_newest_layout),
+		cmocka_unit_test(test_engine_wire_rows),
 		cmocka_unit_test(test_v08_preemption),
 		cmocka_unit_test(test_v010_children),
 		cmocka_unit_test(test_unknown_layout),

@@ -316,16 +316,25 @@ static void draw_engines(struct top_screen *s, int *y, int last)
 	(*y)++;
 }
 
-/* vLLM engines' queue depth, from their scheduler's stats on the engine wire. */
+/* Engines' queue depth, from their scheduler's stats on their engine wire; the table is
+ * named by the wire ("vllm scheduler"), or "engine" where rows of several wires share it. */
 static void draw_sched(struct top_screen *s, int *y, int last)
 {
 	const struct top_view *v = &s->view;
-	char line[256], kv[16];
+	const char *wire;
+	char line[256], kv[16], head[32];
 
 	if (!v->nsched || *y >= last)
 		return;
+	wire = v->sched[0].wire;
+	for (size_t i = 1; i < v->nsched; i++) {
+		if (strcmp(v->sched[i].wire, wire))
+			wire = "engine";
+	}
+	snprintf(head, sizeof(head), "%s scheduler", wire);
+	snprintf(line, sizeof(line), "%-22.22s engine  running  waiting  kv%%    as of", head);
 	attron(A_BOLD | A_UNDERLINE);
-	put((*y)++, 0, -1, "vllm scheduler         engine  running  waiting  kv%    as of", false);
+	put((*y)++, 0, -1, line, false);
 	attroff(A_BOLD | A_UNDERLINE);
 	for (size_t i = 0; i < v->nsched && *y < last; i++) {
 		const struct top_sched_row *q = &v->sched[i];

@@ -55,7 +55,7 @@ const struct vllm_layout vllm_layouts[] = {
 };
 const size_t vllm_nlayouts = sizeof(vllm_layouts) / sizeof(vllm_layouts[0]);
 
-struct vllm_wire *vllm_wire__new(vllm_sched_fn on_sched, void *ctx)
+struct vllm_wire *vllm_wire__new(engine_sched_fn on_sched, void *ctx)
 {
 	struct vllm_wire *w = calloc(1, sizeof(*w));
 
@@ -375,7 +375,7 @@ static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *en
 }
 
 /* SchedulerStats: a map of named fields. */
-static int read_sched(const uint8_t **p, const uint8_t *end, struct vllm_sched *s)
+static int read_sched(const uint8_t **p, const uint8_t *end, struct engine_sched *s)
 {
 	struct mp_obj o, k, v;
 	int64_t iv;
@@ -490,7 +490,7 @@ static int read_outputs(struct vllm_wire *w, uint32_t pid, const char *comm, boo
 	int64_t engine = 0;
 	double t = 0;
 	uint64_t ts;
-	struct vllm_sched s = { .pid = pid, .comm = comm };
+	struct engine_sched s = { .wire = VLLM_WIRE_NAME, .pid = pid, .comm = comm };
 
 	if (mp__next(&p, end, &arr) || arr.type != MP_ARRAY || arr.len < 4)
 		return -1;

@@ -23,23 +23,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine_wire.h"
 #include "proto/zmtp.h"
 
 struct request;
 
-#define VLLM_ENGINES_MAX 8 /* engine indexes whose scheduler stats are kept (data parallel) */
+/* The wire's name in outputs (vllm_step, tokenscope_vllm_*, the attribution's wire.name). */
+#define VLLM_WIRE_NAME "vllm"
 
-/* One step's scheduler stats, as the engine sent them. */
-struct vllm_sched {
-	uint32_t pid;		/* the process whose socket carried it */
-	const char *comm;	/* its command name */
-	uint32_t engine_index;
-	uint64_t ts;		/* the engine's timestamp of the message (CLOCK_MONOTONIC ns) */
-	uint64_t running, waiting;
-	double kv_cache_usage;	/* 0..1 (NAN: not sent) */
-	uint64_t prefix_queries, prefix_hits; /* this step's (the engine resets them each step) */
-	uint64_t step_counter;
-};
+/* The wire's row in engine_wires[] (engine_wire.c): the functions below, as the generic
+ * layers call them (vllm_wire_ops.c). */
+extern const struct engine_wire_ops vllm_wire_ops;
 
 struct vllm_wire_counts {
 	uint64_t messages;	 /* ZMTP messages read as the engine wire */
@@ -62,11 +56,9 @@ struct vllm_wire_counts {
 	uint32_t unknown_fields[4]; /* the first unknown field counts seen */
 };
 
-typedef void (*vllm_sched_fn)(void *ctx, const struct vllm_sched *s);
-
 struct vllm_wire;
 
-struct vllm_wire *vllm_wire__new(vllm_sched_fn on_sched, void *ctx);
+struct vllm_wire *vllm_wire__new(engine_sched_fn on_sched, void *ctx);
 void vllm_wire__free(struct vllm_wire *w);
 /* One ZMTP message that pid wrote (is_write) or read on a connection. */
 void vllm_wire__message(struct vllm_wire *w, uint32_t pid, const char *comm, bool is_write,

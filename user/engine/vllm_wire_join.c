@@ -189,6 +189,7 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r)
 		return false;
 	}
 	a = r->attr;
+	aw.name = VLLM_WIRE_NAME;
 	aw.joined = true;
 	snprintf(aw.engine_request_id, sizeof(aw.engine_request_id), "%s", first->id);
 	aw.layout = first->layout;

@@ -53,7 +53,7 @@ struct vw_req {
 };
 
 struct vllm_wire {
-	vllm_sched_fn on_sched;
+	engine_sched_fn on_sched;
 	void *ctx;
 	struct vw_req *buckets[BUCKETS];
 	struct vw_req *by_key1[BUCKETS], *by_key2[BUCKETS];

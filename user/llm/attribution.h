@@ -48,9 +48,10 @@ struct attrib_gap {
 	uint32_t drafted, accepted;
 };
 
-/* vLLM's engine wire (engine/vllm_wire.c): the engine's own account of the request. */
+/* An engine wire (engine/engine_wire.h): the engine's own account of the request. */
 #define ATTRIB_ENGINE_ID_MAX 96
 struct attrib_wire {
+	const char *name; /* the wire's (engine_wire_ops.name) */
 	bool joined; /* engine requests of the wire named it (engine_request_id) */
 	bool split;  /* and their times split it (they fell inside the request): the outputs
 		      * read the figures below only then */

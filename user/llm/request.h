@@ -71,7 +71,7 @@ enum count_source {
 	COUNT_USAGE,	     /* the API's usage object (or its final object's counts) */
 	COUNT_SERVER_TIMINGS, /* the server's own per-request figures (llama-server's timings) */
 	COUNT_LLAMA_STEPS,   /* llama.cpp's steps: the request's own sequence */
-	COUNT_ENGINE_WIRE,   /* vLLM's engine-core messages for the request */
+	COUNT_ENGINE_WIRE,   /* an engine wire's messages for the request */
 	COUNT_TOKEN_EVENTS,  /* output only: the stream's token events, one token each */
 };
 const char *count_source__name(enum count_source s);
@@ -123,11 +123,11 @@ struct request {
 	uint64_t first_token_ns;
 	uint64_t last_token_ns;
 	uint64_t end_ns;	 /* end of the response (terminator, last byte or close) */
-	/* the engine's own time of its first output, off vLLM's engine wire (the message it
-	 * sent once it had the step's tokens): what the first token's step is bounded by when
+	/* the engine's own time of its first output, off an engine wire (vLLM's: the message
+	 * it sent once it had the step's tokens): what the first token's step is bounded by when
 	 * the HTTP server writes late (attrib_align.c); 0 = not seen */
 	uint64_t engine_output_ns;
-	/* the engine's outputs for it, in order (vLLM's engine wire, one engine request): when
+	/* the engine's outputs for it, in order (an engine wire, one engine request): when
 	 * each was made (the engine's clock); one per token event places each event on its step
 	 * however late the server wrote it (attrib_align.c) */
 	uint64_t *engine_out_ts;

@@ -458,7 +458,8 @@ static bool split_by_wire(const struct row *w)
 static const struct split wire_split = {
 	"wire_breakdown", "TTFT breakdown by percentile band of TTFT, the engine's own",
 	"The requests an engine wire with the engine's events split, in four bands of their "
-	"TTFT; a bar: the mean share of each phase in its requests' TTFT (docs/vllm.md).", y_ttft,
+	"TTFT; a bar: the mean share of each phase in its requests' TTFT (docs/attribution.md).",
+	y_ttft,
 	{ "front end", "engine queue", "prefill", "emit" },
 	{ "#9467bd", "#8c564b", "#1f77b4", "#2ca02c" }, ttft_parts, 4, split_by_wire,
 };

@@ -55,7 +55,7 @@ static json_t *ms_or_null(bool known, uint64_t ns)
 	return known ? ms(ns) : json_null();
 }
 
-/* What vLLM's engine wire said of the request (engine/vllm_wire.c). */
+/* What an engine wire said of the request (engine/engine_wire.h). */
 static json_t *engine_wire_json(const struct attrib_wire *w)
 {
 	json_t *o = json_object();
@@ -388,14 +388,15 @@ static void on_step(void *self, const struct engine_step *s)
 		write_line(j->out, steps__json(s));
 }
 
-/* vLLM's scheduler stats, one engine step's (engine/vllm_wire.h). */
-static void on_sched(void *self, const struct vllm_sched *s)
+/* An engine's scheduler stats, one step's, off its engine wire (engine/engine_wire.h). */
+static void on_sched(void *self, const struct engine_sched *s)
 {
 	struct jsonl *j = self;
 	json_t *o = json_object();
-	char *line;
+	char *line, type[64];
 
-	json_object_set_new(o, "type", json_string("vllm_step"));
+	snprintf(type, sizeof(type), "%s_step", s->wire); /* vllm_step */
+	json_object_set_new(o, "type", json_string(type));
 	json_object_set_new(o, "pid", json_integer(s->pid));
 	json_object_set_new(o, "comm", str_or_null(s->comm));
 	json_object_set_new(o, "engine_index", json_integer(s->engine_index));

@@ -50,9 +50,9 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 	if (sp.source == TTFT_WIRE_EVENTS) {
 		const struct attribution *a = r->attr;
 
-		/* vLLM's engine wire: the engine's own split */
-		fprintf(f, " [vllm: frontend=%.1f engine_queue=%.1f prefill=%.1f emit=%.1f",
-			sp.frontend_ns / 1e6, sp.engine_queue_ns / 1e6, sp.prefill_ns / 1e6,
+		/* an engine wire's: the engine's own split */
+		fprintf(f, " [%s: frontend=%.1f engine_queue=%.1f prefill=%.1f emit=%.1f",
+			a->wire.name, sp.frontend_ns / 1e6, sp.engine_queue_ns / 1e6, sp.prefill_ns / 1e6,
 			sp.emit_ns / 1e6);
 		if (a->wire.preemptions)
 			fprintf(f, " preempted=%u (%.1f)", a->wire.preemptions, a->wire.preempted_ns / 1e6);
@@ -60,8 +60,8 @@ static void print_line(FILE *f, const struct request *r, const struct request_me
 			fprintf(f, " cached=%lld", (long long)a->wire.cached_tokens);
 		fputc(']', f);
 	} else if (sp.source == TTFT_WIRE_SPAN) {
-		fprintf(f, " [vllm: frontend=%.1f engine=%.1f emit=%.1f]", sp.frontend_ns / 1e6,
-			sp.engine_ns / 1e6, sp.emit_ns / 1e6);
+		fprintf(f, " [%s: frontend=%.1f engine=%.1f emit=%.1f]", r->attr->wire.name,
+			sp.frontend_ns / 1e6, sp.engine_ns / 1e6, sp.emit_ns / 1e6);
 	} else if (sp.source == TTFT_STEPS) {
 		fprintf(f, " [queue=%.1f (busy %.1f) prefill=%.1f/%u emit=%.1f | gaps: decode=%.1f "
 			   "host=%.1f interference=%.1f]",

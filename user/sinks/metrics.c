@@ -224,17 +224,18 @@ struct metrics {
 	bool said;	 /* the first fold was said on stderr */
 	const char *file; /* --metrics-file: written at the end (NULL: none) */
 	struct family f[F__COUNT];
-	/* vLLM's scheduler, per process and engine index: the latest step's figures, and the
-	 * prefix cache's per-step counts summed */
+	/* an engine wire's scheduler, per process and engine index: the latest step's figures,
+	 * and the prefix cache's per-step counts summed */
 	struct sched_gauges {
+		const char *wire; /* engine_wire_ops.name */
 		uint32_t pid;
 		char comm[TS_COMM_LEN];
 		uint32_t engine;
 		uint64_t running, waiting, steps, prefix_queries, prefix_hits;
 		double kv_cache_usage; /* NAN: never sent */
-	} sched[VLLM_ENGINES_MAX];
+	} sched[ENGINE_SCHED_MAX];
 	size_t nsched;
-	uint64_t sched_dropped; /* engines past VLLM_ENGINES_MAX: not shown */
+	uint64_t sched_dropped; /* engines past ENGINE_SCHED_MAX: not shown */
 };
 
 struct metrics *metrics__new(size_t max_series, const char *file)
@@ -715,22 +716,24 @@ static int put_health(struct buf *out, const struct health *h)
 	return err;
 }
 
-static void on_sched(void *self, const struct vllm_sched *s)
+static void on_sched(void *self, const struct engine_sched *s)
 {
 	struct metrics *m = self;
 	struct sched_gauges *g = NULL;
 
 	for (size_t i = 0; i < m->nsched && !g; i++) {
-		if (m->sched[i].engine == s->engine_index && !strcmp(m->sched[i].comm, s->comm))
+		if (m->sched[i].engine == s->engine_index && !strcmp(m->sched[i].comm, s->comm) &&
+		    !strcmp(m->sched[i].wire, s->wire))
 			g = &m->sched[i];
 	}
 	if (!g) {
-		if (m->nsched == VLLM_ENGINES_MAX) {
+		if (m->nsched == ENGINE_SCHED_MAX) {
 			m->sched_dropped++;
 			return;
 		}
 		g = &m->sched[m->nsched++];
-		*g = (struct sched_gauges){ .pid = s->pid, .engine = s->engine_index };
+		*g = (struct sched_gauges){ .wire = s->wire, .pid = s->pid,
+					    .engine = s->engine_index };
 		snprintf(g->comm, sizeof(g->comm), "%s", s->comm ? s->comm : "");
 	}
 	g->running = s->running;
@@ -741,45 +744,58 @@ static void on_sched(void *self, const struct vllm_sched *s)
 	g->prefix_hits += s->prefix_hits;
 }
 
-/* The scheduler's gauges: one series per process and engine index. */
-static int put_sched(struct buf *out, const struct metrics *m)
+/* A wire's scheduler gauges: one family a figure, named by the wire (tokenscope_vllm_...),
+ * one series per process and engine index. */
+static int put_sched_of(struct buf *out, const struct metrics *m, const struct engine_wire_ops *w)
 {
 	static const struct {
-		const char *name, *type, *help;
+		const char *name, *type, *help; /* name's %s: the wire's name; help's: its title */
 	} fams[] = {
-		{ "tokenscope_vllm_running_requests", "gauge",
-		  "Requests the vLLM scheduler ran in its latest step (engine wire)." },
-		{ "tokenscope_vllm_waiting_requests", "gauge",
-		  "Requests waiting in the vLLM scheduler's queue after its latest step." },
-		{ "tokenscope_vllm_kv_cache_usage_ratio", "gauge",
-		  "The vLLM engine's KV cache in use, 0 to 1, after its latest step." },
-		{ "tokenscope_vllm_prefix_cache_queries_total", "counter",
-		  "Prompt tokens the vLLM prefix cache was asked for (hit rate: hits / queries)." },
-		{ "tokenscope_vllm_prefix_cache_hits_total", "counter",
-		  "Prompt tokens the vLLM prefix cache had." },
-		{ "tokenscope_vllm_steps_total", "counter",
-		  "vLLM engine steps whose scheduler stats were read." },
+		{ "tokenscope_%s_running_requests", "gauge",
+		  "Requests the %s scheduler ran in its latest step (engine wire)." },
+		{ "tokenscope_%s_waiting_requests", "gauge",
+		  "Requests waiting in the %s scheduler's queue after its latest step." },
+		{ "tokenscope_%s_kv_cache_usage_ratio", "gauge",
+		  "The %s engine's KV cache in use, 0 to 1, after its latest step." },
+		{ "tokenscope_%s_prefix_cache_queries_total", "counter",
+		  "Prompt tokens the %s prefix cache was asked for (hit rate: hits / queries)." },
+		{ "tokenscope_%s_prefix_cache_hits_total", "counter",
+		  "Prompt tokens the %s prefix cache had." },
+		{ "tokenscope_%s_steps_total", "counter",
+		  "%s engine steps whose scheduler stats were read." },
 	};
+	char name[96], help[160];
+	size_t n = 0;
 	int err = 0;
 
-	if (!m->nsched)
-		return 0;
-	for (size_t f = 0; f < N(fams); f++) {
-		err |= put(out, "# HELP %s %s\n# TYPE %s %s\n", fams[f].name, fams[f].help,
-			   fams[f].name, fams[f].type);
+	for (size_t i = 0; i < m->nsched; i++)
+		n += !strcmp(m->sched[i].wire, w->name);
+	for (size_t f = 0; n && f < N(fams); f++) {
+		snprintf(name, sizeof(name), fams[f].name, w->name);
+		snprintf(help, sizeof(help), fams[f].help, w->title);
+		err |= put(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, fams[f].type);
 		for (size_t i = 0; i < m->nsched; i++) {
 			const struct sched_gauges *g = &m->sched[i];
 			double v[] = { (double)g->running, (double)g->waiting, g->kv_cache_usage,
 				       (double)g->prefix_queries, (double)g->prefix_hits,
 				       (double)g->steps };
 
-			if (isnan(v[f]))
+			if (strcmp(g->wire, w->name) || isnan(v[f]))
 				continue;
-			err |= put(out, "%s{process=\"", fams[f].name);
+			err |= put(out, "%s{process=\"", name);
 			err |= put_value(out, g->comm);
 			err |= put(out, "\",engine=\"%u\"} %.17g\n", g->engine, v[f]);
 		}
 	}
+	return err;
+}
+
+static int put_sched(struct buf *out, const struct metrics *m)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < engine_nwires; i++)
+		err |= put_sched_of(out, m, engine_wires[i]);
 	return err;
 }
 

@@ -28,9 +28,9 @@ enum track_kind {
 	T_IN_FLIGHT,   /* | server pid */
 	T_QUEUED,      /* | server pid */
 	T_TOKENS,      /* | the step stream's: tokens per step */
-	T_VLLM_RUNNING, /* | pid, engine index: vLLM's scheduler, from its engine wire */
-	T_VLLM_WAITING, /* | the same */
-	T_VLLM_KV,      /* | the same: KV cache use, 0 to 1 */
+	T_SCHED_RUNNING, /* | pid, engine index: an engine's scheduler, from its engine wire */
+	T_SCHED_WAITING, /* | the same */
+	T_SCHED_KV,      /* | the same: KV cache use, 0 to 1 */
 };
 
 /* A counter change: held until the end, then written in time order as running sums. */
@@ -391,7 +391,7 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 	ps = r->start_ns + sp.queue_ns;
 	pe = ps + sp.prefill_ns;
 	if (sp.source == TTFT_WIRE_SPAN) {
-		/* vLLM without its events and no CUDA split: the front end's part, then the
+		/* an engine wire without its events and no CUDA split: the front end's part, then the
 		 * engine's queue and prefill as one span */
 		uint64_t add = r->start_ns + sp.frontend_ns;
 
@@ -401,7 +401,7 @@ static void ttft_phases(struct perfetto *pf, uint64_t track, const struct reques
 		return;
 	}
 	event(pf, r->start_ns, track, PF_TYPE_SLICE_BEGIN, "queued");
-	if (sp.source == TTFT_WIRE_EVENTS) { /* vLLM's engine wire: its own split */
+	if (sp.source == TTFT_WIRE_EVENTS) { /* an engine wire's: the engine's own split */
 		annotate_ms(pf, "frontend_ms", sp.frontend_ns);
 		annotate_ms(pf, "engine_queue_ms", sp.engine_queue_ns);
 		annotate_uint(pf, "preemptions", a->wire.preemptions);
@@ -664,9 +664,9 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 	unit_end(pf);
 }
 
-/* vLLM's scheduler after one step (engine/vllm_wire.h): counter tracks of its running and
- * waiting requests and its KV cache use, under the process that sent or read them. */
-static void on_sched(void *self, const struct vllm_sched *s)
+/* An engine's scheduler after one step (engine/engine_wire.h): counter tracks of its running
+ * and waiting requests and its KV cache use, under the process that sent or read them. */
+static void on_sched(void *self, const struct engine_sched *s)
 {
 	struct perfetto *pf = self;
 	uint64_t of = hash(s->pid, s->engine_index);
@@ -674,9 +674,9 @@ static void on_sched(void *self, const struct vllm_sched *s)
 		enum track_kind kind;
 		const char *what;
 		double v;
-	} c[] = { { T_VLLM_RUNNING, "running", (double)s->running },
-		  { T_VLLM_WAITING, "waiting", (double)s->waiting },
-		  { T_VLLM_KV, "kv cache use", s->kv_cache_usage } };
+	} c[] = { { T_SCHED_RUNNING, "running", (double)s->running },
+		  { T_SCHED_WAITING, "waiting", (double)s->waiting },
+		  { T_SCHED_KV, "kv cache use", s->kv_cache_usage } };
 	char name[96];
 
 	unit_begin(pf);
@@ -688,10 +688,11 @@ static void on_sched(void *self, const struct vllm_sched *s)
 
 		if (isnan(c[i].v))
 			continue;
-		snprintf(name, sizeof(name), "vllm %s [engine %u]", c[i].what, s->engine_index);
+		snprintf(name, sizeof(name), "%s %s [engine %u]", s->wire, c[i].what,
+			 s->engine_index);
 		describe(pf, track, s->pid, name, true);
 		event(pf, s->ts, track, PF_TYPE_COUNTER, NULL);
-		if (c[i].kind == T_VLLM_KV)
+		if (c[i].kind == T_SCHED_KV)
 			pbw__double(&pf->pkt, PF_EVENT_DOUBLE_COUNTER_VALUE, c[i].v);
 		else
 			pbw__uint(&pf->pkt, PF_EVENT_COUNTER_VALUE, (uint64_t)c[i].v);

@@ -27,7 +27,7 @@ void sinks__step(void *ctx, const struct engine_step *st)
 	}
 }
 
-void sinks__sched(void *ctx, const struct vllm_sched *s)
+void sinks__sched(void *ctx, const struct engine_sched *s)
 {
 	struct sinks *l = ctx;
 

@@ -20,8 +20,8 @@ struct sink_ops {
 	void (*on_request)(void *self, const struct request *r, const struct request_metrics *m);
 	void (*on_step)(void *self, const struct engine_step *s);	/* NULL: none */
 	void (*on_exit)(void *self, uint32_t pid);			/* NULL: none */
-	/* vLLM's scheduler stats, one engine step's (engine/vllm_wire.h). NULL: none */
-	void (*on_sched)(void *self, const struct vllm_sched *s);
+	/* An engine's scheduler stats, one step's (engine/engine_wire.h). NULL: none */
+	void (*on_sched)(void *self, const struct engine_sched *s);
 	/* The run ended (not called for one that failed): write what is written at the end.
 	 * Returns 0, or -1 having said why. NULL: nothing to write. */
 	int (*finish)(void *self, const struct health *h);
@@ -43,7 +43,7 @@ int sinks__add(struct sinks *s, const struct sink_ops *ops, void *self);
 void sinks__request(void *ctx, const struct request *r, const struct request_metrics *m);
 void sinks__step(void *ctx, const struct engine_step *st);
 void sinks__exit(void *ctx, uint32_t pid);
-void sinks__sched(void *ctx, const struct vllm_sched *s);
+void sinks__sched(void *ctx, const struct engine_sched *s);
 /* Every output's finish, each called even when one before failed. Returns 0, or -1. */
 int sinks__finish(struct sinks *s, const struct health *h);
 

@@ -23,7 +23,7 @@ struct group {
 	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
 	/* server role, attributed requests */
 	struct sample queue, queue_busy, queue_idle, prefill, emit, prefill_steps;
-	/* from vLLM's engine wire: its events' split of the queue; without them, one span */
+	/* from an engine wire: its events' split of the queue; without them, one span */
 	struct sample frontend, engine_queue, engine, preempted;
 	struct sample gap_decode, gap_host, gap_interference;
 	uint64_t not_attributed;
@@ -307,7 +307,7 @@ static void print_attribution(FILE *out, struct group *g)
 {
 	if (g->queue.seen)
 		sample__print(out, "queue_ms", &g->queue);
-	if (g->frontend.seen) /* vLLM's engine wire */
+	if (g->frontend.seen) /* an engine wire's */
 		sample__print(out, "frontend_ms", &g->frontend);
 	if (g->engine_queue.seen)
 		sample__print(out, "engine_queue_ms", &g->engine_queue);
@@ -347,32 +347,31 @@ static void print_attribution(FILE *out, struct group *g)
 	}
 }
 
-/* vLLM's engine wire: what was read of it, and what could not be. */
-static void summary_engine_wire(FILE *out, const struct health *h)
+/* Each engine wire: what was read of it, and what could not be. The ZeroMQ connections are
+ * said with the first wire (all ride ZeroMQ), also where none of its messages was read. */
+static void summary_engine_wires(FILE *out, const struct health *h)
 {
-	const struct vllm_wire_counts *w = &h->engine_wire;
+	for (size_t i = 0; i < engine_nwires; i++) {
+		const struct engine_wire_counts *w = &h->engine_wires[i];
 
-	if (!h->streams_zmtp && !w->messages)
-		return;
-	fprintf(out, "engine wire (vLLM): zmq_connections=%llu messages=%llu adds=%llu aborts=%llu "
-		     "outputs=%llu steps_with_stats=%llu events=%llu joined=%llu unjoined=%llu "
-		     "duplicates=%llu other_zmq=%llu malformed=%llu\n",
-		(unsigned long long)h->streams_zmtp, (unsigned long long)w->messages,
-		(unsigned long long)w->adds, (unsigned long long)w->aborts,
-		(unsigned long long)w->outputs, (unsigned long long)w->sched_stats,
-		(unsigned long long)w->events, (unsigned long long)w->requests_joined,
-		(unsigned long long)w->requests_unjoined, (unsigned long long)w->duplicates,
-		(unsigned long long)w->not_engine, (unsigned long long)w->malformed);
-	if (w->evicted || w->no_memory)
-		fprintf(out, "    %llu engine requests let go past the table's limit, %llu not kept "
-			     "for lack of memory: their server requests are not joined\n",
-			(unsigned long long)w->evicted, (unsigned long long)w->no_memory);
-	if (w->unknown_layout) {
-		fprintf(out, "    %llu outputs in a layout no known vLLM release wrote (field counts",
-			(unsigned long long)w->unknown_layout);
-		for (size_t i = 0; i < 4 && w->unknown_fields[i]; i++)
-			fprintf(out, " %u", w->unknown_fields[i]);
-		fprintf(out, "): only their ids, tokens and events were read\n");
+		if (!w->messages && !(i == 0 && h->streams_zmtp))
+			continue;
+		fprintf(out, "engine wire (%s): zmq_connections=%llu messages=%llu",
+			engine_wires[i]->title, (unsigned long long)h->streams_zmtp,
+			(unsigned long long)w->messages);
+		for (size_t d = 0; d < w->ndetail; d++)
+			fprintf(out, " %s=%llu", w->detail[d].name, (unsigned long long)w->detail[d].n);
+		fprintf(out, " joined=%llu unjoined=%llu duplicates=%llu other_zmq=%llu "
+			     "malformed=%llu\n",
+			(unsigned long long)w->requests_joined, (unsigned long long)w->requests_unjoined,
+			(unsigned long long)w->duplicates, (unsigned long long)w->not_engine,
+			(unsigned long long)w->malformed);
+		if (w->evicted || w->no_memory)
+			fprintf(out, "    %llu engine requests let go past the table's limit, %llu not "
+				     "kept for lack of memory: their server requests are not joined\n",
+				(unsigned long long)w->evicted, (unsigned long long)w->no_memory);
+		if (w->note[0])
+			fprintf(out, "    %s\n", w->note);
 	}
 }
 
@@ -524,7 +523,7 @@ static void print_capture(FILE *out, const struct health *h)
 		(unsigned long long)h->conn.decode_budget_exceeded, (unsigned long long)h->requests, (unsigned long long)h->requests_incomplete,
 		(unsigned long long)h->other_http, (unsigned long long)h->conn.unpaired_responses);
 	summary_http2(out, h);
-	summary_engine_wire(out, h);
+	summary_engine_wires(out, h);
 	if (h->streams_nat)
 		fprintf(out, "network: connections through NAT=%llu (joined to their servers by "
 			     "their conntrack entries)\n",

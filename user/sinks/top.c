@@ -84,8 +84,8 @@ struct top {
 	uint64_t *intervals;		/* scratch: steps' [start, end) pairs */
 	uint64_t unnamed_flight, unnamed_waiting; /* in flight, model not known yet */
 	size_t capintervals;
-	struct vllm_sched sched[VLLM_ENGINES_MAX]; /* each vLLM engine's latest step */
-	char sched_comm[VLLM_ENGINES_MAX][TS_COMM_LEN];
+	struct engine_sched sched[ENGINE_SCHED_MAX]; /* each engine's latest step */
+	char sched_comm[ENGINE_SCHED_MAX][TS_COMM_LEN];
 	size_t nsched;
 };
 
@@ -666,6 +666,7 @@ int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window 
 	for (size_t i = 0; i < t->nsched; i++) {
 		struct top_sched_row *q = &v->sched[v->nsched++];
 
+		q->wire = t->sched[i].wire;
 		snprintf(q->name, sizeof(q->name), "%s[%u]", t->sched[i].comm, t->sched[i].pid);
 		q->engine = t->sched[i].engine_index;
 		q->running = t->sched[i].running;
@@ -713,18 +714,20 @@ static void on_step(void *self, const struct engine_step *s)
 	top__step(self, s);
 }
 
-/* vLLM's scheduler: its latest step per process and engine index is the queue depth shown. */
-static void on_sched(void *self, const struct vllm_sched *s)
+/* An engine's scheduler: its latest step per process and engine index is the queue depth
+ * shown. */
+static void on_sched(void *self, const struct engine_sched *s)
 {
 	struct top *t = self;
 	size_t i;
 
 	for (i = 0; i < t->nsched; i++) {
-		if (t->sched[i].pid == s->pid && t->sched[i].engine_index == s->engine_index)
+		if (t->sched[i].pid == s->pid && t->sched[i].engine_index == s->engine_index &&
+		    !strcmp(t->sched[i].wire, s->wire))
 			break;
 	}
 	if (i == t->nsched) {
-		if (t->nsched == VLLM_ENGINES_MAX)
+		if (t->nsched == ENGINE_SCHED_MAX)
 			return;
 		t->nsched++;
 	}

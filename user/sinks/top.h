@@ -75,8 +75,9 @@ struct top_engine_row {
 	double prefill_share, decode_share, mixed_share, batch_p50;
 };
 
-/* A vLLM engine's scheduler, as its latest step's stats said (engine/vllm_wire.h). */
+/* An engine's scheduler, as its latest step's stats said (engine/engine_wire.h). */
 struct top_sched_row {
+	const char *wire;	 /* the engine wire's name (engine/engine_wire.h) */
 	char name[TOP_NAME_MAX]; /* the process that carried them, "comm[pid]" */
 	uint32_t engine;	 /* its engine index */
 	uint64_t running, waiting;
@@ -109,7 +110,7 @@ struct top_view {
 	size_t nrows;
 	struct top_engine_row *engines;
 	size_t nengines;
-	struct top_sched_row sched[VLLM_ENGINES_MAX]; /* vLLM queue depths */
+	struct top_sched_row sched[ENGINE_SCHED_MAX]; /* engines' queue depths */
 	size_t nsched;
 	struct top_slow slow[TOP_SLOW_MAX]; /* newest first */
 	size_t nslow;

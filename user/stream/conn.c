@@ -11,7 +11,7 @@
 #include "proto/h2.h"
 #include "proto/http1.h"
 #include "proto/zmtp.h"
-#include "engine/vllm_wire.h"
+#include "engine/engine_wire.h"
 #include "stream/conn.h"
 #include "stream/wire.h"
 
@@ -285,12 +285,12 @@ static bool classify(struct conn *c, bool is_write, const uint8_t *data, size_t 
 		return speak(c, &http1_wire, &(struct wire_start){ .from_start = true,
 								   .client_is_write = is_write });
 	}
-	/* ZeroMQ: its greeting (a connection seen from its start), or, joined, vLLM's engine
+	/* ZeroMQ: its greeting (a connection seen from its start), or, joined, an engine wire's
 	 * frames (no greeting to start from: the reader finds message starts) */
 	if (n >= 10 && zmtp__looks_like_greeting(head, n))
 		return speak(c, &zmtp_wire, &(struct wire_start){ .from_start = true,
 								  .client_is_write = is_write });
-	if (!c->npending && vllm_wire__looks_like_frames(data, len))
+	if (!c->npending && engine_wires__look_like_frames(data, len))
 		return speak(c, &zmtp_wire, &(struct wire_start){ .client_is_write = is_write });
 	if (could_start(head, n) || (n < 10 && zmtp__looks_like_greeting(head, n))) {
 		if (!c->npending) {

@@ -17,7 +17,7 @@
 #include "llm/request.h"
 
 struct pipeline;
-struct vllm_wire;
+struct zmtp_message;
 
 /* What carries a connection's bytes: a TLS object's plaintext, or a plain socket's. */
 enum transport {
@@ -39,7 +39,7 @@ enum conn_kind {
 	CONN_HTTP1,
 	CONN_HTTP2,	  /* the client preface, an h2c upgrade, or frames (joined): stream/h2conn.h */
 	CONN_OTHER,	  /* bytes that never looked like HTTP */
-	CONN_ZMTP,	  /* ZeroMQ: a ZMTP 3 greeting, or vLLM's engine frames (joined) */
+	CONN_ZMTP,	  /* ZeroMQ: a ZMTP 3 greeting, or an engine wire's frames (joined) */
 };
 
 /* HTTP/2 in capture health. */
@@ -85,7 +85,9 @@ struct conn_sink {
 	struct conn_counts *counts;
 	struct jdoc *json; /* what the dialects read JSON into, one call at a time */
 	struct h2_counts *h2;
-	struct vllm_wire *engine_wire; /* ZeroMQ connections' messages go here (NULL: none) */
+	/* a ZeroMQ connection's messages, for the engine wires (NULL: not read); ctx above */
+	void (*zmtp_message)(void *ctx, uint32_t pid, const char *comm, bool is_write,
+			     const struct zmtp_message *m);
 };
 
 struct conn;

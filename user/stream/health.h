@@ -11,7 +11,7 @@
 
 #include <linux/types.h>
 
-#include "engine/vllm_wire.h"
+#include "engine/engine_wire.h"
 #include "stream/conn.h"
 #include "tokenscope.h"
 
@@ -25,8 +25,9 @@ struct health {
 	uint64_t streams_http1;
 	uint64_t streams_http2;	    /* HTTP/2 connections (h2 below says more) */
 	uint64_t streams_other;	    /* non-HTTP: unsupported */
-	struct vllm_wire_counts engine_wire; /* vLLM's engine-core messages (engine/vllm_wire.h) */
-	uint64_t streams_zmtp;	    /* ZeroMQ connections (vLLM's engine wire and others) */
+	/* each engine wire's messages, in the order of engine_wires[] (engine/engine_wire.h) */
+	struct engine_wire_counts engine_wires[ENGINE_WIRES_MAX];
+	uint64_t streams_zmtp;	    /* ZeroMQ connections (engine wires and others) */
 	uint64_t streams_nat;	    /* connections NAT changed on their way (TS_REC_SOCK_NAT) */
 	struct conn_counts conn;    /* malformed, unsupported encodings, lack of memory... */
 	uint64_t streams_aged_out;  /* streams let go after a long idle time (end never seen) */

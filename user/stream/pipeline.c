@@ -11,7 +11,7 @@
 #include "engine/cuda_steps.h"
 #include "engine/llama_models.h"
 #include "engine/llama_steps.h"
-#include "engine/vllm_wire.h"
+#include "engine/engine_wire.h"
 #include "stream/match.h"
 #include "stream/conn.h"
 #include "stream/pipeline.h"
@@ -48,7 +48,7 @@ struct pipeline {
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
-	struct vllm_wire *engine_wire; /* vLLM's engine-core messages, for the join */
+	void *wires[ENGINE_WIRES_MAX]; /* each engine wire's reader (engine_wires[]) */
 	/* processes in a container or pod, and which (TS_REC_PROC_IDENTITY); let go at exit.
 	 * A short array: one entry per traced process that has one. */
 	struct ts_rec_proc_identity *idents;
@@ -61,16 +61,30 @@ struct pipeline {
 
 /* ---- a finished request, from its connection to the sinks ---- */
 
-/* What vLLM's engine wire says of a server request's outputs: the first one's time, and
- * each one's (for the alignment of token events to steps). */
+/* The engine's time of a server request's first output, from the first wire that saw it
+ * (0: none). */
+static uint64_t engine_first_output(const struct pipeline *p, const struct request *r)
+{
+	uint64_t first = 0;
+
+	for (size_t i = 0; i < engine_nwires && !first; i++)
+		first = engine_wires[i]->first_output(p->wires[i], r);
+	return first;
+}
+
+/* What an engine wire says of a server request's outputs: the first one's time, and each
+ * one's (for the alignment of token events to steps). */
 static void engine_outputs(struct pipeline *p, struct request *r)
 {
-	uint64_t first = vllm_wire__first_output(p->engine_wire, r);
+	uint64_t first = engine_first_output(p, r);
 
 	if (first)
 		r->engine_output_ns = first;
 	free(r->engine_out_ts);
-	r->engine_outs = vllm_wire__outputs(p->engine_wire, r, &r->engine_out_ts);
+	r->engine_out_ts = NULL;
+	r->engine_outs = 0;
+	for (size_t i = 0; i < engine_nwires && !r->engine_outs; i++)
+		r->engine_outs = engine_wires[i]->outputs(p->wires[i], r, &r->engine_out_ts);
 }
 
 /* Its client <-> server join, and a server's TTFT split. */
@@ -80,8 +94,11 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	if (r->role == ROLE_SERVER) {
 		engine_outputs(p, r);
 		attrib__compute(p->attr, r);
-		/* the engine's own times, where it told them */
-		vllm_wire__attribute(p->engine_wire, r);
+		/* the engine's own times, where a wire told them */
+		for (size_t i = 0; i < engine_nwires; i++) {
+			if (engine_wires[i]->attribute(p->wires[i], r))
+				break;
+		}
 		if (r->attr && r->attr->ok)
 			p->h.attributed++;
 		else
@@ -168,16 +185,48 @@ static void on_first_token(void *ctx, struct request *r)
 	struct pipeline *p = ctx;
 
 	if (r->role == ROLE_SERVER)
-		r->engine_output_ns = vllm_wire__first_output(p->engine_wire, r);
+		r->engine_output_ns = engine_first_output(p, r);
 	attrib__first_token(p->attr, r);
 }
 
-static void on_sched(void *ctx, const struct vllm_sched *s)
+static void on_sched(void *ctx, const struct engine_sched *s)
 {
 	struct pipeline *p = ctx;
 
 	if (p->on_sched)
 		p->on_sched(p->ctx, s);
+}
+
+/* A ZMTP message: every engine wire riding ZeroMQ reads it (a wire counts another's as
+ * not_engine). */
+static void on_zmtp_message(void *ctx, uint32_t pid, const char *comm, bool is_write,
+			    const struct zmtp_message *m)
+{
+	struct pipeline *p = ctx;
+
+	for (size_t i = 0; i < engine_nwires; i++) {
+		if (engine_wires[i]->zmtp_message)
+			engine_wires[i]->zmtp_message(p->wires[i], pid, comm, is_write, m);
+	}
+}
+
+static void wires_free(struct pipeline *p)
+{
+	for (size_t i = 0; i < engine_nwires; i++) {
+		if (p->wires[i])
+			engine_wires[i]->free(p->wires[i]);
+		p->wires[i] = NULL;
+	}
+}
+
+static bool wires_new(struct pipeline *p)
+{
+	for (size_t i = 0; i < engine_nwires && i < ENGINE_WIRES_MAX; i++) {
+		p->wires[i] = engine_wires[i]->new(on_sched, p);
+		if (!p->wires[i])
+			return false;
+	}
+	return true;
 }
 
 static void on_step(void *ctx, const struct engine_step *s)
@@ -204,9 +253,8 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->cuda = cuda_steps__new(on_step, p);
 	p->attr = attrib__new();
 	p->match = match__new();
-	p->engine_wire = vllm_wire__new(on_sched, p);
-	if (!p->cuda || !p->attr || !p->match || !p->engine_wire) {
-		vllm_wire__free(p->engine_wire);
+	if (!p->cuda || !p->attr || !p->match || !wires_new(p)) {
+		wires_free(p);
 		cuda_steps__free(p->cuda);
 		attrib__free(p->attr);
 		match__free(p->match);
@@ -223,7 +271,7 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->sink.counts = &p->h.conn;
 	p->sink.json = &p->json;
 	p->sink.h2 = &p->h.h2;
-	p->sink.engine_wire = p->engine_wire;
+	p->sink.zmtp_message = on_zmtp_message;
 	streams__init(&p->streams, &p->sink, &p->h);
 	settle__init(&p->settle, &(struct settle_out){ deliver_request, deliver_exit, p });
 	return p;
@@ -239,7 +287,7 @@ void pipeline__free(struct pipeline *p)
 	attrib__free(p->attr);
 	match__free(p->match);
 	streams__free(&p->streams);
-	vllm_wire__free(p->engine_wire);
+	wires_free(p);
 	free(p->idents);
 	jdoc__free(&p->json);
 	free(p);
@@ -662,7 +710,8 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		if (p->next_sweep_ns)
 			streams__sweep_idle(&p->streams, p->last_ts);
 		attrib__prune(p->attr, p->last_ts);
-		vllm_wire__prune(p->engine_wire, p->last_ts);
+		for (size_t i = 0; i < engine_nwires; i++)
+			engine_wires[i]->prune(p->wires[i], p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
 	k = record_kind__of(h->type);
@@ -751,6 +800,7 @@ const struct health *pipeline__health(struct pipeline *p)
 {
 	p->h.gpu_marks = cuda_steps__marks(p->cuda);
 	p->h.gpu_unobserved = cuda_steps__unobserved(p->cuda);
-	p->h.engine_wire = *vllm_wire__counts(p->engine_wire);
+	for (size_t i = 0; i < engine_nwires; i++)
+		engine_wires[i]->counts(p->wires[i], &p->h.engine_wires[i]);
 	return &p->h;
 }

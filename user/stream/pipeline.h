@@ -7,10 +7,10 @@
  *               -> decode -> sse -> dialect -> request -> report (line, JSON Lines, summary)
  *   GPU mark    -> pipeline__feed -> gpu (segments, steps) -> report
  *                                                          -> attrib (kept for correlation)
- *   ZeroMQ message -> pipeline__feed -> stream -> conn -> zmtp -> engine/vllm_wire (kept)
+ *   ZeroMQ message -> pipeline__feed -> stream -> conn -> zmtp -> engine wires (kept)
  *                                                               -> scheduler stats -> report
  *   finished request -> (while GPU steps are seen) held ATTRIB_SETTLE_NS of record time
- *                    -> attrib__compute, vllm_wire__attribute (server role) -> report
+ *                    -> attrib__compute, an engine wire's attribute (server role) -> report
  * Requests leave in the order their responses ended, whatever their role.
  */
 #ifndef TS_PIPELINE_H
@@ -24,7 +24,7 @@
 
 #include "engine/attrib.h"
 #include "engine/step.h"
-#include "engine/vllm_wire.h"
+#include "engine/engine_wire.h"
 #include "stream/conn.h"
 #include "stream/health.h"
 #include "tokenscope.h"
@@ -41,8 +41,8 @@ struct pipeline;
 /* A process exited, and none of its requests is waiting any more (same ctx). */
 typedef void (*exit_fn)(void *ctx, uint32_t pid);
 
-/* One step's scheduler stats from vLLM's engine wire (same ctx). */
-typedef void (*sched_fn)(void *ctx, const struct vllm_sched *s);
+/* One step's scheduler stats from an engine wire (same ctx). */
+typedef void (*sched_fn)(void *ctx, const struct engine_sched *s);
 
 /* on_step may be NULL. */
 struct pipeline *pipeline__new(request_fn fn, step_fn on_step, void *ctx);

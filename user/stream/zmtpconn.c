@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * ZeroMQ on one connection (stream/wire.h): a ZMTP reader per direction (proto/zmtp.h), each
- * whole message handed to the engine wire's reader (engine/vllm_wire.h), which knows what
- * vLLM's messages mean and ignores every other application's. No request records are made
+ * whole message handed to the engine wires (engine/engine_wire.h, through the sink), each of
+ * which knows what its engine's messages mean and counts every other application's. No request records are made
  * here: the engine's messages join the HTTP requests they served, by id, above.
  */
 #include <stdlib.h>
 
 #include "proto/zmtp.h"
-#include "engine/vllm_wire.h"
 #include "stream/wire.h"
 
 struct zmtpconn {
@@ -22,9 +21,9 @@ static void on_message(void *ctx, const struct zmtp_message *m)
 {
 	struct zmtpconn *c = ctx;
 
-	if (c->host.sink->engine_wire)
-		vllm_wire__message(c->host.sink->engine_wire, c->host.pid, c->host.comm,
-				   c->is_write, m);
+	if (c->host.sink->zmtp_message)
+		c->host.sink->zmtp_message(c->host.sink->ctx, c->host.pid, c->host.comm, c->is_write,
+					   m);
 }
 
 static void *zmtp_open(const struct wire_host *host, const struct wire_start *how)
