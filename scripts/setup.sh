@@ -11,13 +11,14 @@ libmicrohttpd-dev prometheus python3-hypercorn protobuf-compiler chromium
 libnghttp2-dev nghttp2-client python3-grpcio python3-grpc-tools python3-httpx python3-h2
 libncurses-dev tmux golang-go libcapstone-dev binutils
 qemu-system-x86 busybox-static cpio mandoc dpkg-dev debhelper lintian python3-yaml
-python3-msgpack libnetfilter-conntrack-dev nftables iproute2"
+python3-msgpack libnetfilter-conntrack-dev nftables iproute2 python3-pytest"
 # qemu-system-x86, busybox-static, cpio: the kernel matrix (tests/kernels) boots Debian's
 # kernels with a busybox initramfs
 # mandoc: make man lints tokenscope(1); make install-check renders it
 # dpkg-dev, debhelper, lintian: make package-check builds, lints and installs the .deb;
 # python3-yaml: make deploy-check reads the DaemonSet
 # python3-msgpack: the vLLM-shaped fixture writes vLLM's engine wire (tests/fixtures/vllm)
+# python3-pytest: runs the integration phases (tests/integration/run.sh)
 # libnetfilter-conntrack-dev: joins through NAT (user/capture/nat.c); nftables, iproute2: the
 # network namespace checks build namespaces, a veth pair and a DNAT rule
 # (tests/integration/netns_checks.py)

@@ -1,4 +1,4 @@
-"""Attribution checks with real eBPF probes (imported by run.py; `run.py --only attribution`).
+"""Attribution checks with real eBPF probes (imported by run.py; `run.sh --only attribution`).
 
 The vLLM-shaped service (tests/fixtures/vllm/): a FastAPI app under uvicorn, which starts its
 engine core as a child process and reaches it over ZMQ; the engine schedules continuous
@@ -328,8 +328,16 @@ MIN_GAPS_JUDGED = 500
 MERGED_GAP_STEP = 0.93
 
 
-def bar(check, what, got, of, want):
-    check(of > 0 and got >= want * of, f"{what} >= {100 * want:.0f} % ({got}/{of})")
+# The least samples each kind of bar is judged over (a mode runs 128 requests, ~1 000 to 4 000
+# token gaps, ~900 to 2 600 of them interfered): fewer fail the bar, never pass it.
+LEAST_REQUESTS = 100
+LEAST_GAPS = 500
+LEAST_INTERFERED = 200
+
+
+def bar(check, what, got, of, want, least):
+    check(of >= least and got >= want * of,
+          f"{what} >= {100 * want:.0f} % ({got}/{of}; at least {least} to judge)")
 
 
 def run_attribution_checks(ctx):
@@ -364,7 +372,7 @@ def run_attribution_checks(ctx):
                   f"{name}: gaps in streams with a merged event >= {MIN_GAPS_JUDGED} "
                   f"({f['gaps_after_merge']})")
             bar(check, f"{name}: the producing step of gaps in streams with a merged event",
-                f["merged_gap_step"], f["gaps_after_merge"], MERGED_GAP_STEP)
+                f["merged_gap_step"], f["gaps_after_merge"], MERGED_GAP_STEP, MIN_GAPS_JUDGED)
         else:
             check(f["gaps"] >= MIN_GAPS_JUDGED,
                   f"{name}: gaps in streams without a merged event >= {MIN_GAPS_JUDGED} "
@@ -392,25 +400,29 @@ def run_attribution_checks(ctx):
 def check_bars(check, name, f, chunked, slack, gaps=True):
     n = f["requests"]
     if chunked:
-        bar(check, f"{name}: prefill began in the right step", f["prefill_start"], n, 0.90 - slack)
+        bar(check, f"{name}: prefill began in the right step", f["prefill_start"], n,
+            0.90 - slack, LEAST_REQUESTS)
         for k in ("queue", "prefill"):
-            bar(check, f"{name}: {k} within max(2 ms, 10 %)", f[k], n, 0.90 - slack)
+            bar(check, f"{name}: {k} within max(2 ms, 10 %)", f[k], n, 0.90 - slack,
+                LEAST_REQUESTS)
     else:
         # The step time errors allowed (the table's other figures) are named to tell, when
         # a bar fails, timestamps that came late from steps chosen wrong.
         for k in ("queue", "prefill", "emit"):
             bar(check, f"{name}: {k} within max(1 ms, 5 %) ({f['split_explained']} with the "
-                f"steps' time errors allowed)", f[k], n, 0.99 - slack)
+                f"steps' time errors allowed)", f[k], n, 0.99 - slack, LEAST_REQUESTS)
         bar(check, f"{name}: queue busy/idle within max(1 ms, 5 %) "
             f"({f['busy_idle_explained']} with the steps' time errors allowed)",
-            f["busy_idle"], n, 0.95 - slack)
+            f["busy_idle"], n, 0.95 - slack, LEAST_REQUESTS)
     if not gaps:
         return
     bar(check, f"{name}: the producing step of token gaps ({f['gaps_after_merge']} in streams "
         f"whose server merged steps into one event, judged apart: {f['merged_gap_step']} "
-        f"right)", f["gap_step"], f["gaps"], 0.99 - slack)
-    bar(check, f"{name}: interference precision", f["tp"], f["tp"] + f["fp"], 0.95 - slack)
-    bar(check, f"{name}: interference recall", f["tp"], f["tp"] + f["fn"], 0.95 - slack)
+        f"right)", f["gap_step"], f["gaps"], 0.99 - slack, LEAST_GAPS)
+    bar(check, f"{name}: interference precision", f["tp"], f["tp"] + f["fp"], 0.95 - slack,
+        LEAST_INTERFERED)
+    bar(check, f"{name}: interference recall", f["tp"], f["tp"] + f["fn"], 0.95 - slack,
+        LEAST_INTERFERED)
 
 
 def check_untraced(ctx):

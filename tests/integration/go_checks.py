@@ -1,4 +1,4 @@
-"""Go's crypto/tls with real eBPF probes (imported by run.py; `run.py --only go`).
+"""Go's crypto/tls with real eBPF probes (imported by run.py; `run.sh --only go`).
 
 The Go TLS client (tests/fixtures/go/sseclient.go, Debian's Go) built normally and stripped PIE
 (`-trimpath -buildmode=pie -ldflags='-s -w'`), streaming from the TLS fixture server
@@ -33,6 +33,7 @@ import time
 
 import h2_checks
 import plaintext_checks
+from plaintext_checks import CLIENT_PYTHON
 from h2_checks import start_hypercorn, truths, wait_file
 
 STRESS_STREAMS = 1000
@@ -90,7 +91,7 @@ def run_go_checks(ctx):
 
     # phase: the servers
     port_file, truth_path = os.path.join(work, "port"), os.path.join(work, "truth.jsonl")
-    server = subprocess.Popen([sys.executable, os.path.join(root, "tests", "fixtures",
+    server = subprocess.Popen([CLIENT_PYTHON, os.path.join(root, "tests", "fixtures",
                                                            "llm_server.py"),
                                "--cert", cert, "--key", key, "--truth", truth_path,
                                "--port-file", port_file, "--lifetime", "600"],
@@ -143,7 +144,7 @@ def run_go_checks(ctx):
         for label, cmd in (
                 ("curl h2", ["curl", "-sS", "--fail", "-N", "--http2", "--cacert", cert]),
                 ("curl h1", ["curl", "-sS", "--fail", "-N", "--http1.1", "--cacert", cert]),
-                ("python h1", [sys.executable, "-c", PY_CLIENT, cert]),
+                ("python h1", [CLIENT_PYTHON, "-c", PY_CLIENT, cert]),
                 ("node openai SDK", ["node", os.path.join(root, "tests", "integration",
                                                           "clients", "node_client.js"),
                                      "openai", str(gport)])):

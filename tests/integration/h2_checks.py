@@ -1,4 +1,4 @@
-"""HTTP/2 and gRPC with real eBPF probes (imported by run.py; `run.py --only h2` alone).
+"""HTTP/2 and gRPC with real eBPF probes (imported by run.py; `run.sh --only h2` alone).
 
 Real servers, each started here: hypercorn (Debian's python3-hypercorn) serving the FastAPI
 app over TLS (HTTP/2 by ALPN) and over h2c with prior knowledge; nginx with http2 on in front

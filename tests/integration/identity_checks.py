@@ -1,5 +1,5 @@
 """Container and pod identity (capture/identity.c) with real eBPF probes (imported by run.py;
-`run.py --only identity`).
+`run.sh --only identity`).
 
 The test builds the layouts itself, as a node's runtime would leave them:
   pod        a FastAPI server (uvicorn) in a cgroup named as containerd and the kubelet's

@@ -1,4 +1,4 @@
-"""--metrics checks with real eBPF probes (imported by run.py; `run.py --only metrics`).
+"""--metrics checks with real eBPF probes (imported by run.py; `run.sh --only metrics`).
 
 tokenscope traces the vLLM-shaped service (tests/fixtures/vllm) under 64 streamed requests
 while a scraper reads /metrics every 100 ms, after misbehaving clients connected: one that

@@ -1,5 +1,5 @@
 """Network namespaces kept apart in the client <-> server join (stream/match.c), with real eBPF
-probes (imported by run.py; `run.py --only netns`).
+probes (imported by run.py; `run.sh --only netns`).
 
 The test builds its own namespaces, as pods have them:
   a, b   each a FastAPI server (uvicorn) on 127.0.0.1:PORT, the same port, and its own curl

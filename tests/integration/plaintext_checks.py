@@ -23,6 +23,9 @@ import threading
 import time
 
 DEBIAN_PYTHON = "/usr/bin/python3"  # where python3-fastapi and python3-uvicorn live
+# the clients' interpreter: the first python3 on PATH (the harness runs under Debian's, for
+# its pytest); they use the standard library only
+CLIENT_PYTHON = shutil.which("python3") or DEBIAN_PYTHON
 TABLE_SIZE = 65536  # the plaintext family's socket table (TS_SOCK_STATES_MAX)
 TOKEN_WINDOW_MS = 20.0  # how late a client may read a token the server wrote (busy 2-core VM)
 TPOT_TOLERANCE_MS = 2.0
@@ -161,7 +164,7 @@ def run_plaintext_checks(ctx):
         by_port = Tracer(os.path.join(work, "port"), "--port", str(apps["uvloop"]["port"]))
         no_plain = Tracer(os.path.join(work, "noplain"), "--no-plaintext")
         by_comm = Tracer(os.path.join(work, "comm"), "-c", RENAMED_COMM)
-        noise = subprocess.Popen([sys.executable, os.path.join(clients, "noise.py"), "6",
+        noise = subprocess.Popen([CLIENT_PYTHON, os.path.join(clients, "noise.py"), "6",
                                   str(NOISE_BYTES)], stdout=subprocess.PIPE, text=True)
         expect = []  # (label, loop, model, api, client comm, client clock or None)
         client_clock = {}
@@ -184,7 +187,7 @@ def run_plaintext_checks(ctx):
                 expect.append((f"curl {api} ({loop})", loop, model, api, "curl", None))
             ka = [("openai.chat", f"fx-ttft25-itl5-n5-pc{tag}4"),
                   ("anthropic.messages", f"fx-ttft20-itl6-n4-pc{tag}5")]
-            r = subprocess.run([sys.executable, os.path.join(clients, "plain_client.py"),
+            r = subprocess.run([CLIENT_PYTHON, os.path.join(clients, "plain_client.py"),
                                 str(app["port"])] + [f"{d}={m}" for d, m in ka],
                                capture_output=True, text=True, timeout=60)
             check(r.returncode == 0, f"plain keep-alive client ({loop}) ran: {r.stderr[-300:]}")
@@ -205,7 +208,7 @@ def run_plaintext_checks(ctx):
               "node fetch through nginx ran")
 
         # phase: a client whose worker threads are renamed, for -c
-        r = subprocess.run([sys.executable, os.path.join(clients, "renamed_threads.py"),
+        r = subprocess.run([CLIENT_PYTHON, os.path.join(clients, "renamed_threads.py"),
                             str(apps["asyncio"]["port"]), str(RENAMED_REQUESTS), RENAMED_COMM,
                             "fx-ttft2-itl1-n3-rn"], capture_output=True, text=True, timeout=120)
         renamed_served = json.loads(r.stdout) if r.returncode == 0 else []
@@ -255,7 +258,7 @@ def run_plaintext_checks(ctx):
                  "short": 2, "pipefd": 2, "tiny": 6, "forkclose": 2, "vectored": 2, "mmsg": 2}
         edge_times = {}  # pipefd: each request's write, from the client's clock
         for mode, n in edges.items():
-            p = subprocess.run([sys.executable, os.path.join(clients, "tcp_edges.py"), mode,
+            p = subprocess.run([CLIENT_PYTHON, os.path.join(clients, "tcp_edges.py"), mode,
                                 str(n), f"edge-{mode}"], capture_output=True, text=True,
                                timeout=60)
             if check(p.returncode == 0, f"tcp edge case {mode} ran: {p.stderr[-300:]}"):
@@ -638,7 +641,7 @@ def check_socket_table(ctx, work):
     for label, args, whole in (("exited", ["600"], True), ("held", ["10", "34000"], False)):
         tracer = ctx["Tracer"](os.path.join(work, f"table-{label}"), "--comm", "python3")
         model = f"quiet-{label}"
-        p = subprocess.run([sys.executable, os.path.join(clients, "quiet_flood.py"), model,
+        p = subprocess.run([CLIENT_PYTHON, os.path.join(clients, "quiet_flood.py"), model,
                             *args], capture_output=True, text=True, timeout=240)
         rc, out, err = tracer.stop()
         ran = json.loads(p.stdout) if p.returncode == 0 else {}

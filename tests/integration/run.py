@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
-"""Integration tests with real eBPF probes (root): real clients against a local TLS fixture
-server, traced live by ./tokenscope, checked against the ground truth the fixture writes;
-then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
+"""Integration tests with real eBPF probes (root), the phases and their checks; pytest runs
+them (test_integration.py, through run.sh). The core (tls): real clients against a local TLS
+fixture server, traced live by ./tokenscope, checked against the ground truth the fixture
+writes; then GPU steps (gpu_checks.py), plaintext HTTP over TCP (plaintext_checks.py) and the
 attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Prometheus
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
@@ -30,7 +30,7 @@ from h2_checks import run_h2_checks
 from llama_checks import run_llama_checks
 from llama_server_checks import run_llama_server_checks
 from metrics_checks import run_metrics_checks
-from plaintext_checks import run_plaintext_checks, wait_file
+from plaintext_checks import CLIENT_PYTHON, run_plaintext_checks, wait_file
 from top_checks import run_top_checks
 from unix_checks import run_unix_checks
 from vllm_wire_checks import run_vllm_wire_checks
@@ -52,14 +52,17 @@ SECRETS = ["SECRET", "PROMPT-CANARY", "tok0_0"]
 
 passed = 0
 failed = 0
+FAILURES = []  # what each failed check said, in order (test_integration.py reports a phase's)
 
 
 def check(cond, what):
+    """A check that says what failed and goes on: a phase reports all of its failures."""
     global passed, failed
     if cond:
         passed += 1
     else:
         failed += 1
+        FAILURES.append(what)
         print(f"FAIL: {what}", flush=True)
     return cond
 
@@ -226,7 +229,7 @@ def run_tls_checks(ctx):
     work = ctx["work"]
     truth_path = os.path.join(work, "truth.jsonl")
     port_file = os.path.join(work, "port")
-    server = subprocess.Popen([sys.executable, os.path.join(FIXTURES, "llm_server.py"),
+    server = subprocess.Popen([CLIENT_PYTHON, os.path.join(FIXTURES, "llm_server.py"),
                                "--cert", CERT, "--key", KEY, "--truth", truth_path,
                                "--port-file", port_file, "--lifetime", "900"],
                               stdout=subprocess.DEVNULL)
@@ -237,7 +240,7 @@ def run_tls_checks(ctx):
         server.kill()
 
 
-# Every phase, in the order a whole run takes them (run.py --only NAME runs one)
+# Every phase, in the order a whole run takes them (run.sh --only NAME runs one)
 PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plaintext_checks,
           "attribution": run_attribution_checks, "metrics": run_metrics_checks,
           "llama": run_llama_checks, "llama_server": run_llama_server_checks,
@@ -246,28 +249,11 @@ PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plainte
           "go": run_go_checks}
 
 
-def main():
-    if os.geteuid() != 0:
-        raise SystemExit("integration tests load eBPF programs: run them as root")
-    only = sys.argv[2] if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 else None
-    if sys.argv[1:] and only not in PHASES:
-        raise SystemExit(f"usage: run.py [--only {'|'.join(PHASES)}]")
-    work = tempfile.mkdtemp(prefix="tokenscope-it-")
-    print(f"integration: with {TOKENSCOPE}", flush=True)
-    ctx = {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
-           "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY, "check_record": check_record,
-           "client_times": CLIENT_TIMES}
-    try:
-        for name, phase in PHASES.items():
-            if only in (None, name):
-                phase(ctx)
-    finally:
-        if failed == 0 and not os.environ.get("TS_KEEP_WORK"):
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            print(f"kept {work} for inspection")
-    print(f"\nintegration{f' ({only})' if only else ''}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+def context(work):
+    """What every phase is handed: its checks, the tracer and command runner, the paths."""
+    return {"check": check, "Tracer": Tracer, "run": run, "root": ROOT, "work": work,
+            "tokenscope": TOKENSCOPE, "cert": CERT, "key": KEY, "check_record": check_record,
+            "client_times": CLIENT_TIMES}
 
 
 def check_output_files(work):
@@ -504,7 +490,7 @@ def body(work, port, truth_path, server_pid):
     ka = [("anthropic.messages", "fx-ttft30-itl6-n5-cache1-idk1"),
           ("openai.responses", "fx-ttft20-itl5-n6-idk2"),
           ("anthropic.messages", "fx-ttft25-itl8-n4-idk3")]
-    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "keepalive", str(port),
+    check(run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "keepalive", str(port),
                CERT] + [f"{d}={m}" for d, m in ka]), "python keep-alive client ran")
     for d, m in ka:
         expect.append((f"python keep-alive {m}", m, d, None, True))
@@ -546,7 +532,7 @@ def body(work, port, truth_path, server_pid):
     # when the dlopen event has been read, which on this 2-core VM under load has taken more
     # than the ~50 ms the whole exchange lasts (README, Limits). What is checked here is that
     # the dlopen'd file gets probed at all, so the client waits half a second after loading it.
-    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "keepalive", str(port),
+    check(run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "keepalive", str(port),
                CERT, "openai.chat=fx-ttft25-itl5-n4-idd1"],
               env=dict(os.environ, LD_LIBRARY_PATH=libdir, SETTLE_S="0.5")),
           "python with private libssl ran")
@@ -562,7 +548,7 @@ def body(work, port, truth_path, server_pid):
     expect.append(("curl 100 KB request", big, "openai.chat", "curl", True))
     # Python's ssl module sends a body with one SSL_write_ex call: 400 KB in one call.
     huge = "fx-ttft20-itl5-n4-idb2"
-    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "big", str(port), CERT,
+    check(run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "big", str(port), CERT,
                huge, "400000"]), "python with a 400 KB request body ran")
 
     # phase: fork() after TLS setup (see the checks below): the parent writes and exits, the
@@ -570,7 +556,7 @@ def body(work, port, truth_path, server_pid):
     fork_runs = {}
     for how, models in (("shared", ["fx-ttft20-itl5-n4-idf1", "fx-ttft60-itl10-n5-idf2"]),
                         ("own", ["fx-ttft20-itl5-n4-idf3", "fx-ttft30-itl5-n4-idf4"])):
-        r = subprocess.run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "fork",
+        r = subprocess.run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "fork",
                             str(port), CERT, *models] + (["own"] if how == "own" else []),
                            capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()
@@ -579,7 +565,7 @@ def body(work, port, truth_path, server_pid):
               f"forked TLS client ({how}) ran ({r.stdout!r} {r.stderr[-300:]!r})")
 
     # phase: an HTTP/2 client preface: detected and counted as unsupported (both ends)
-    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "h2", str(port), CERT]),
+    check(run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "h2", str(port), CERT]),
           "HTTP/2 preface client ran")
 
     # phase: 50 concurrent streams, none lost, while two gzip bombs (512 MiB of newlines in
@@ -589,12 +575,12 @@ def body(work, port, truth_path, server_pid):
                                f"https://127.0.0.1:{port}/v1/chat/completions", "-d",
                                json.dumps({"model": f"fx-bomb1-idz{i}", "stream": True})])
              for i in range(2)]
-    check(run([sys.executable, os.path.join(CLIENTS, "py_client.py"), "concurrent", str(port),
+    check(run([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "concurrent", str(port),
                CERT, "50", "fx-ttft60-itl10-n10-conc"], timeout=180), "50 concurrent streams ran")
     check(all(b.wait(timeout=120) == 0 for b in bombs), "gzip bomb clients ran")
 
     # phase: a client that dies mid-stream
-    hang = subprocess.Popen([sys.executable, os.path.join(CLIENTS, "py_client.py"), "hang",
+    hang = subprocess.Popen([CLIENT_PYTHON, os.path.join(CLIENTS, "py_client.py"), "hang",
                              str(port), CERT, "fx-ttft10-itl200-n50-idh1"],
                             stdout=subprocess.PIPE, text=True)
     check(hang.stdout.readline().strip() == "STREAMING", "dying client started streaming")
@@ -722,7 +708,3 @@ def body(work, port, truth_path, server_pid):
     check(replayed == all_records, f"replay gives the same {len(all_records)} records "
           f"(got {len(replayed)})")
     check("=== tokenscope summary ===" in r.stdout, "replay prints the summary")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""vLLM's engine-core wire with real eBPF probes (imported by run.py; `run.py --only vllm_wire`).
+"""vLLM's engine-core wire with real eBPF probes (imported by run.py; `run.sh --only vllm_wire`).
 
 The vLLM-shaped service (tests/fixtures/vllm/) speaks vLLM V1's own engine wire between its
 API server and its engine core: ZMQ over Unix sockets (ipc://), ROUTER/DEALER in, PUSH/PULL
