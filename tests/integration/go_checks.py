@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 
 import h2_checks

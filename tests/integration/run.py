@@ -19,8 +19,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 
 from attribution_checks import run_attribution_checks
@@ -441,8 +439,16 @@ def check_held_probe():
 
 
 def body(work, port, truth_path, server_pid):
-    env = dict(os.environ, NODE_EXTRA_CA_CERTS=CERT)
+    """The core phase: what needs no tracer first, then the clients under one tracer, then
+    their records against the fixture's truth."""
+    check_before_tracing(work, port)
+    driven = drive_clients(work, port, server_pid)
+    judge_records(work, port, truth_path, server_pid, driven)
 
+
+def check_before_tracing(work, port):
+    """Privileges, output files, a held probe, a full disk, a killed recording, a forged
+    detacher: each with its own tracer or none."""
     # Not privileged: one clear line, exit 1.
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         TOKENSCOPE, "-d", "1"], capture_output=True, text=True)
@@ -454,6 +460,11 @@ def body(work, port, truth_path, server_pid):
     check_killed_recording(work, port)
     check_forged_detacher(work)
 
+
+def drive_clients(work, port, server_pid):
+    """Every client of the core phase under one tracer (and a second, filtered to the
+    server); what the checks need of them is returned."""
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=CERT)
     # A private copy of libssl, loaded by Python through dlopen after tokenscope started.
     libdir = os.path.join(work, "lib")
     os.makedirs(libdir)
@@ -590,7 +601,15 @@ def body(work, port, truth_path, server_pid):
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and '"fx-ttft10-itl200-n50-idh1"' not in open(tracer.out).read():
         time.sleep(0.05)
+    return {"tracer": tracer, "only_server": only_server, "expect": expect, "ka": ka,
+            "huge": huge, "fork_runs": fork_runs}
 
+
+def judge_records(work, port, truth_path, server_pid, driven):
+    """The core phase's records against the fixture's truth, the summary, the secrets and
+    the replay."""
+    tracer, only_server, expect = driven["tracer"], driven["only_server"], driven["expect"]
+    ka, huge, fork_runs = driven["ka"], driven["huge"], driven["fork_runs"]
     rc, out, err = tracer.stop()
     rc2, _, err2 = only_server.stop()
     check(rc2 == 0, f"-p tracer exited 0 ({err2[-300:]})")
