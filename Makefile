@@ -26,13 +26,13 @@ CPPFLAGS += -I$(OUTPUT) -Ibpf -Iuser -MMD -MP
 # user/capture/nat.c) too: Debian ships it without one.
 LDLIBS_STATIC := -Wl,-Bstatic -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz \
 	-lstdc++ \
-	-Wl,-Bdynamic -lmicrohttpd -lnetfilter_conntrack -lm
+	-Wl,-Bdynamic -lmicrohttpd -lnetfilter_conntrack -lssl -lcrypto -lm
 LDLIBS_UNIT := -ljansson -lnghttp2 -lz -lm
 # DYNAMIC=1: every library linked dynamically, as a distribution package links (debian/rules):
 # the system's copies, updated with it, and no embedded ones.
 ifeq ($(DYNAMIC),1)
 LDLIBS_LIVE := -lbpf -lelf -ljansson -lnghttp2 -lncurses -ltinfo -lcapstone -lz -lstdc++ \
-	-lmicrohttpd -lnetfilter_conntrack -lm
+	-lmicrohttpd -lnetfilter_conntrack -lssl -lcrypto -lm
 else
 LDLIBS_LIVE := $(LDLIBS_STATIC)
 endif
@@ -51,10 +51,11 @@ SKELS := $(patsubst %.bpf.o,%.skel.h,$(BPF_OBJS))
 # base proto llm engine stream sinks capture cli. Everything below capture is the pipeline:
 # testable without root or BPF, linked into the unit tests and the fuzz targets.
 LAYERS := base proto llm engine stream sinks capture cli
-# exporter.c (--metrics) links libmicrohttpd: the live binary only.
-CORE_SRCS := $(filter-out user/sinks/exporter.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream sinks)))
+# exporter.c (--metrics) links libmicrohttpd, otlp_export.c (--otlp) OpenSSL: the binary only.
+CORE_SRCS := $(filter-out user/sinks/exporter.c user/sinks/otlp_export.c,$(wildcard $(patsubst %,user/%/*.c,base proto llm engine stream sinks)))
 # Live capture (probe families, ring buffer, attach, CUDA kernel names), the exporter, the CLI.
-LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/sinks/exporter.c
+LIVE_SRCS := $(wildcard user/capture/*.c user/cli/*.c) user/sinks/exporter.c \
+	user/sinks/otlp_export.c
 CORE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(CORE_SRCS))
 LIVE_OBJS := $(patsubst user/%.c,$(OUTPUT)/user/%.o,$(LIVE_SRCS))
 

@@ -61,3 +61,16 @@ if [ ! -d "$nm/openai" ] || [ ! -d "$nm/@anthropic-ai/sdk" ] || [ ! -d "$nm/node
 	(cd "$here/tests/node" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
 		npm install --omit=optional --no-audit --no-fund --loglevel=error)
 fi
+
+# The OpenTelemetry protos (their official .proto files, as the JS SDK's npm package ships
+# them): the --otlp test's receiver decodes every export with them (tests/otlp/receiver.py).
+protos="$here/tests/node/otlp-protos"
+if [ ! -f "$protos/opentelemetry/proto/collector/trace/v1/trace_service.proto" ]; then
+	echo "setup: fetching the OpenTelemetry protos from npm (@opentelemetry/otlp-grpc-exporter-base)"
+	tmp=$(mktemp -d)
+	(cd "$tmp" && npm pack --silent @opentelemetry/otlp-grpc-exporter-base@0.36.1 >/dev/null &&
+		tar xzf opentelemetry-otlp-grpc-exporter-base-0.36.1.tgz)
+	mkdir -p "$protos"
+	cp -r "$tmp/package/build/protos/opentelemetry" "$protos/"
+	rm -rf "$tmp"
+fi

@@ -34,6 +34,7 @@ from unix_checks import run_unix_checks
 from vllm_wire_checks import run_vllm_wire_checks
 from identity_checks import run_identity_checks
 from netns_checks import run_netns_checks
+from otlp_checks import run_otlp_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # TOKENSCOPE=./tokenscope-asan: the same tests against the sanitized build (make asan).
@@ -244,7 +245,7 @@ PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plainte
           "llama": run_llama_checks, "llama_server": run_llama_server_checks,
           "h2": run_h2_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
           "identity": run_identity_checks, "netns": run_netns_checks, "top": run_top_checks,
-          "go": run_go_checks}
+          "go": run_go_checks, "otlp": run_otlp_checks}
 
 
 def context(work):

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "llm/request.h"
 #include "proto/http1.h"
 
 struct seen {
@@ -276,6 +277,40 @@ static void test_classifiers(void **state)
 	assert_false(http__looks_like_h2_preface((const uint8_t *)"PRI * HTTP/1.1", 14));
 }
 
+/* W3C trace context: a well-formed traceparent names the trace and the caller's span; one
+ * malformed, or with an all-zero id, names nothing. */
+static void test_traceparent(void **state)
+{
+	struct request *r = request__new();
+	static const uint8_t trace[16] = { 0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+					   0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36 };
+	static const char *const bad[] = {
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",   /* short */
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* upper case */
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* zero trace */
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* zero span */
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 with more */
+		"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	};
+
+	(void)state;
+	request__set_traceparent(r, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+	assert_true(r->traced);
+	assert_memory_equal(r->trace_id, trace, 16);
+	assert_int_equal(r->parent_span_id[0], 0x00);
+	assert_int_equal(r->parent_span_id[7], 0xb7);
+	assert_int_equal(r->trace_flags, 1);
+	/* a later version: its first four fields read as 00's */
+	request__set_traceparent(r, "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-ext");
+	assert_true(r->traced);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		request__set_traceparent(r, bad[i]);
+		assert_false(r->traced);
+	}
+	request__free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_header_too_large),
 		cmocka_unit_test(test_gap_inside_body_and_resync),
 		cmocka_unit_test(test_classifiers),
+		cmocka_unit_test(test_traceparent),
 	};
 
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);

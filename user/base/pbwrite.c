@@ -44,6 +44,11 @@ void pbw__free(struct pbw *w)
 	buf__free(&w->b);
 }
 
+void pbw__raw(struct pbw *w, const void *p, size_t n)
+{
+	raw(w, p, n);
+}
+
 void pbw__uint(struct pbw *w, uint32_t field, uint64_t v)
 {
 	key(w, field, WIRE_VARINT);

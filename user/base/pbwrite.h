@@ -32,6 +32,9 @@ void pbw__double(struct pbw *w, uint32_t field, double d);
 void pbw__bytes(struct pbw *w, uint32_t field, const void *p, size_t n);
 void pbw__string(struct pbw *w, uint32_t field, const char *s);
 
+/* Bytes already encoded (whole fields), as they are. */
+void pbw__raw(struct pbw *w, const void *p, size_t n);
+
 /* A nested message as field `field`: everything written until the matching pbw__end is its
  * body. Its length goes in a 4-byte varint (a redundant encoding every protobuf reader takes),
  * so a message is at most 256 MiB. */

@@ -22,6 +22,8 @@
 #include "sinks/jsonl.h"
 #include "sinks/line.h"
 #include "sinks/metrics.h"
+#include "sinks/otlp.h"
+#include "sinks/otlp_export.h"
 #include "sinks/perfetto.h"
 #include "sinks/sink.h"
 #include "sinks/summary.h"
@@ -46,6 +48,8 @@ struct outputs {
 	struct buf expo; /* the last exposition */
 	struct perfetto *perfetto;
 	struct html *html;
+	struct otlp *otlp;		 /* --otlp: the spans */
+	struct otlp_export *otlp_export; /* and their sending side */
 	struct top *top;	   /* `top`: its figures */
 	struct top_screen *screen; /* and its terminal, once the run has started */
 	bool quit;		   /* the user quit the view */
@@ -102,6 +106,16 @@ fail:
 	return -1;
 }
 
+/* A replay: its spans' times from the recording's own clock pair. */
+static int replay_ready(void *ctx, const struct ts_rec_file_header *h)
+{
+	struct outputs *out = ctx;
+
+	if (out->otlp)
+		otlp__set_clock(out->otlp, (int64_t)h->start_real_ns - (int64_t)h->start_mono_ns, 0);
+	return start_outputs(ctx);
+}
+
 static int replay_record(void *ctx, void *rec, size_t size)
 {
 	struct outputs *out = ctx;
@@ -127,6 +141,47 @@ static int poll_screen(void *ctx, uint64_t consumed_ns)
 /* The outputs the options ask for, as the pipeline's sinks (sinks/sink.h; the Perfetto
  * timeline joins when the run starts); the engines named on the command line. Returns 0, or
  * -1 having said why. */
+static void send_spans(void *ctx, const void *part, size_t len, uint64_t nspans)
+{
+	otlp_export__send(ctx, part, len, nspans);
+}
+
+/* --otlp: its endpoint, its sending thread, its sink. */
+static int wire_otlp(struct outputs *out)
+{
+	struct otlp_endpoint ep;
+	char why[256];
+
+	if (otlp_endpoint__parse(out->o->otlp_url, &ep, why, sizeof(why))) {
+		fprintf(stderr, "tokenscope: --otlp: %s\n", why);
+		return -1;
+	}
+	if (!(out->otlp_export = otlp_export__start(&ep)) ||
+	    !(out->otlp = otlp__new(send_spans, out->otlp_export)) ||
+	    sinks__add(&out->sinks, &otlp_sink, out->otlp)) {
+		fprintf(stderr, "tokenscope: --otlp: out of memory, or no thread\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* --otlp at the end: what is queued goes (5 s at most), and what was sent and lost is said. */
+static void stop_otlp(struct outputs *out)
+{
+	struct otlp_counts n;
+
+	if (!out->otlp_export)
+		return;
+	otlp__flush(out->otlp);
+	otlp_export__stop(out->otlp_export, 5000);
+	otlp_export__counts(out->otlp_export, &n);
+	fprintf(stderr, "tokenscope: otlp: %llu spans sent in %llu posts, %llu dropped, %llu "
+			"retries%s%s\n",
+		(unsigned long long)n.spans_sent, (unsigned long long)n.posts,
+		(unsigned long long)n.spans_dropped, (unsigned long long)n.retries,
+		n.last_error[0] ? "; last error: " : "", n.last_error);
+}
+
 static int wire_outputs(struct outputs *out)
 {
 	const struct options *o = out->o;
@@ -151,6 +206,8 @@ static int wire_outputs(struct outputs *out)
 	if (o->html_path &&
 	    (!(out->html = html__new(o->html_path)) || sinks__add(s, &html_sink, out->html)))
 		goto oom;
+	if (o->otlp_url && wire_otlp(out))
+		return -1;
 	if (o->metrics_addr) {
 		out->exporter = exporter__start(o->metrics_addr);
 		if (!out->exporter)
@@ -214,7 +271,7 @@ int main(int argc, char **argv)
 	if (wire_outputs(&out))
 		goto cleanup;
 	if (o.replay_path) {
-		if (recording__replay(o.replay_path, start_outputs, replay_record, &out))
+		if (recording__replay(o.replay_path, replay_ready, replay_record, &out))
 			goto cleanup;
 		pipeline__finish(out.pl, 0);
 		if (out.screen && !out.quit)
@@ -234,6 +291,7 @@ cleanup:
 	if (out.started && (out.rec ? recording__close(out.rec) : outfile__close(&out.rec_file)))
 		err = 1;
 	exporter__stop(out.exporter);
+	stop_otlp(&out);
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	/* the outputs after what could still hand them a request */
@@ -241,6 +299,8 @@ cleanup:
 	summary__free(out.summary);
 	metrics__free(out.metrics);
 	html__free(out.html);
+	otlp__free(out.otlp);
+	otlp_export__free(out.otlp_export);
 	top__free(out.top);
 	if (out.started && outfile__close(&out.jsonl_file))
 		err = 1;

@@ -11,13 +11,12 @@
 #include <linux/types.h>
 
 #include "sinks/exporter.h"
+#include "base/version.h"
 #include "sinks/perfetto.h"
 #include "capture/live.h"
 #include "cli/options.h"
 #include "tokenscope.h"
 
-#define TS_VERSION "0.1.0"
-#define TS_VERSION_DATE "2026-12-04" /* the man page's date */
 
 static int parse_long(const char *s, long min, long max, long *out)
 {
@@ -211,6 +210,9 @@ static const struct opt_spec specs[] = {
 	{ "metrics-max-series", 0, "N", FN(set_metrics_max_series), true,
 	  "label sets per metric family (default 1000); more\nare folded into "
 	  "gen_ai_request_model=\"other\"" },
+	{ "otlp", 0, "URL", FIELD(SET_PATH, otlp_url), true,
+	  "export each request as an OpenTelemetry span, its TTFT\nphases as children, over "
+	  "OTLP/HTTP to URL (\"env\": the\nOTEL_EXPORTER_OTLP_* variables; docs/otlp.md)" },
 	{ "perfetto", 0, "FILE", FIELD(SET_PATH, perfetto_path), true,
 	  "write a Perfetto timeline of requests, tokens and engine\nsteps (ui.perfetto.dev)" },
 	{ "perfetto-max-mb", 0, "MB", FN(set_perfetto_max_mb), true,

@@ -42,6 +42,7 @@ struct options {
 	long metrics_max_series;
 	const char *perfetto_path; /* --perfetto FILE */
 	const char *html_path;	   /* --html FILE */
+	const char *otlp_url;	   /* --otlp URL ("env": the OTEL_ variables') */
 	long perfetto_max_mb;
 };
 

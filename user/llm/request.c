@@ -59,6 +59,50 @@ bool request__set_str(const char **field, const char *s, size_t n)
 	return true;
 }
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* n bytes from 2n lower-case hex digits; false on anything else */
+static bool hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return true;
+}
+
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (b[i])
+			return false;
+	}
+	return true;
+}
+
+void request__set_traceparent(struct request *r, const char *v)
+{
+	uint8_t version, flags, trace[16], span[8];
+
+	r->traced = false;
+	/* "VV-" 32 hex "-" 16 hex "-" 2 hex: 55 characters */
+	if (!v || strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
+	    !hex_bytes(v, &version, 1) || version == 0xff || !hex_bytes(v + 3, trace, 16) ||
+	    !hex_bytes(v + 36, span, 8) || !hex_bytes(v + 53, &flags, 1) ||
+	    (version == 0 && v[55]) || all_zero(trace, 16) || all_zero(span, 8))
+		return;
+	memcpy(r->trace_id, trace, 16);
+	memcpy(r->parent_span_id, span, 8);
+	r->trace_flags = flags;
+	r->traced = true;
+}
+
 bool request__set_path(struct request *r, const char *path)
 {
 	return request__set_str(&r->path, path, strlen(path));

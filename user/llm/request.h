@@ -152,6 +152,11 @@ struct request {
 	char finish_reason[REQ_REASON_MAX];
 	/* the id the response carried (chatcmpl-..., msg_..., resp_...): "" when none */
 	char response_id[REQ_RESPONSE_ID_MAX];
+	/* the W3C trace context the request carried (its traceparent header): the trace and the
+	 * caller's span it belongs to; all zero where it carried none, or one not well formed */
+	uint8_t trace_id[16], parent_span_id[8];
+	uint8_t trace_flags;
+	bool traced;
 
 	/* health */
 	bool response_done; /* the response body ended where its framing said */
@@ -179,6 +184,10 @@ void request__free(struct request *r);
  * memory, the string then unchanged. Setting the same value again allocates nothing. */
 bool request__set_str(const char **field, const char *s, size_t n);
 bool request__set_path(struct request *r, const char *path);
+/* From a traceparent header's value (W3C Trace Context, version 00 read; a later version's
+ * first four fields read as 00's): trace_id, parent_span_id, trace_flags, traced. A value
+ * not well formed, or with an all-zero id, leaves the request untraced. */
+void request__set_traceparent(struct request *r, const char *value);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);
 /* Record the first error only: later ones are consequences. */

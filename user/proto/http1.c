@@ -323,6 +323,8 @@ static bool parse_header(struct http_parser *p, char *l)
 
 		if (t != HTTP_CT_OTHER)
 			p->head->ctype = t;
+	} else if (!strcasecmp(l, "traceparent") && strlen(v) == HTTP_TRACEPARENT_LEN) {
+		memcpy(p->head->traceparent, v, HTTP_TRACEPARENT_LEN + 1);
 	}
 	return true;
 }

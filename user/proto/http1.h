@@ -21,6 +21,8 @@
 enum http_encoding { HTTP_ENC_IDENTITY = 0, HTTP_ENC_GZIP, HTTP_ENC_DEFLATE, HTTP_ENC_UNSUPPORTED };
 enum http_ctype { HTTP_CT_OTHER = 0, HTTP_CT_SSE, HTTP_CT_NDJSON, HTTP_CT_JSON };
 
+#define HTTP_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+
 struct http_head {
 	char method[HTTP_METHOD_MAX];
 	char path[HTTP_PATH_MAX]; /* without the query string (it may carry keys) */
@@ -29,6 +31,7 @@ struct http_head {
 	bool chunked;
 	enum http_encoding encoding;
 	enum http_ctype ctype;
+	char traceparent[HTTP_TRACEPARENT_LEN + 1]; /* W3C trace context, as sent ("" none) */
 	uint64_t start_ns; /* time of the event that held the first byte */
 };
 

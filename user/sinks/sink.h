@@ -27,7 +27,7 @@ struct sink_ops {
 	int (*finish)(void *self, const struct health *h);
 };
 
-#define SINKS_MAX 8
+#define SINKS_MAX 12
 
 struct sinks {
 	struct sink {

@@ -137,7 +137,7 @@ int recording__replay_stream(FILE *f, const char *path, recording_ready_fn ready
 	}
 	offset = h.header_size;
 	buf = malloc(REC_MAX_SIZE);
-	if (!buf || (ready && ready(ctx)))
+	if (!buf || (ready && ready(ctx, &h)))
 		goto out;
 	for (;;) {
 		size_t n = fread(&eh, 1, sizeof(eh), f);

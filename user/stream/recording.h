@@ -108,7 +108,7 @@ int recording__close(struct recording *r);
 typedef int (*recording_fn)(void *ctx, void *rec, size_t size);
 /* Called once the header was read and found good, before the first record (may be NULL):
  * nonzero stops the replay with -1. */
-typedef int (*recording_ready_fn)(void *ctx);
+typedef int (*recording_ready_fn)(void *ctx, const struct ts_rec_file_header *h);
 int recording__replay(const char *path, recording_ready_fn ready, recording_fn fn, void *ctx);
 /* The same from an open stream, named path in messages. */
 int recording__replay_stream(FILE *f, const char *path, recording_ready_fn ready,
