@@ -39,9 +39,8 @@ struct otlp_export {
 	pthread_cond_t wake;
 	struct part *head, **tail;
 	size_t queued; /* bytes */
-	uint64_t inflight; /* spans of the batch being sent */
 	bool stopping;
-	unsigned stop_wait_ms;
+	struct timespec stop_by; /* CLOCK_REALTIME: past it, no more tries */
 	struct otlp_counts n;
 	SSL_CTX *ssl;
 };
@@ -279,6 +278,32 @@ static int post(struct otlp_export *x, const struct buf *body, unsigned *retry_m
 
 /* ---- the thread ---- */
 
+static bool past(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+/* Waits ms (with the lock held), or less when stop wakes it. */
+static void pause_ms(struct otlp_export *x, unsigned ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	if (x->stopping && (until.tv_sec > x->stop_by.tv_sec ||
+			    (until.tv_sec == x->stop_by.tv_sec && until.tv_nsec > x->stop_by.tv_nsec)))
+		until = x->stop_by;
+	pthread_cond_timedwait(&x->wake, &x->lock, &until);
+}
+
 static void say_error(struct otlp_export *x, const char *what)
 {
 	if (!x->n.last_error[0])
@@ -310,15 +335,15 @@ static void send_batch(struct otlp_export *x, struct buf *body, uint64_t nspans)
 		/* refused for good (400, 401, 404...): retrying sends the same */
 		if (status >= 0 && status != 429 && status != 502 && status != 503 && status != 504)
 			break;
-		x->n.retries++;
-		if (x->stopping && !x->stop_wait_ms) {
+		if (x->stopping && past(&x->stop_by)) {
 			pthread_mutex_unlock(&x->lock);
 			break;
 		}
-		pthread_mutex_unlock(&x->lock);
+		x->n.retries++;
 		if (retry_ms > delay)
 			delay = retry_ms < RETRY_MAX_MS ? retry_ms : RETRY_MAX_MS;
-		usleep(delay * 1000u);
+		pause_ms(x, delay);
+		pthread_mutex_unlock(&x->lock);
 		delay = delay * 2 < RETRY_MAX_MS ? delay * 2 : RETRY_MAX_MS;
 	}
 	pthread_mutex_lock(&x->lock);
@@ -339,8 +364,8 @@ static void *run(void *arg)
 
 		while (!x->head && !x->stopping)
 			pthread_cond_wait(&x->wake, &x->lock);
-		if (!x->head)
-			break;
+		if (!x->head || (x->stopping && past(&x->stop_by)))
+			break; /* what is left is dropped by stop, counted */
 		/* the first part waits for more, up to SEND_EVERY_MS or a batch's worth */
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += SEND_EVERY_MS / 1000;
@@ -361,12 +386,10 @@ static void *run(void *arg)
 				nspans += p->nspans;
 			free(p);
 		}
-		x->inflight = nspans;
 		pthread_mutex_unlock(&x->lock);
 		if (nspans)
 			send_batch(x, &body, nspans);
 		pthread_mutex_lock(&x->lock);
-		x->inflight = 0;
 	}
 	pthread_mutex_unlock(&x->lock);
 	buf__free(&body);
@@ -432,26 +455,17 @@ void otlp_export__send(struct otlp_export *x, const void *bytes, size_t len, uin
 
 void otlp_export__stop(struct otlp_export *x, unsigned wait_ms)
 {
-	struct timespec deadline;
-
 	if (!x)
 		return;
 	pthread_mutex_lock(&x->lock);
 	x->stopping = true;
-	x->stop_wait_ms = wait_ms;
-	pthread_cond_signal(&x->wake);
+	clock_gettime(CLOCK_REALTIME, &x->stop_by);
+	x->stop_by.tv_sec += wait_ms / 1000;
+	pthread_cond_broadcast(&x->wake);
 	pthread_mutex_unlock(&x->lock);
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += wait_ms / 1000 + 1;
-	/* a collector that does not answer holds the last POST to its timeout, no longer */
-	if (pthread_timedjoin_np(x->thread, NULL, &deadline)) {
-		pthread_cancel(x->thread);
-		pthread_join(x->thread, NULL);
-		pthread_mutex_lock(&x->lock);
-		x->n.spans_dropped += x->inflight; /* the batch it was still trying */
-		x->inflight = 0;
-		pthread_mutex_unlock(&x->lock);
-	}
+	/* past stop_by no batch is tried again: a collector that does not answer holds the
+	 * last POST to its timeout (IO_TIMEOUT_MS), no longer */
+	pthread_join(x->thread, NULL);
 	pthread_mutex_lock(&x->lock);
 	for (struct part *p = x->head, *next; p; p = next) {
 		next = p->next;
