@@ -186,12 +186,14 @@ def check_faults(ctx, work, app_port):
             recv, port, out = start_receiver(work, name, *args)
         else:
             recv, port = None, plaintext_checks.free_port()
+        metrics = os.path.join(work, f"{name}.metrics")
         tracer = Tracer(os.path.join(work, name), "--otlp",
-                        f"http://127.0.0.1:{port}/v1/traces", "--port", str(app_port))
+                        f"http://127.0.0.1:{port}/v1/traces", "--port", str(app_port),
+                        "--metrics-file", metrics)
         t0 = time.monotonic()
         check(curl(app_port, f"fx-ttft10-itl5-n3-otlp{name}"), f"otlp {name}: curl ran, "
               f"not slowed")
-        rc, _, err = tracer.stop()
+        rc, out, err = tracer.stop()
         took = time.monotonic() - t0
         if recv:
             stop_all([recv], timeout=2)
@@ -201,6 +203,11 @@ def check_faults(ctx, work, app_port):
         check("dropped" in err and " 0 dropped" not in err and took < 30,
               f"otlp {name}: the spans lost are counted and the end is bounded "
               f"({took:.1f} s; {err.strip()[-200:]})")
+        dropped = [line for line in open(metrics)
+                   if line.startswith("tokenscope_otlp_spans_dropped_total ")]
+        check(dropped and dropped[0].split()[1] == "2" and
+              "spans were not delivered to the OTLP collector" in out,
+              f"otlp {name}: the summary warns and the metrics count the 2 spans ({dropped})")
 
 
 def run_otlp_checks(ctx):

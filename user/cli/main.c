@@ -50,16 +50,29 @@ struct outputs {
 	struct html *html;
 	struct otlp *otlp;		 /* --otlp: the spans */
 	struct otlp_export *otlp_export; /* and their sending side */
+	bool otlp_stopped;
 	struct top *top;	   /* `top`: its figures */
 	struct top_screen *screen; /* and its terminal, once the run has started */
 	bool quit;		   /* the user quit the view */
 };
+
+/* --otlp's counts into capture health, where the summary and /metrics say them. */
+static void otlp_health(struct outputs *out)
+{
+	struct otlp_counts n;
+
+	if (!out->otlp_export)
+		return;
+	otlp_export__counts(out->otlp_export, &n);
+	pipeline__set_otlp_counts(out->pl, n.spans_sent, n.spans_dropped, n.retries, n.failures);
+}
 
 /* --metrics: the capture loop renders, about once a second, what scrapes then serve. */
 static void publish_metrics(void *ctx)
 {
 	struct outputs *out = ctx;
 
+	otlp_health(out);
 	if (out->exporter && !metrics__render(out->metrics, pipeline__health(out->pl), &out->expo))
 		exporter__publish(out->exporter, out->expo.p ? out->expo.p : "", out->expo.len);
 }
@@ -170,10 +183,12 @@ static void stop_otlp(struct outputs *out)
 {
 	struct otlp_counts n;
 
-	if (!out->otlp_export)
+	if (!out->otlp_export || out->otlp_stopped)
 		return;
+	out->otlp_stopped = true;
 	otlp__flush(out->otlp);
 	otlp_export__stop(out->otlp_export, 5000);
+	otlp_health(out);
 	otlp_export__counts(out->otlp_export, &n);
 	fprintf(stderr, "tokenscope: otlp: %llu spans sent in %llu posts, %llu dropped, %llu "
 			"retries%s%s\n",
@@ -282,7 +297,8 @@ int main(int argc, char **argv)
 	/* the view gone first: the summary goes to the terminal as a non-top run's does */
 	top_screen__stop(out.screen);
 	out.screen = NULL;
-	/* the summary, --metrics-file, --html */
+	/* --otlp's last spans out (5 s at most), then the summary, --metrics-file, --html */
+	stop_otlp(&out);
 	err = sinks__finish(&out.sinks, pipeline__health(out.pl)) ? 1 : 0;
 
 cleanup:
@@ -291,7 +307,7 @@ cleanup:
 	if (out.started && (out.rec ? recording__close(out.rec) : outfile__close(&out.rec_file)))
 		err = 1;
 	exporter__stop(out.exporter);
-	stop_otlp(&out);
+	stop_otlp(&out); /* a run that failed: nothing more is sent */
 	buf__free(&out.expo);
 	pipeline__free(out.pl);
 	/* the outputs after what could still hand them a request */

@@ -679,6 +679,15 @@ static int put_health(struct buf *out, const struct health *h)
 			   "Calls larger than the capture budget.", h->bpf[TS_CNT_TRUNCATED]);
 	err |= put_counter(out, "tokenscope_capture_bad_records_total",
 			   "Malformed records.", h->bad_events);
+	if (h->otlp.on) {
+		err |= put_counter(out, "tokenscope_otlp_spans_sent_total",
+				   "Spans the OTLP collector took (--otlp).", h->otlp.spans_sent);
+		err |= put_counter(out, "tokenscope_otlp_spans_dropped_total",
+				   "Spans not delivered: the queue full, or the collector refused or "
+				   "did not answer.", h->otlp.spans_dropped);
+		err |= put_counter(out, "tokenscope_otlp_retries_total",
+				   "Exports tried again (429, 5xx, no answer).", h->otlp.retries);
+	}
 	err |= put_counter(out, "tokenscope_gpu_marks_dropped_total",
 			   "CUDA marks lost (ring buffer full).", h->bpf[TS_CNT_GPU_DROPS]);
 	err |= put_counter(out, "tokenscope_engine_steps_dropped_total",

@@ -434,6 +434,10 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);
+	if (h->otlp.spans_dropped)
+		fprintf(out, "WARNING: %llu spans were not delivered to the OTLP collector (its "
+			     "queue full, or the collector refused or did not answer)\n",
+			(unsigned long long)h->otlp.spans_dropped);
 	if (h->bpf[TS_CNT_DROPS] || h->lost_pieces || h->bpf[TS_CNT_TRUNCATED] || h->conn.no_memory)
 		fprintf(out, "WARNING: capture lost data; affected requests are marked incomplete "
 			     "(raise -b to enlarge the ring buffer)\n");

@@ -46,6 +46,11 @@ struct health {
 	uint64_t attributed;	    /* server requests whose TTFT was split */
 	uint64_t not_attributed;    /* server requests with attribution null (and why) */
 	struct h2_counts h2;
+	/* --otlp's sending side (sinks/otlp_export.h), as the command line last read it */
+	struct {
+		bool on;
+		uint64_t spans_sent, spans_dropped, retries, failures;
+	} otlp;
 };
 
 #endif

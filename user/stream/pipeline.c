@@ -796,6 +796,16 @@ uint64_t pipeline__reported_through(const struct pipeline *p, uint64_t now)
 	return settle__reported_through(&p->settle, now);
 }
 
+void pipeline__set_otlp_counts(struct pipeline *p, uint64_t sent, uint64_t dropped,
+			       uint64_t retries, uint64_t failures)
+{
+	p->h.otlp.on = true;
+	p->h.otlp.spans_sent = sent;
+	p->h.otlp.spans_dropped = dropped;
+	p->h.otlp.retries = retries;
+	p->h.otlp.failures = failures;
+}
+
 const struct health *pipeline__health(struct pipeline *p)
 {
 	p->h.gpu_marks = cuda_steps__marks(p->cuda);

@@ -89,6 +89,9 @@ void pipeline__set_bpf_counters(struct pipeline *p, const __u64 c[TS_CNT__MAX]);
  * requests incomplete. */
 void pipeline__finish(struct pipeline *p, uint64_t ts);
 const struct health *pipeline__health(struct pipeline *p);
+/* --otlp's counts, into capture health (the outputs say them with the rest). */
+void pipeline__set_otlp_counts(struct pipeline *p, uint64_t sent, uint64_t dropped,
+			       uint64_t retries, uint64_t failures);
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
 void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn);
 /* Calls fn for each LLM request in flight (its API known, its response not ended). */
