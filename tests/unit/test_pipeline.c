@@ -375,6 +375,7 @@ static void test_loss_before_a_dead_peer(void **state)
 		assert_string_equal(error, i ? "capture_loss" : "peer_exited");
 		conn__free(c);
 	}
+	jdoc__free(&json);
 }
 
 static void feed_proc(struct run *r, uint32_t type, uint64_t ts)

@@ -95,10 +95,12 @@ static uint64_t mix(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+/* Id n of request what (n: its spans 0 to SPANS_MAX - 1, TRACE_OF its trace), len bytes. */
+#define TRACE_OF 0xff
 static void id_of(const struct otlp *o, uint64_t what, uint64_t n, uint8_t *out, size_t len)
 {
 	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = mix(o->seed ^ mix(what * 8 + n + i));
+		uint64_t v = mix(o->seed ^ mix(what ^ (n << 56 | (uint64_t)i << 48)));
 
 		memcpy(out + i, &v, len - i < 8 ? len - i : 8);
 	}
@@ -251,7 +253,8 @@ static void request_span(struct otlp *o, const struct request *r, const struct r
 	attr_str(w, F_SPAN_ATTRIBUTES, "gen_ai.request.model", model);
 	attr_str(w, F_SPAN_ATTRIBUTES, "gen_ai.response.model", r->response_model);
 	attr_u64(w, "gen_ai.usage.input_tokens", &r->input_tokens);
-	attr_u64(w, "gen_ai.usage.output_tokens", &m->output_tokens);
+	if (!m->output_tokens_estimated) /* the usage the response reported, not events counted */
+		attr_u64(w, "gen_ai.usage.output_tokens", &m->output_tokens);
 	attr_u64(w, "gen_ai.usage.cache_read.input_tokens", &r->cached_tokens);
 	attr_strings(w, F_SPAN_ATTRIBUTES, "gen_ai.response.finish_reasons", r->finish_reason);
 	attr_str(w, F_SPAN_ATTRIBUTES, "gen_ai.response.id", r->response_id);
@@ -412,7 +415,7 @@ void otlp__request(struct otlp *o, const struct request *r, const struct request
 	if (r->traced)
 		memcpy(s->trace, r->trace_id, 16);
 	else
-		id_of(o, r->id, 99, s->trace, 16); /* a trace it starts */
+		id_of(o, r->id, TRACE_OF, s->trace, 16); /* a trace it starts */
 	resource(o, r, &s->resource);
 	request_span(o, r, m, s);
 	if (r->role == ROLE_SERVER && r->attr && r->attr->ok)
