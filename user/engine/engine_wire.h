@@ -92,4 +92,27 @@ extern const size_t engine_nwires;
 /* Whether these bytes look like the start of any wire's message (see looks_like_frames). */
 bool engine_wires__look_like_frames(const uint8_t *d, size_t n);
 
+/* A reader of every wire (the pipeline's), and each call made of all of them. */
+struct engine_wire_set {
+	void *r[ENGINE_WIRES_MAX];
+};
+
+/* Returns 0, or -1 without memory (then free it). */
+int engine_wire_set__init(struct engine_wire_set *s, engine_sched_fn on_sched, void *ctx);
+void engine_wire_set__free(struct engine_wire_set *s);
+/* A ZMTP message, to every wire riding ZeroMQ (a wire counts another's as not_engine). */
+void engine_wire_set__zmtp_message(struct engine_wire_set *s, uint32_t pid, const char *comm,
+				   bool is_write, const struct zmtp_message *m);
+/* The first wire that joins the request; whether one did. */
+bool engine_wire_set__attribute(struct engine_wire_set *s, struct request *r);
+/* The first wire's that saw the request's first output (0: none). */
+uint64_t engine_wire_set__first_output(const struct engine_wire_set *s, const struct request *r);
+/* The first wire's outputs of the request (see outputs). */
+size_t engine_wire_set__outputs(const struct engine_wire_set *s, const struct request *r,
+				uint64_t **ts);
+void engine_wire_set__prune(struct engine_wire_set *s, uint64_t ts);
+/* Each wire's counts, in the order of engine_wires[]. */
+void engine_wire_set__counts(const struct engine_wire_set *s,
+			     struct engine_wire_counts out[ENGINE_WIRES_MAX]);
+
 #endif

@@ -15,6 +15,7 @@
 #include "engine/cuda_steps.h"
 #include "engine/llama_models.h"
 #include "sinks/html.h"
+#include "sinks/html_text.h"
 #include "sinks/svg.h"
 
 #define ROWS_MAX 100000 /* requests kept for the charts and tables; more are counted */
@@ -220,38 +221,6 @@ static void put(struct html *h, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Text from the traffic or a process, for HTML: control bytes as \xNN, markup escaped. */
-static const char *esc(const char *s, char *out, size_t n)
-{
-	char safe[TEXT_SAFE_MAX(REQ_MODEL_MAX)];
-	size_t o = 0;
-
-	text__safe(safe, sizeof(safe), s);
-	for (const char *p = safe; *p && o + 7 < n; p++) {
-		const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;"
-			      : *p == '"' ? "&quot;" : *p == '\'' ? "&#39;" : NULL;
-
-		if (e)
-			o += (size_t)snprintf(out + o, n - o, "%s", e);
-		else
-			out[o++] = *p;
-	}
-	out[o] = 0;
-	return out;
-}
-
-/* A time for people: three significant figures, ms or s. */
-static const char *when(double ms, char *out, size_t n)
-{
-	if (isnan(ms))
-		snprintf(out, n, "-");
-	else if (ms >= 1000)
-		snprintf(out, n, "%.3g s", ms / 1000);
-	else
-		snprintf(out, n, "%.3g ms", ms);
-	return out;
-}
-
 static void stat_cells(struct html *h, struct sample *s)
 {
 	char t[32];
@@ -262,7 +231,7 @@ static void stat_cells(struct html *h, struct sample *s)
 		static const double p[] = { 50, 90, 99, 100 };
 		double v = sample__count(s) ? (i < 3 ? sample__pct(s, p[i]) : sample__max(s)) : NAN;
 
-		put(h, "<td data-value=\"%.6f\">%s</td>", isnan(v) ? 0.0 : v, when(v, t, sizeof(t)));
+		put(h, "<td data-value=\"%.6f\">%s</td>", isnan(v) ? 0.0 : v, html_text__when(v, t, sizeof(t)));
 	}
 }
 
@@ -572,9 +541,9 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	put(h, "<section class=\"group\" id=\"group-%d\" data-comm=\"%s\" data-role=\"%s\" "
 	       "data-api=\"%s\" data-model=\"%s\" data-pod=\"%s\" data-requests=\"%zu\">"
 	       "<h2>%s %s %s %s%s%s</h2>",
-	    index, esc(g->key.comm, comm, sizeof(comm)), role__name(g->key.role),
-	    api__name(g->key.api), esc(g->key.model, model, sizeof(model)),
-	    esc(g->key.pod, pod, sizeof(pod)), g->nrows, comm, role__name(g->key.role),
+	    index, html_text__esc(g->key.comm, comm, sizeof(comm)), role__name(g->key.role),
+	    api__name(g->key.api), html_text__esc(g->key.model, model, sizeof(model)),
+	    html_text__esc(g->key.pod, pod, sizeof(pod)), g->nrows, comm, role__name(g->key.role),
 	    api__name(g->key.api), *g->key.model ? model : "-", *g->key.pod ? " pod " : "", pod);
 	put(h, "<table class=\"stats\"><tr><th></th><th>n</th><th>p50</th><th>p90</th><th>p99</th>"
 	       "<th>max</th></tr><tr data-stat=\"ttft\"><th>TTFT</th>");
@@ -615,35 +584,6 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 	sample__free(&s_tpot);
 }
 
-/* A TTFT part's colour and words (the parts' names: llm/attribution.h). */
-static const struct {
-	const char *name, *words, *colour;
-} phases[] = {
-	{ "queue_busy", "queue busy", "#d62728" }, { "queue_idle", "queue idle", "#ff9896" },
-	{ "prefill", "prefill", "#1f77b4" },	   { "emit", "emit", "#2ca02c" },
-	{ "frontend", "front end", "#9467bd" },	   { "engine_queue", "engine queue", "#8c564b" },
-	{ "engine", "engine queue and prefill", "#e377c2" },
-};
-
-static const char *phase_colour(const char *name)
-{
-	for (size_t i = 0; i < sizeof(phases) / sizeof(*phases); i++) {
-		if (!strcmp(phases[i].name, name))
-			return phases[i].colour;
-	}
-	return "#999999";
-}
-
-static const char *phase_name(const char *name)
-{
-	for (size_t i = 0; i < sizeof(phases) / sizeof(*phases); i++) {
-		if (!strcmp(phases[i].name, name))
-			return phases[i].words;
-	}
-	return name;
-}
-
-/* The slowest requests by one figure, each with its phases drawn to scale. */
 static void slowest(struct html *h, const char *id, const char *title,
 		    double (*key)(const struct row *))
 {
@@ -682,21 +622,21 @@ static void slowest(struct html *h, const char *id, const char *title,
 		put(h, "<tr data-id=\"%llu\"><td>%llu</td><td>%s %s</td><td data-value=\"%.6f\">%s"
 		       "</td><td data-value=\"%.6f\">%s</td><td><svg width=\"200\" height=\"12\">",
 		    (unsigned long long)w->id, (unsigned long long)w->id,
-		    esc(w->g->key.comm, comm, sizeof(comm)), role__name(w->g->key.role),
-		    isnan(w->ttft) ? 0.0 : w->ttft, when(w->ttft, a, sizeof(a)),
-		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, when(w->worst_gap, b, sizeof(b)));
+		    html_text__esc(w->g->key.comm, comm, sizeof(comm)), role__name(w->g->key.role),
+		    isnan(w->ttft) ? 0.0 : w->ttft, html_text__when(w->ttft, a, sizeof(a)),
+		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, html_text__when(w->worst_gap, b, sizeof(b)));
 		for (int c = 0; w->attributed && total > 0 && c < w->nparts; c++) {
 			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"><title>"
 			       "request %llu: %s %s</title></rect>",
-			    x, w->parts[c].ms / total * 200, phase_colour(w->parts[c].name),
-			    (unsigned long long)w->id, phase_name(w->parts[c].name),
-			    when(w->parts[c].ms, a, sizeof(a)));
+			    x, w->parts[c].ms / total * 200, html_text__phase_colour(w->parts[c].name),
+			    (unsigned long long)w->id, html_text__phase_words(w->parts[c].name),
+			    html_text__when(w->parts[c].ms, a, sizeof(a)));
 			x += w->parts[c].ms / total * 200;
 		}
 		if (!w->attributed)
 			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"><title>request "
 			       "%llu: TTFT %s, not attributed</title></rect>",
-			    (unsigned long long)w->id, when(w->ttft, a, sizeof(a)));
+			    (unsigned long long)w->id, html_text__when(w->ttft, a, sizeof(a)));
 		put(h, "</svg></td><td>");
 		for (uint32_t k = 0; k < w->ninterfered; k++)
 			put(h, "%s%llu", k ? ", " : "", (unsigned long long)w->interfered_by[k]);
@@ -730,14 +670,14 @@ static void engines(struct html *h)
 
 		if (s->model[0]) {
 			strcpy(model, " of ");
-			esc(s->model, model + 4, sizeof(model) - 4);
+			html_text__esc(s->model, model + 4, sizeof(model) - 4);
 		} else {
 			model[0] = 0;
 		}
 		put(h, "<h3 data-steps=\"%llu\">%s[%u] %s 0x%llx%s: %llu steps (%llu failed), %.3g "
 		       "steps/s, busy %.0f%%</h3><table class=\"stats\"><tr><th>step time</th><th>n"
 		       "</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>",
-		    (unsigned long long)s->n, esc(s->comm, comm, sizeof(comm)), s->pid,
+		    (unsigned long long)s->n, html_text__esc(s->comm, comm, sizeof(comm)), s->pid,
 		    s->cuda ? "CUDA stream" : "llama.cpp context", (unsigned long long)s->stream,
 		    model, (unsigned long long)s->n, (unsigned long long)s->failed,
 		    span > 0 ? (double)s->n / span : 0.0,

@@ -48,7 +48,7 @@ struct pipeline {
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
-	void *wires[ENGINE_WIRES_MAX]; /* each engine wire's reader (engine_wires[]) */
+	struct engine_wire_set wires; /* each engine wire's reader (engine_wires[]) */
 	/* processes in a container or pod, and which (TS_REC_PROC_IDENTITY); let go at exit.
 	 * A short array: one entry per traced process that has one. */
 	struct ts_rec_proc_identity *idents;
@@ -61,30 +61,16 @@ struct pipeline {
 
 /* ---- a finished request, from its connection to the sinks ---- */
 
-/* The engine's time of a server request's first output, from the first wire that saw it
- * (0: none). */
-static uint64_t engine_first_output(const struct pipeline *p, const struct request *r)
-{
-	uint64_t first = 0;
-
-	for (size_t i = 0; i < engine_nwires && !first; i++)
-		first = engine_wires[i]->first_output(p->wires[i], r);
-	return first;
-}
-
 /* What an engine wire says of a server request's outputs: the first one's time, and each
  * one's (for the alignment of token events to steps). */
 static void engine_outputs(struct pipeline *p, struct request *r)
 {
-	uint64_t first = engine_first_output(p, r);
+	uint64_t first = engine_wire_set__first_output(&p->wires, r);
 
 	if (first)
 		r->engine_output_ns = first;
 	free(r->engine_out_ts);
-	r->engine_out_ts = NULL;
-	r->engine_outs = 0;
-	for (size_t i = 0; i < engine_nwires && !r->engine_outs; i++)
-		r->engine_outs = engine_wires[i]->outputs(p->wires[i], r, &r->engine_out_ts);
+	r->engine_outs = engine_wire_set__outputs(&p->wires, r, &r->engine_out_ts);
 }
 
 /* Its client <-> server join, and a server's TTFT split. */
@@ -94,11 +80,7 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	if (r->role == ROLE_SERVER) {
 		engine_outputs(p, r);
 		attrib__compute(p->attr, r);
-		/* the engine's own times, where a wire told them */
-		for (size_t i = 0; i < engine_nwires; i++) {
-			if (engine_wires[i]->attribute(p->wires[i], r))
-				break;
-		}
+		engine_wire_set__attribute(&p->wires, r); /* the engine's own times, where told */
 		if (r->attr && r->attr->ok)
 			p->h.attributed++;
 		else
@@ -185,7 +167,7 @@ static void on_first_token(void *ctx, struct request *r)
 	struct pipeline *p = ctx;
 
 	if (r->role == ROLE_SERVER)
-		r->engine_output_ns = engine_first_output(p, r);
+		r->engine_output_ns = engine_wire_set__first_output(&p->wires, r);
 	attrib__first_token(p->attr, r);
 }
 
@@ -197,36 +179,10 @@ static void on_sched(void *ctx, const struct engine_sched *s)
 		p->on_sched(p->ctx, s);
 }
 
-/* A ZMTP message: every engine wire riding ZeroMQ reads it (a wire counts another's as
- * not_engine). */
 static void on_zmtp_message(void *ctx, uint32_t pid, const char *comm, bool is_write,
 			    const struct zmtp_message *m)
 {
-	struct pipeline *p = ctx;
-
-	for (size_t i = 0; i < engine_nwires; i++) {
-		if (engine_wires[i]->zmtp_message)
-			engine_wires[i]->zmtp_message(p->wires[i], pid, comm, is_write, m);
-	}
-}
-
-static void wires_free(struct pipeline *p)
-{
-	for (size_t i = 0; i < engine_nwires; i++) {
-		if (p->wires[i])
-			engine_wires[i]->free(p->wires[i]);
-		p->wires[i] = NULL;
-	}
-}
-
-static bool wires_new(struct pipeline *p)
-{
-	for (size_t i = 0; i < engine_nwires && i < ENGINE_WIRES_MAX; i++) {
-		p->wires[i] = engine_wires[i]->new(on_sched, p);
-		if (!p->wires[i])
-			return false;
-	}
-	return true;
+	engine_wire_set__zmtp_message(&((struct pipeline *)ctx)->wires, pid, comm, is_write, m);
 }
 
 static void on_step(void *ctx, const struct engine_step *s)
@@ -253,8 +209,8 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->cuda = cuda_steps__new(on_step, p);
 	p->attr = attrib__new();
 	p->match = match__new();
-	if (!p->cuda || !p->attr || !p->match || !wires_new(p)) {
-		wires_free(p);
+	if (!p->cuda || !p->attr || !p->match || engine_wire_set__init(&p->wires, on_sched, p)) {
+		engine_wire_set__free(&p->wires);
 		cuda_steps__free(p->cuda);
 		attrib__free(p->attr);
 		match__free(p->match);
@@ -287,7 +243,7 @@ void pipeline__free(struct pipeline *p)
 	attrib__free(p->attr);
 	match__free(p->match);
 	streams__free(&p->streams);
-	wires_free(p);
+	engine_wire_set__free(&p->wires);
 	free(p->idents);
 	jdoc__free(&p->json);
 	free(p);
@@ -710,8 +666,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		if (p->next_sweep_ns)
 			streams__sweep_idle(&p->streams, p->last_ts);
 		attrib__prune(p->attr, p->last_ts);
-		for (size_t i = 0; i < engine_nwires; i++)
-			engine_wires[i]->prune(p->wires[i], p->last_ts);
+		engine_wire_set__prune(&p->wires, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
 	k = record_kind__of(h->type);
@@ -810,7 +765,6 @@ const struct health *pipeline__health(struct pipeline *p)
 {
 	p->h.gpu_marks = cuda_steps__marks(p->cuda);
 	p->h.gpu_unobserved = cuda_steps__unobserved(p->cuda);
-	for (size_t i = 0; i < engine_nwires; i++)
-		engine_wires[i]->counts(p->wires[i], &p->h.engine_wires[i]);
+	engine_wire_set__counts(&p->wires, p->h.engine_wires);
 	return &p->h;
 }
