@@ -163,7 +163,8 @@ llama-server:
 gpu-testbed:
 	$(Q)$(MAKE) -s -C tests/gpu
 
-# The layers' include order (tests/check_layers.py), and that the check catches an upward one.
+# The layers' include order and the 800-line room (tests/check_layers.py), and that the check
+# catches an upward include and a file too long.
 layers:
 	$(Q)python3 tests/check_layers.py
 	$(Q)python3 tests/check_layers.py --self-test

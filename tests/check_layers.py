@@ -9,7 +9,8 @@ Each folder under user/ is a layer (docs/architecture.md says what each holds). 
 is included by its layer path ("base/buf.h"), so the line itself says which layer it reaches
 into. bpf/tokenscope.h (the record layout both sides share) and bpf/http_methods.h (the
 request methods both sides recognise) may be included anywhere; the
-generated BPF skeletons (NAME.skel.h) only by capture/, which loads the probes.
+generated BPF skeletons (NAME.skel.h) only by capture/, which loads the probes. And no file
+in user/ or bpf/ is over LINES_MAX lines: a file is one room.
 """
 import os
 import re
@@ -29,6 +30,7 @@ LAYERS = {
     "capture": ["base", "proto", "llm", "engine", "stream"],  # probes, live processes
     "cli": ["base", "proto", "llm", "engine", "stream", "sinks", "capture"],
 }
+LINES_MAX = 800
 SHARED = {"tokenscope.h", "http_methods.h"}  # bpf/: the records' layout, the HTTP methods
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -60,7 +62,19 @@ def breaches(root):
                         why = judge(layer, m.group(1))
                         if why:
                             found.append((rel, n, why))
+            found += too_long(os.path.join(folder, name), rel)
+    bpf = os.path.join(root, "bpf")
+    for name in sorted(os.listdir(bpf)) if os.path.isdir(bpf) else []:
+        if name.endswith((".c", ".h")):
+            found += too_long(os.path.join(bpf, name), f"bpf/{name}")
     return found
+
+
+def too_long(path, rel):
+    with open(path, encoding="utf-8") as f:
+        n = sum(1 for _ in f)
+    return [(rel, n, f"{n} lines, over {LINES_MAX}: split it into rooms of their own")] \
+        if n > LINES_MAX else []
 
 
 def judge(layer, target):
@@ -101,7 +115,19 @@ def self_test(root):
             print(f"self-test: an upward include was not caught (exit {run.returncode}):")
             print(run.stdout + run.stderr)
             return 1
-    print("layers: self-test: an upward include (base/ -> sinks/) fails the check, at its line")
+        # and a file past LINES_MAX
+        with open(victim, "w", encoding="utf-8") as f:
+            f.writelines(lines[:-1] + ["\n"] * (LINES_MAX + 1 - len(lines) + 1))
+        run = subprocess.run([sys.executable, os.path.abspath(__file__), tmp],
+                             capture_output=True, text=True)
+        if run.returncode != 1 or "user/base/buf.c:" not in run.stdout or \
+                f"over {LINES_MAX}" not in run.stdout:
+            print(f"self-test: a file over {LINES_MAX} lines was not caught (exit "
+                  f"{run.returncode}):")
+            print(run.stdout + run.stderr)
+            return 1
+    print("layers: self-test: an upward include (base/ -> sinks/) fails the check, at its line; "
+          f"so does a file over {LINES_MAX} lines")
     return 0
 
 
@@ -114,9 +140,11 @@ def main():
     for rel, n, why in found:
         print(f"{rel}:{n}: {why}")
     if found:
-        print(f"layers: {len(found)} include(s) break the layer order (docs/architecture.md)")
+        print(f"layers: {len(found)} include(s) or file(s) break the layer order or the "
+              f"{LINES_MAX}-line room (docs/architecture.md)")
         return 1
-    print(f"layers: every include in user/ stays in its layer or goes below ({', '.join(LAYERS)})")
+    print(f"layers: every include in user/ stays in its layer or goes below ({', '.join(LAYERS)}); "
+          f"no file in user/ or bpf/ is over {LINES_MAX} lines")
     return 0
 
 
