@@ -618,14 +618,15 @@ static __always_inline void capture_call(struct task_struct *t, __u64 fd, __u64 
  * The exit of every captured syscall, the only program on their path: what it moved is known
  * here (the result), and its arguments are still in the registers its entry saved, so no entry
  * program runs and nothing is kept between the two (an entry program and its task storage
- * were a third of the captured path: docs/decisions/performance-log.md). One program on all sixteen exits:
- * the section names them (families.c attaches it to each), and it is verified once.
+ * were a third of the captured path: docs/decisions/performance-log.md). One program on all
+ * sixteen exits: the section names them (families.c attaches it to each), and it is verified
+ * once.
  *
  * A read is stamped here, at its return; a write when it began (sock_write_enter): its
  * return can come after what it caused on another CPU (its reader's read, the engine's next
  * step), which matching and attribution order after it (stamping writes at their return
- * broke both: docs/performance.md, History). ret <= 0: nothing moved (EAGAIN, an error, the peer's end of stream), nothing
- * to do.
+ * broke both: docs/performance.md, History). ret <= 0: nothing moved (EAGAIN, an error, the
+ * peer's end of stream), nothing to do.
  */
 SEC("tracepoint/syscalls/sys_exit_read,sys_exit_write,sys_exit_readv,sys_exit_writev,"
     "sys_exit_recvfrom,sys_exit_sendto,sys_exit_recvmsg,sys_exit_sendmsg,sys_exit_sendfile64,"

@@ -31,8 +31,9 @@ static uint64_t vaddr_to_offset(Elf *elf, uint64_t vaddr)
  * The wanted names, hashed (GNU hash, the one DT_GNU_HASH tables use), in an open-addressing
  * table, and their first 8 bytes in a bitmap: a symbol's name is hashed only when its first 8
  * bytes may be a wanted name's, and compared only on a hash match. Comparing each symbol with
- * every name took 50 ms on node's 184 000 symbols (docs/decisions/performance-log.md); so did a first-byte
- * filter, once a wanted name began with "_Z" as node's 123 000 C++ names do.
+ * every name took 50 ms on node's 184 000 symbols (docs/decisions/performance-log.md); so
+ * did a first-byte filter, once a wanted name began with "_Z" as node's 123 000 C++ names
+ * do.
  */
 #define WANT_SLOTS 512 /* a power of two, at least twice the most names asked for */
 #define PREFIX_BITS 4096
