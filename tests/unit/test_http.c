@@ -277,6 +277,14 @@ static void test_classifiers(void **state)
 	assert_false(http__looks_like_h2_preface((const uint8_t *)"PRI * HTTP/1.1", 14));
 }
 
+static bool keep_traceparent(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	(void)ts;
+	assert_int_equal(strlen(h->traceparent), HTTP_TRACEPARENT_ROOM - 1);
+	request__set_traceparent(ctx, h->traceparent);
+	return false;
+}
+
 /* W3C trace context: a well-formed traceparent names the trace and the caller's span; one
  * malformed, or with an all-zero id, names nothing. */
 static void test_traceparent(void **state)
@@ -292,9 +300,23 @@ static void test_traceparent(void **state)
 		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 with more */
 		"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", /* no '-' after */
 	};
 
 	(void)state;
+	/* the header as the parser keeps it, cut one character past its four fields: a later
+	 * version's value still names its trace */
+	{
+		static const struct http_callbacks cb = { .on_head = keep_traceparent };
+		struct http_parser *p = http_parser__new(true, &cb, r);
+		char req[] = "GET / HTTP/1.1\r\nHost: x\r\ntraceparent: "
+			     "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future\r\n\r\n";
+
+		assert_int_equal(http_parser__feed(p, (uint8_t *)req, strlen(req), 1), HTTP_OK);
+		http_parser__free(p);
+		assert_true(r->traced);
+		assert_memory_equal(r->trace_id, trace, 16);
+	}
 	request__set_traceparent(r, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
 	assert_true(r->traced);
 	assert_memory_equal(r->trace_id, trace, 16);

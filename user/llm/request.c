@@ -95,7 +95,8 @@ void request__set_traceparent(struct request *r, const char *v)
 	if (!v || strlen(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
 	    !hex_bytes(v, &version, 1) || version == 0xff || !hex_bytes(v + 3, trace, 16) ||
 	    !hex_bytes(v + 36, span, 8) || !hex_bytes(v + 53, &flags, 1) ||
-	    (version == 0 && v[55]) || all_zero(trace, 16) || all_zero(span, 8))
+	    (v[55] && (version == 0 || v[55] != '-')) || all_zero(trace, 16) ||
+	    all_zero(span, 8))
 		return;
 	memcpy(r->trace_id, trace, 16);
 	memcpy(r->parent_span_id, span, 8);

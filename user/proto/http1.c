@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -323,8 +324,8 @@ static bool parse_header(struct http_parser *p, char *l)
 
 		if (t != HTTP_CT_OTHER)
 			p->head->ctype = t;
-	} else if (!strcasecmp(l, "traceparent") && strlen(v) == HTTP_TRACEPARENT_LEN) {
-		memcpy(p->head->traceparent, v, HTTP_TRACEPARENT_LEN + 1);
+	} else if (!strcasecmp(l, "traceparent")) {
+		snprintf(p->head->traceparent, sizeof(p->head->traceparent), "%s", v);
 	}
 	return true;
 }

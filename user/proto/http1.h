@@ -22,6 +22,9 @@ enum http_encoding { HTTP_ENC_IDENTITY = 0, HTTP_ENC_GZIP, HTTP_ENC_DEFLATE, HTT
 enum http_ctype { HTTP_CT_OTHER = 0, HTTP_CT_SSE, HTTP_CT_NDJSON, HTTP_CT_JSON };
 
 #define HTTP_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+/* room for a traceparent as sent, cut one past its four fields: enough to tell whether more
+ * follows (request__set_traceparent judges it) */
+#define HTTP_TRACEPARENT_ROOM (HTTP_TRACEPARENT_LEN + 2)
 
 struct http_head {
 	char method[HTTP_METHOD_MAX];
@@ -31,7 +34,7 @@ struct http_head {
 	bool chunked;
 	enum http_encoding encoding;
 	enum http_ctype ctype;
-	char traceparent[HTTP_TRACEPARENT_LEN + 1]; /* W3C trace context, as sent ("" none) */
+	char traceparent[HTTP_TRACEPARENT_ROOM]; /* W3C trace context, as sent ("" none) */
 	uint64_t start_ns; /* time of the event that held the first byte */
 };
 

@@ -30,8 +30,7 @@ struct row {
 	double ttft, tpot, worst_gap; /* ms; NAN when none */
 	int64_t prompt;		      /* input tokens, -1 unknown */
 	int cache;		      /* 1 hit, 0 miss, -1 unknown */
-	bool attributed;
-	enum ttft_source source; /* the TTFT split's (llm/attribution.h) */
+	enum ttft_source source; /* the TTFT split's (llm/attribution.h); NOT_ATTRIBUTED: none */
 	struct {
 		const char *name;
 		double ms;
@@ -126,7 +125,6 @@ static void attribution_of(struct row *w, const struct attribution *a)
 	struct ttft_split sp;
 
 	attribution__ttft_split(a, &sp);
-	w->attributed = true;
 	w->source = sp.source;
 	for (size_t i = 0; i < sp.nparts; i++) {
 		w->parts[i].name = sp.parts[i].name;
@@ -387,9 +385,9 @@ static int by_key(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static bool attributed(const struct row *w)
+static bool attributed_row(const struct row *w)
 {
-	return w->attributed;
+	return w->source != TTFT_NOT_ATTRIBUTED;
 }
 
 /* The steps' split: busy, idle, prefill, emit (an engine wire's says no busy or idle); an
@@ -437,7 +435,7 @@ static const struct split gap_split = {
 	"The attributed requests in four bands of their TPOT; a bar: the mean share of each "
 	"cause in its requests' token gaps (docs/attribution.md).", y_tpot,
 	{ "decode", "interference", "host" }, { "#1f77b4", "#d62728", "#bcbd22" }, gap_parts, 3,
-	attributed,
+	attributed_row,
 };
 
 /* The attributed requests in bands of the key (to p50, to p90, to p99, to the max): each
@@ -536,7 +534,7 @@ static void group_section(struct html *h, struct hgroup *g, int index)
 			tpot[0][bucket_of(w->tpot)]++;
 			sample__add(&s_tpot, w->tpot);
 		}
-		attributed += w->attributed;
+		attributed += attributed_row(w);
 	}
 	put(h, "<section class=\"group\" id=\"group-%d\" data-comm=\"%s\" data-role=\"%s\" "
 	       "data-api=\"%s\" data-model=\"%s\" data-pod=\"%s\" data-requests=\"%zu\">"
@@ -625,7 +623,7 @@ static void slowest(struct html *h, const char *id, const char *title,
 		    html_text__esc(w->g->key.comm, comm, sizeof(comm)), role__name(w->g->key.role),
 		    isnan(w->ttft) ? 0.0 : w->ttft, html_text__when(w->ttft, a, sizeof(a)),
 		    isnan(w->worst_gap) ? 0.0 : w->worst_gap, html_text__when(w->worst_gap, b, sizeof(b)));
-		for (int c = 0; w->attributed && total > 0 && c < w->nparts; c++) {
+		for (int c = 0; attributed_row(w) && total > 0 && c < w->nparts; c++) {
 			put(h, "<rect x=\"%.1f\" width=\"%.1f\" height=\"12\" fill=\"%s\"><title>"
 			       "request %llu: %s %s</title></rect>",
 			    x, w->parts[c].ms / total * 200, html_text__phase_colour(w->parts[c].name),
@@ -633,7 +631,7 @@ static void slowest(struct html *h, const char *id, const char *title,
 			    html_text__when(w->parts[c].ms, a, sizeof(a)));
 			x += w->parts[c].ms / total * 200;
 		}
-		if (!w->attributed)
+		if (!attributed_row(w))
 			put(h, "<rect width=\"200\" height=\"12\" fill=\"#999999\"><title>request "
 			       "%llu: TTFT %s, not attributed</title></rect>",
 			    (unsigned long long)w->id, html_text__when(w->ttft, a, sizeof(a)));

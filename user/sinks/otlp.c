@@ -109,64 +109,65 @@ static void id_of(const struct otlp *o, uint64_t what, uint64_t n, uint8_t *out,
 
 /* ---- attributes ---- */
 
-static void attr_str(struct pbw *w, uint32_t field, const char *k, const char *v)
+/* A KeyValue as field `field`: its key, then its AnyValue, whose one field the caller writes
+ * between kv_begin and kv_end. */
+static void kv_begin(struct pbw *w, uint32_t field, const char *k)
 {
-	if (!v || !*v)
-		return;
 	pbw__begin(w, field);
 	pbw__string(w, F_KV_KEY, k);
 	pbw__begin(w, F_KV_VALUE);
-	pbw__string(w, F_ANY_STRING, v);
+}
+
+static void kv_end(struct pbw *w)
+{
 	pbw__end(w);
 	pbw__end(w);
 }
 
+static void attr_str(struct pbw *w, uint32_t field, const char *k, const char *v)
+{
+	if (!v || !*v)
+		return;
+	kv_begin(w, field, k);
+	pbw__string(w, F_ANY_STRING, v);
+	kv_end(w);
+}
+
 static void attr_int(struct pbw *w, uint32_t field, const char *k, int64_t v)
 {
-	pbw__begin(w, field);
-	pbw__string(w, F_KV_KEY, k);
-	pbw__begin(w, F_KV_VALUE);
+	kv_begin(w, field, k);
 	pbw__uint(w, F_ANY_INT, (uint64_t)v);
-	pbw__end(w);
-	pbw__end(w);
+	kv_end(w);
 }
 
 static void attr_double(struct pbw *w, uint32_t field, const char *k, double v)
 {
 	if (isnan(v))
 		return;
-	pbw__begin(w, field);
-	pbw__string(w, F_KV_KEY, k);
-	pbw__begin(w, F_KV_VALUE);
+	kv_begin(w, field, k);
 	pbw__double(w, F_ANY_DOUBLE, v);
-	pbw__end(w);
-	pbw__end(w);
+	kv_end(w);
 }
 
 static void attr_bool(struct pbw *w, uint32_t field, const char *k, bool v)
 {
-	pbw__begin(w, field);
-	pbw__string(w, F_KV_KEY, k);
-	pbw__begin(w, F_KV_VALUE);
+	kv_begin(w, field, k);
 	pbw__uint(w, F_ANY_BOOL, v);
-	pbw__end(w);
-	pbw__end(w);
+	kv_end(w);
 }
 
+/* An array of one string (finish_reasons) */
 static void attr_strings(struct pbw *w, uint32_t field, const char *k, const char *v)
 {
 	if (!v || !*v)
 		return;
-	pbw__begin(w, field);
-	pbw__string(w, F_KV_KEY, k);
-	pbw__begin(w, F_KV_VALUE);
+	kv_begin(w, field, k);
 	pbw__begin(w, F_ANY_ARRAY);
 	pbw__begin(w, F_ARRAY_VALUES);
 	pbw__string(w, F_ANY_STRING, v);
 	pbw__end(w);
 	pbw__end(w);
-	pbw__end(w);
-	pbw__end(w);
+	kv_end(w);
 }
 
 static void attr_u64(struct pbw *w, const char *k, const struct opt_u64 *v)
@@ -185,10 +186,9 @@ static uint64_t unix_ns(const struct otlp *o, uint64_t mono)
 static void resource(struct otlp *o, const struct request *r, struct buf *out)
 {
 	struct pbw *w = &o->w;
-	char pid[16], copy[1024], *save = NULL;
+	char copy[1024], *save = NULL;
 
 	pbw__reset(w);
-	snprintf(pid, sizeof(pid), "%u", r->pid);
 	attr_str(w, F_RESOURCE_ATTRIBUTES, "service.name", o->service ? o->service : r->comm);
 	attr_str(w, F_RESOURCE_ATTRIBUTES, "host.name", o->host);
 	attr_int(w, F_RESOURCE_ATTRIBUTES, "process.pid", r->pid);

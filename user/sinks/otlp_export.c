@@ -414,7 +414,7 @@ struct otlp_export *otlp_export__start(const struct otlp_endpoint *ep)
 			return NULL;
 		}
 		SSL_CTX_set_verify(x->ssl, SSL_VERIFY_PEER, NULL);
-		/* a CA of the operator's own: SSL_CERT_FILE, as OpenSSL's tools take it */
+		/* a CA of the operator's own, as the OpenTelemetry exporters take it */
 		if (getenv("OTEL_EXPORTER_OTLP_CERTIFICATE"))
 			SSL_CTX_load_verify_locations(x->ssl, getenv("OTEL_EXPORTER_OTLP_CERTIFICATE"),
 						      NULL);

@@ -54,7 +54,7 @@ struct h2conn {
 struct h2_head {
 	char method[HTTP_METHOD_MAX], path[HTTP_PATH_MAX], ctype[64], encoding[24];
 	char grpc_encoding[16], grpc_status[8], grpc_message[REQ_ERROR_MAX];
-	char traceparent[HTTP_TRACEPARENT_LEN + 1];
+	char traceparent[HTTP_TRACEPARENT_ROOM];
 	int status;
 	bool has_method, has_path, has_status, partial;
 };
