@@ -679,7 +679,7 @@ static void test_h2_untracked_said(void **state)
 	struct script sc = { 0 };
 	struct h2b b = { 0 };
 	FILE *lines = tmpfile();
-	struct summary *sm = summary__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL, NULL);
 	char text[16384];
 	struct run r;
 	size_t n;

@@ -142,7 +142,7 @@ static void test_steps_through_the_pipeline(void **state)
 	assert_int_equal(outfile__open(&jsonl, path), 0);
 	assert_int_equal(outfile__start(&jsonl), 0);
 	j = jsonl__new(&jsonl, false);
-	sm = summary__new(lines, NULL);
+	sm = summary__new(lines, NULL, NULL);
 	assert_true(j && sm);
 	assert_int_equal(sinks__add(&sinks, &jsonl_sink, j), 0);
 	assert_int_equal(sinks__add(&sinks, &summary_sink, sm), 0);
@@ -718,7 +718,7 @@ static size_t context_record(struct ts_llama_context *c, uint64_t ctx, uint64_t 
 static void test_contexts_named_by_model(void **state)
 {
 	FILE *lines = tmpfile();
-	struct summary *sm = summary__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL, NULL);
 	struct metrics *m = metrics__new(100, NULL);
 	struct sinks sinks = { 0 };
 	struct pipeline *pl;

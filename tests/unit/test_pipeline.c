@@ -1062,7 +1062,7 @@ static void test_terminal_escapes(void **state)
 	static const char evil[] = "m\x1b]0;pwned\x07\x1b[31mred\xc2\x9b" "2J";
 	char text[8192];
 	FILE *lines = tmpfile();
-	struct summary *sm = summary__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL, NULL);
 	struct sinks sinks = { 0 };
 	struct run r;
 	size_t n;
@@ -1106,7 +1106,7 @@ static void test_summary_by_command(void **state)
 {
 	char text[65536];
 	FILE *lines = tmpfile();
-	struct summary *sm = summary__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL, NULL);
 	struct run r;
 	size_t n;
 	int groups = 0;
@@ -1144,7 +1144,7 @@ static void test_summary_many_models(void **state)
 {
 	enum { NAMES = 5000 };
 	FILE *lines = tmpfile();
-	struct summary *sm = summary__new(lines, NULL);
+	struct summary *sm = summary__new(lines, NULL, NULL);
 	char *text = NULL, want[128];
 	size_t n = 0, size = 0;
 	struct run r;

@@ -107,7 +107,7 @@ void sample__print(FILE *out, const char *label, struct sample *s)
 {
 	if (!sample__count(s))
 		return;
-	fprintf(out, "    %-14s n=%-6llu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label,
+	fprintf(out, "    %-15s n=%-6llu p50=%9.2f p90=%9.2f p99=%9.2f max=%9.2f\n", label,
 		(unsigned long long)sample__count(s), sample__pct(s, 50), sample__pct(s, 90),
 		sample__pct(s, 99), sample__max(s));
 }

@@ -209,7 +209,7 @@ static int wire_outputs(struct outputs *out)
 	     sinks__add(s, &jsonl_sink, out->jsonl)))
 		goto oom;
 	/* the summary first of those that write at the end: it goes to the terminal */
-	if (!(out->summary = summary__new(stdout, pipeline__attrib(out->pl))) ||
+	if (!(out->summary = summary__new(stdout, pipeline__attrib(out->pl), pipeline__judge(out->pl))) ||
 	    sinks__add(s, &summary_sink, out->summary))
 		goto oom;
 	if ((o->metrics_addr || o->metrics_file) &&
@@ -281,6 +281,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tokenscope: out of memory\n");
 		goto cleanup;
 	}
+	*pipeline__judge(out.pl) = o.judge;
 	pipeline__set_exit_fn(out.pl, sinks__exit);
 	pipeline__set_sched_fn(out.pl, sinks__sched);
 	if (wire_outputs(&out))

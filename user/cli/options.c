@@ -156,6 +156,35 @@ static int set_replay(struct options *o, const char *arg)
 	return 0;
 }
 
+/* The judgements' options: llm/judge.c reads and checks them. */
+static int judged(int rc, const char *err)
+{
+	if (rc)
+		fprintf(stderr, "tokenscope: %s\n", err);
+	return rc;
+}
+
+static int set_consumer(struct options *o, const char *arg)
+{
+	char err[256];
+
+	return judged(judge__add_rule(&o->judge, arg, err, sizeof(err)), err);
+}
+
+static int set_slo(struct options *o, const char *arg)
+{
+	char err[256];
+
+	return judged(judge__add_slo(&o->judge, arg, err, sizeof(err)), err);
+}
+
+static int set_reading_speed(struct options *o, const char *arg)
+{
+	char err[256];
+
+	return judged(judge__set_reading(&o->judge, arg, err, sizeof(err)), err);
+}
+
 /* Options that only set a field. */
 enum opt_kind {
 	SET_FN,	  /* the option's own set() */
@@ -202,6 +231,14 @@ static const struct opt_spec specs[] = {
 	  "the engine processes (CUDA, llama.cpp) serving an HTTP\nserver's requests (found "
 	  "through the process tree when\nnot given; repeatable)" },
 	{ "gaps", 0, NULL, FIELD(SET_FLAG, gaps), true, "request records list each token gap's steps" },
+	{ "consumer", 0, "CONSUMER:KEY=GLOB", FN(set_consumer), true,
+	  "requests whose process (comm), User-Agent (ua) or model\nmatches GLOB are read by "
+	  "CONSUMER (interactive, agent,\nprogrammatic); first match wins (repeatable)" },
+	{ "slo", 0, "CONSUMER:METRIC<=VALUE", FN(set_slo), true,
+	  "an SLO (ttft, tpot, e2e; 500ms, 2s, or tpot<=reading)\nfor a consumer or all; "
+	  "replaces its defaults (\"none\":\nno SLO; repeatable; docs/judgements.md)" },
+	{ "reading-speed", 0, "TPS", FN(set_reading_speed), true,
+	  "a person's reading speed, tokens a second (default 5.3)" },
 	{ "metrics", 0, "[ADDR:]PORT", FN(set_metrics), false,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n(ADDR 127.0.0.1 unless given; "
 	  "OpenTelemetry GenAI names)" },
@@ -431,6 +468,7 @@ int options__parse(int argc, char **argv, struct options *o)
 	int c, idx, ret;
 
 	o->ringbuf_mb = live__default_ringbuf_mb();
+	judge__init(&o->judge);
 	o->perfetto_max_mb = PERFETTO_DEFAULT_MAX_MB;
 	if (argc > 1 && !strcmp(argv[1], "top")) {
 		o->top = true;

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "llm/judge.h"
+
 #define OPTIONS_MAX_PIDS 64
 #define OPTIONS_MAX_PORTS 64
 #define OPTIONS_MAX_ENGINES 16
@@ -44,6 +46,7 @@ struct options {
 	const char *html_path;	   /* --html FILE */
 	const char *otlp_url;	   /* --otlp URL ("env": the OTEL_ variables') */
 	long perfetto_max_mb;
+	struct judge judge; /* --consumer, --slo, --reading-speed */
 };
 
 /* `tokenscope [report FILE | top] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the

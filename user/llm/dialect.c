@@ -10,6 +10,7 @@
 
 #include "llm/dialect.h"
 #include "llm/json.h"
+#include "llm/judge.h"
 
 /* ---- helpers over json.h ---- */
 
@@ -290,6 +291,20 @@ static const char *const responses_token_types[] = {
 	"response.refusal.delta",
 };
 
+/* A Responses reply's output items: a call of a tool the client runs (a function, a custom
+ * tool) asks for the next call; the server's own tools (web_search_call...) do not. */
+static void called_tools(struct request *r, const struct jval *output)
+{
+	const struct jval *e;
+	size_t i;
+
+	jv_array_foreach(output, i, e) {
+		if (str_is(get(e, "type"), "function_call") ||
+		    str_is(get(e, "type"), "custom_tool_call"))
+			r->tool_called = true;
+	}
+}
+
 static void responses_final(struct request *r, const struct jval *resp)
 {
 	const struct jval *u = get(resp, "usage"), *st = get(resp, "status");
@@ -308,6 +323,7 @@ static void responses_final(struct request *r, const struct jval *resp)
 		set_str(r->finish_reason, sizeof(r->finish_reason), st);
 	if (str_is(st, "failed"))
 		set_api_error(r, get(resp, "error"));
+	called_tools(r, get(resp, "output"));
 }
 
 static void responses_body(struct request *r, const struct jval *o, uint64_t ts)
@@ -693,6 +709,7 @@ void dialect__request_body(struct jdoc *doc, struct request *r, const char *body
 	if (!o)
 		return; /* not JSON (or cut short): model stays unknown */
 	set_model(&r->model, get(o, "model"));
+	judge__request_body(r, o);
 	stream = get(o, "stream");
 	if (jv_is(stream, J_TRUE) || jv_is(stream, J_FALSE))
 		r->stream = is_true(stream);

@@ -188,6 +188,16 @@ void request__token(struct request *r, uint64_t ts)
 	r->token_events++;
 }
 
+void request__set_user_agent(struct request *r, const char *value)
+{
+	const unsigned char *v = (const unsigned char *)value;
+	size_t i = 0;
+
+	for (; v[i] && i < sizeof(r->user_agent) - 1; i++)
+		r->user_agent[i] = v[i] < 0x20 || v[i] >= 0x7f ? '?' : v[i];
+	r->user_agent[i] = 0;
+}
+
 void request__error(struct request *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -197,6 +207,31 @@ void request__error(struct request *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(r->error, sizeof(r->error), fmt, ap);
 	va_end(ap);
+}
+
+const char *cache_regime__name(enum cache_regime c)
+{
+	static const char *const names[CACHE__COUNT] = {
+		[CACHE_UNKNOWN] = "unknown", [CACHE_MISS] = "miss", [CACHE_PARTIAL] = "partial",
+		[CACHE_HIT] = "hit",
+	};
+
+	return c < CACHE__COUNT ? names[c] : "unknown";
+}
+
+/* Some cached tokens of a prompt whose size is not known (or smaller than them: two sources
+ * disagreeing) are no share: unknown, not a guess between hit and partial. */
+static enum cache_regime cache_regime_of(const struct request *r)
+{
+	if (!r->cached_tokens.set)
+		return CACHE_UNKNOWN;
+	if (!r->cached_tokens.v)
+		return CACHE_MISS;
+	if (!r->input_tokens.set || r->cached_tokens.v > r->input_tokens.v)
+		return CACHE_UNKNOWN;
+	return (double)r->cached_tokens.v >= CACHE_HIT_SHARE * (double)r->input_tokens.v
+		       ? CACHE_HIT
+		       : CACHE_PARTIAL;
 }
 
 static double ns_ms(uint64_t a, uint64_t b)
@@ -221,15 +256,22 @@ void request__metrics(const struct request *r, struct request_metrics *m)
 		m->output_tokens_estimated = m->output_tokens.set;
 	}
 	m->cache_hit = r->cached_tokens.set ? r->cached_tokens.v > 0 : -1;
+	m->cache = cache_regime_of(r);
+	m->consumer = CONSUMER_UNKNOWN;
+	m->consumer_evidence = EVIDENCE_NONE;
+	m->tokens_per_s = m->reading_headroom = NAN;
+	m->slo_met = -1;
 
 	/* A request whose bytes were lost gets no latency figure rather than a wrong one. */
 	if (r->lossy || !r->token_events || !r->start_ns)
 		return;
 	m->ttft_ms = ns_ms(r->start_ns, r->first_token_ns);
 	m->e2e_ms = ns_ms(r->start_ns, r->last_token_ns);
-	if (m->output_tokens.set && m->output_tokens.v > 1 && r->last_token_ns > r->first_token_ns)
+	if (m->output_tokens.set && m->output_tokens.v > 1 && r->last_token_ns > r->first_token_ns) {
 		m->tpot_ms = ns_ms(r->first_token_ns, r->last_token_ns) /
 			     (double)(m->output_tokens.v - 1);
+		m->tokens_per_s = 1e3 / m->tpot_ms;
+	}
 	if (ngaps) {
 		uint64_t *tmp = malloc(ngaps * sizeof(*tmp));
 

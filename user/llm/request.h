@@ -39,6 +39,7 @@ enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 #define REQ_REASON_MAX 32
 #define REQ_ERROR_MAX 64
 #define REQ_RESPONSE_ID_MAX 80
+#define REQ_USER_AGENT_MAX HTTP_USER_AGENT_MAX
 
 /* Where a connection runs: its two ends, its network namespace, and, where NAT changed it on
  * its way (a Service address: DNAT, as kube-proxy sets up), its ends as the far side sees
@@ -157,6 +158,13 @@ struct request {
 	uint8_t trace_id[16], parent_span_id[8];
 	uint8_t trace_flags;
 	bool traced;
+	/* who sent it, as the request says (llm/judge.h): its User-Agent, cut to
+	 * REQ_USER_AGENT_MAX - 1 bytes ("" none); whether it offered tools, and whether its last
+	 * message is a tool's result (an agent's loop going on) */
+	char user_agent[REQ_USER_AGENT_MAX];
+	bool tools_offered, tool_result;
+	bool tool_called; /* the reply asked for a tool the client runs (where its finish reason
+			   * does not say so: Responses' output items) */
 
 	/* health */
 	bool response_done; /* the response body ended where its framing said */
@@ -188,11 +196,42 @@ bool request__set_path(struct request *r, const char *path);
  * first four fields read as 00's): trace_id, parent_span_id, trace_flags, traced. A value
  * not well formed, or with an all-zero id, leaves the request untraced. */
 void request__set_traceparent(struct request *r, const char *value);
+/* Its User-Agent header's value, cut; a byte outside printable ASCII becomes '?' (the value
+ * is printed as text, and a cut never splits a character). */
+void request__set_user_agent(struct request *r, const char *value);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);
 /* Record the first error only: later ones are consequences. */
 void request__error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *role__name(enum role r);
+
+/* How much of the prompt the engine found in its cache: none (miss), some (partial), nearly
+ * all (hit: CACHE_HIT_SHARE of it or more), or not said. Prefix caching makes TTFT bimodal:
+ * every TTFT figure is also given per regime. */
+enum cache_regime { CACHE_UNKNOWN = 0, CACHE_MISS, CACHE_PARTIAL, CACHE_HIT, CACHE__COUNT };
+#define CACHE_HIT_SHARE 0.9
+const char *cache_regime__name(enum cache_regime c);
+
+/* Who reads a reply (llm/judge.h decides): a person reading the stream, a program that acts
+ * on the reply and calls again (an agent's loop), any other program, or nothing decided. */
+enum consumer {
+	CONSUMER_UNKNOWN = 0,
+	CONSUMER_INTERACTIVE,
+	CONSUMER_AGENT,
+	CONSUMER_PROGRAMMATIC,
+	CONSUMER__COUNT,
+};
+
+/* What decided a request's consumer, strongest first (docs/judgements.md). */
+enum consumer_evidence {
+	EVIDENCE_NONE = 0,
+	EVIDENCE_RULE,	      /* an operator's --consumer rule */
+	EVIDENCE_USER_AGENT,  /* a browser's or an agent's User-Agent */
+	EVIDENCE_TOOL_RESULT, /* its last message is a tool's result */
+	EVIDENCE_TOOL_CALL,   /* it offered tools and the reply called one */
+	EVIDENCE_PROGRAM,     /* an SDK's or HTTP library's User-Agent, and no tool use */
+	EVIDENCE__COUNT,
+};
 
 /* Derived metrics; NAN when not defined for this request. */
 struct request_metrics {
@@ -201,7 +240,16 @@ struct request_metrics {
 	struct opt_u64 output_tokens; /* usage, else token events */
 	bool output_tokens_estimated;
 	int cache_hit; /* -1 unknown */
+	enum cache_regime cache;
 	bool complete;
+	/* the judgement (llm/judge.h; the pipeline sets it): who reads the reply and what decided
+	 * it, the stream's rate (tokens a second after the first: NAN without a TPOT) and, for a
+	 * person reading, that rate over the reading speed (NAN otherwise); whether the request
+	 * met every SLO of its consumer (-1: none applies, or a figure it needs is unknown) */
+	enum consumer consumer;
+	enum consumer_evidence consumer_evidence;
+	double tokens_per_s, reading_headroom;
+	int slo_met;
 };
 
 void request__metrics(const struct request *r, struct request_metrics *m);

@@ -326,6 +326,8 @@ static bool parse_header(struct http_parser *p, char *l)
 			p->head->ctype = t;
 	} else if (!strcasecmp(l, "traceparent")) {
 		snprintf(p->head->traceparent, sizeof(p->head->traceparent), "%s", v);
+	} else if (!strcasecmp(l, "user-agent") && p->requests) {
+		snprintf(p->head->user_agent, sizeof(p->head->user_agent), "%s", v);
 	}
 	return true;
 }

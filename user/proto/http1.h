@@ -21,6 +21,9 @@
 enum http_encoding { HTTP_ENC_IDENTITY = 0, HTTP_ENC_GZIP, HTTP_ENC_DEFLATE, HTTP_ENC_UNSUPPORTED };
 enum http_ctype { HTTP_CT_OTHER = 0, HTTP_CT_SSE, HTTP_CT_NDJSON, HTTP_CT_JSON };
 
+/* a request's User-Agent, cut to this less one: enough for its products' names and versions */
+#define HTTP_USER_AGENT_MAX 64
+
 #define HTTP_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
 /* room for a traceparent as sent, cut one past its four fields: enough to tell whether more
  * follows (request__set_traceparent judges it) */
@@ -35,6 +38,7 @@ struct http_head {
 	enum http_encoding encoding;
 	enum http_ctype ctype;
 	char traceparent[HTTP_TRACEPARENT_ROOM]; /* W3C trace context, as sent ("" none) */
+	char user_agent[HTTP_USER_AGENT_MAX];	 /* requests: as sent, cut ("" none) */
 	uint64_t start_ns; /* time of the event that held the first byte */
 };
 

@@ -7,6 +7,7 @@
 #include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
+#include "llm/judge.h"
 #include "engine/attrib.h"
 #include "sinks/jsonl.h"
 #include "sinks/steps.h"
@@ -325,6 +326,7 @@ static char *request_json(const struct request *r, const struct request_metrics 
 	if (r->timings.evaluated.set || r->timings.predicted.set)
 		json_object_set_new(o, "server_timings", server_timings_json(&r->timings));
 	json_object_set_new(o, "cache_hit", m.cache_hit < 0 ? json_null() : json_boolean(m.cache_hit));
+	json_object_set_new(o, "cache_regime", json_string(cache_regime__name(m.cache)));
 	json_object_set_new(o, "finish_reason", str_or_null(r->finish_reason));
 	json_object_set_new(o, "response_id", str_or_null(r->response_id));
 	json_object_set_new(o, "engine_request_id",
@@ -332,6 +334,15 @@ static char *request_json(const struct request *r, const struct request_metrics 
 							    : json_null());
 	json_object_set_new(o, "complete", json_boolean(m.complete));
 	json_object_set_new(o, "error", str_or_null(r->error));
+	/* the judgement (llm/judge.h): who reads it, the stream against reading, its SLOs */
+	json_object_set_new(o, "user_agent", str_or_null(r->user_agent));
+	json_object_set_new(o, "consumer", json_string(consumer__name(m.consumer)));
+	json_object_set_new(o, "consumer_evidence",
+			    m.consumer_evidence ? json_string(consumer_evidence__name(m.consumer_evidence))
+						: json_null());
+	json_object_set_new(o, "tokens_per_s", num_or_null(m.tokens_per_s));
+	json_object_set_new(o, "reading_headroom", num_or_null(m.reading_headroom));
+	json_object_set_new(o, "slo_met", m.slo_met < 0 ? json_null() : json_boolean(m.slo_met));
 	if (r->role == ROLE_CLIENT) {
 		json_object_set_new(o, "server_id",
 				    r->server_id ? json_integer((json_int_t)r->server_id) : json_null());

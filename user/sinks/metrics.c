@@ -9,6 +9,7 @@
 #include "base/outfile.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
+#include "llm/judge.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "sinks/metrics.h"
@@ -302,7 +303,9 @@ static void request_labels(struct req_labels *l, const struct request *r,
 	v[L_K8S_POD] = r->pod_name;
 	v[L_CONTAINER_ID] = r->container_id;
 	v[L_ROLE] = role_name(r);
-	v[L_CACHE] = rm->cache_hit > 0 ? "hit" : rm->cache_hit == 0 ? "miss" : "unknown";
+	v[L_CACHE] = cache_regime__name(rm->cache);
+	v[L_CONSUMER] = consumer__name(rm->consumer);
+	v[L_SLO] = rm->slo_met < 0 ? "none" : rm->slo_met ? "met" : "missed";
 }
 
 /* A server request's attribution: its TTFT split's parts, its gaps' causes, speculation. */
@@ -360,6 +363,9 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 	observe(m, F_TTFT, lv, rm->ttft_ms / 1e3);
 	for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++)
 		observe(m, F_GAP, lv, (double)r->gaps_ns[i] / 1e9);
+	count(m, F_JUDGED, lv, 1);
+	if (!isnan(rm->reading_headroom))
+		observe(m, F_HEADROOM, lv, rm->reading_headroom);
 	if (server && r->attr && r->attr->ok)
 		attributed(m, r->attr, lv);
 }

@@ -45,6 +45,8 @@ enum label {
 	L_KIND,
 	L_SOURCE,
 	L_MODEL,
+	L_CONSUMER,
+	L_SLO,
 	L__COUNT,
 };
 
@@ -68,6 +70,8 @@ static const char *const label_names[L__COUNT] = {
 	[L_KIND] = "kind",
 	[L_SOURCE] = "source",
 	[L_MODEL] = "model",
+	[L_CONSUMER] = "consumer",
+	[L_SLO] = "slo",
 };
 
 /* The values of one observation, by label (NULL: the empty value). */
@@ -89,6 +93,10 @@ static const enum label l_spec[] = { L_PROCESS, L_REQUEST_MODEL };
 static const enum label l_spec_tokens[] = { L_PROCESS, L_REQUEST_MODEL, L_KIND };
 static const double b_ratio[] = { 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1 };
 static const enum label l_engine[] = { L_PROCESS, L_SOURCE, L_MODEL, L_KIND };
+static const enum label l_judged[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL, L_CONSUMER, L_SLO };
+static const enum label l_reading[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL };
+/* a stream's rate over reading speed: below 1 its reader waits */
+static const double b_headroom[] = { 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 50 };
 
 enum fam_id {
 	F_CLIENT_DURATION,
@@ -111,6 +119,8 @@ enum fam_id {
 	F_ENGINE_FAILED,
 	F_SPEC_ACCEPTANCE,
 	F_SPEC_TOKENS,
+	F_JUDGED,
+	F_HEADROOM,
 	F__COUNT,
 };
 
@@ -149,8 +159,8 @@ static const struct family_def defs[F__COUNT] = {
 			       "request).",
 			       b_server_tpot, l_genai),
 	[F_TTFT] = HIST("tokenscope_ttft_seconds",
-			"Time to the first content token, by role and prompt-cache hit (hit, miss, "
-			"unknown).",
+			"Time to the first content token, by role and prompt-cache regime (hit: "
+			"90 % of the prompt cached or more, partial, miss, unknown).",
 			b_duration, l_cache),
 	[F_GAP] = HIST("tokenscope_inter_token_gap_seconds",
 		       "Gaps between content events after the first.", b_fine, l_gap),
@@ -189,6 +199,15 @@ static const struct family_def defs[F__COUNT] = {
 				    "Engine step calls that did no work (llama_decode returned an "
 				    "error: no KV slot, aborted).",
 				    l_engine),
+	[F_JUDGED] = COUNTER("tokenscope_requests_judged_total",
+			     "Requests by consumer (interactive, agent, programmatic, unknown) and "
+			     "whether they met every SLO of their consumer (met, missed, none: no SLO "
+			     "judged them); goodput is the rate of slo=\"met\" (docs/judgements.md).",
+			     l_judged),
+	[F_HEADROOM] = HIST("tokenscope_reading_headroom_ratio",
+			    "Interactive streams: tokens a second after the first, over the reading "
+			    "speed (below 1 the reader waits).",
+			    b_headroom, l_reading),
 };
 
 #endif

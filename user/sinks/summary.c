@@ -20,7 +20,14 @@
 struct group {
 	struct request_group key; /* first: llm/group.h keeps the table */
 	uint64_t n, incomplete;
-	struct sample ttft, ttft_hit, ttft_miss, ttft_cache_unknown, tpot, itl, e2e, out_tokens;
+	struct sample ttft, ttft_cache[CACHE__COUNT], tpot, itl, e2e, out_tokens;
+	/* per consumer: SLO attainment, and the streams' rate against reading */
+	struct consumer_part {
+		uint64_t n, judged, met;
+		struct sample headroom;
+		uint64_t behind; /* streams slower than reading */
+		double least;	 /* the slowest stream's headroom (exact past the sample) */
+	} by[CONSUMER__COUNT];
 	/* server role, attributed requests */
 	struct sample queue, queue_busy, queue_idle, prefill, emit, prefill_steps;
 	/* from an engine wire: its events' split of the queue; without them, one span */
@@ -51,11 +58,14 @@ struct gap_split {
 struct summary {
 	FILE *out;
 	const struct attrib *attr;
+	const struct judge *judge;
+	struct judge defaults; /* what judge points to when none was given */
+	uint64_t first_ns, last_ns; /* the requests' span: goodput's time */
 	struct request_groups groups; /* struct group */
 	struct step_summary *steps;
 };
 
-struct summary *summary__new(FILE *out, const struct attrib *a)
+struct summary *summary__new(FILE *out, const struct attrib *a, const struct judge *j)
 {
 	struct summary *sm = calloc(1, sizeof(*sm));
 
@@ -63,6 +73,8 @@ struct summary *summary__new(FILE *out, const struct attrib *a)
 		return NULL;
 	sm->out = out;
 	sm->attr = a;
+	judge__init(&sm->defaults);
+	sm->judge = j ? j : &sm->defaults;
 	request_groups__init(&sm->groups, sizeof(struct group));
 	sm->steps = step_summary__new();
 	if (!sm->steps) {
@@ -92,11 +104,14 @@ static void group_free(void *group)
 	sample__free(&g->acceptance);
 	free(g->splits);
 	free(g->gsplits);
-	struct sample *all[] = { &g->ttft, &g->ttft_hit, &g->ttft_miss, &g->ttft_cache_unknown,
-				 &g->tpot, &g->itl, &g->e2e, &g->out_tokens };
+	struct sample *all[] = { &g->ttft, &g->tpot, &g->itl, &g->e2e, &g->out_tokens };
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
 		sample__free(all[i]);
+	for (size_t c = 0; c < CACHE__COUNT; c++)
+		sample__free(&g->ttft_cache[c]);
+	for (size_t c = 0; c < CONSUMER__COUNT; c++)
+		sample__free(&g->by[c].headroom);
 }
 
 void summary__free(struct summary *sm)
@@ -173,6 +188,29 @@ static void add_attribution(struct group *g, const struct request *r)
 	}
 }
 
+/* Its consumer's part: SLOs met, the stream against reading; the span goodput is over. */
+static void judged(struct summary *sm, struct group *g, const struct request *r,
+		   const struct request_metrics *m)
+{
+	struct consumer_part *c = &g->by[m->consumer];
+
+	c->n++;
+	if (m->slo_met >= 0) {
+		c->judged++;
+		c->met += m->slo_met;
+	}
+	if (!isnan(m->reading_headroom)) {
+		if (!sample__count(&c->headroom) || m->reading_headroom < c->least)
+			c->least = m->reading_headroom;
+		sample__add(&c->headroom, m->reading_headroom);
+		c->behind += m->reading_headroom < 1;
+	}
+	if (r->start_ns && (!sm->first_ns || r->start_ns < sm->first_ns))
+		sm->first_ns = r->start_ns;
+	if (r->end_ns > sm->last_ns)
+		sm->last_ns = r->end_ns;
+}
+
 static void on_request(void *self, const struct request *r, const struct request_metrics *mp)
 {
 	const struct request_metrics m = *mp;
@@ -187,9 +225,9 @@ static void on_request(void *self, const struct request *r, const struct request
 		g->incomplete++;
 	if (!isnan(m.ttft_ms)) {
 		sample__add(&g->ttft, m.ttft_ms);
-		sample__add(m.cache_hit > 0 ? &g->ttft_hit
-			    : m.cache_hit == 0 ? &g->ttft_miss : &g->ttft_cache_unknown, m.ttft_ms);
+		sample__add(&g->ttft_cache[m.cache], m.ttft_ms);
 	}
+	judged(sm, g, r, &m);
 	if (!isnan(m.tpot_ms))
 		sample__add(&g->tpot, m.tpot_ms);
 	if (!isnan(m.e2e_ms))
@@ -445,6 +483,87 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 
 static void print_capture(FILE *out, const struct health *h);
 
+/* Each consumer of the group: its requests, its SLOs met and goodput (those met a second of
+ * the run's requests' span), its streams' reading headroom. Unknown ones are said only where
+ * an SLO judged them. */
+static void print_consumers(struct summary *sm, FILE *out, struct group *g)
+{
+	double span_s = (double)(sm->last_ns - sm->first_ns) / 1e9;
+
+	for (int c = 0; c < CONSUMER__COUNT; c++) {
+		struct consumer_part *p = &g->by[c];
+		char slos[160];
+
+		if (!p->n)
+			continue;
+		judge__slos_text(sm->judge, (enum consumer)c, slos, sizeof(slos));
+		if (c == CONSUMER_UNKNOWN && !slos[0])
+			continue; /* nothing decided, nothing judged: nothing to say */
+		fprintf(out, "    consumer %s: requests=%llu", consumer__name((enum consumer)c),
+			(unsigned long long)p->n);
+		if (!slos[0])
+			fprintf(out, " slo=none");
+		else if (!p->judged)
+			fprintf(out, " slo=\"%s\" judged=0", slos);
+		else
+			fprintf(out, " slo=\"%s\" met=%llu/%llu (%.1f %%)", slos,
+				(unsigned long long)p->met, (unsigned long long)p->judged,
+				100.0 * (double)p->met / (double)p->judged);
+		if (p->judged && span_s > 0)
+			fprintf(out, " goodput=%.3g/s", (double)p->met / span_s);
+		fputc('\n', out);
+		if (sample__count(&p->headroom))
+			fprintf(out, "      reading_headroom n=%llu p10=%.2fx p50=%.2fx min=%.2fx "
+				     "(the stream's tokens/s over %.3g)\n",
+				(unsigned long long)sample__count(&p->headroom),
+				sample__pct(&p->headroom, 10), sample__pct(&p->headroom, 50),
+				p->least, sm->judge->reading_tps);
+	}
+}
+
+/* Whether people read faster than their streams come: every interactive stream ahead of
+ * reading means TPOT work would not be seen; else the groups whose streams fell behind. */
+static void print_reading(struct summary *sm, FILE *out)
+{
+	uint64_t n = 0, behind = 0, slow = 0;
+	double least = INFINITY;
+
+	for (size_t i = 0; i < sm->groups.n; i++) {
+		struct consumer_part *p = &((struct group *)sm->groups.v[i])->by[CONSUMER_INTERACTIVE];
+
+		if (!sample__count(&p->headroom))
+			continue;
+		n += sample__count(&p->headroom);
+		behind += p->behind;
+		if (p->least < least)
+			least = p->least;
+	}
+	if (!n)
+		return;
+	if (!behind) {
+		fprintf(out, "reading: all %llu interactive streams ran ahead of reading (%.3g "
+			     "tokens/s; the slowest %.2fx): faster streaming would not be seen\n",
+			(unsigned long long)n, sm->judge->reading_tps, least);
+		return;
+	}
+	fprintf(out, "reading: interactive streams slower than reading (%.3g tokens/s), their "
+		     "readers waiting:", sm->judge->reading_tps);
+	for (size_t i = 0; i < sm->groups.n; i++) {
+		struct group *g = sm->groups.v[i];
+		struct consumer_part *p = &g->by[CONSUMER_INTERACTIVE];
+		char comm[TS_COMM_LEN * 8], who[32], model[SAFE_MAX];
+
+		if (!p->behind)
+			continue;
+		request_group__who(&g->key, who, sizeof(who));
+		fprintf(out, "%s %s[%s] model=%s %llu of %llu", slow++ ? "," : "",
+			text__safe(comm, sizeof(comm), g->key.comm), who,
+			g->key.model[0] ? text__safe(model, sizeof(model), g->key.model) : "-",
+			(unsigned long long)p->behind, (unsigned long long)sample__count(&p->headroom));
+	}
+	fputc('\n', out);
+}
+
 void summary__print(struct summary *sm, FILE *out, const struct health *h)
 {
 	fprintf(out, "\n=== tokenscope summary ===\n");
@@ -462,17 +581,20 @@ void summary__print(struct summary *sm, FILE *out, const struct health *h)
 			k->pod[0] ? " pod=" : "", k->pod[0] ? text__safe(pod, sizeof(pod), k->pod) : "",
 			(unsigned long long)g->n, (unsigned long long)g->incomplete);
 		sample__print(out, "ttft_ms", &g->ttft);
-		sample__print(out, "ttft_ms hit", &g->ttft_hit);
-		sample__print(out, "ttft_ms miss", &g->ttft_miss);
-		sample__print(out, "ttft_ms cache?", &g->ttft_cache_unknown);
+		sample__print(out, "ttft_ms hit", &g->ttft_cache[CACHE_HIT]);
+		sample__print(out, "ttft_ms partial", &g->ttft_cache[CACHE_PARTIAL]);
+		sample__print(out, "ttft_ms miss", &g->ttft_cache[CACHE_MISS]);
+		sample__print(out, "ttft_ms cache?", &g->ttft_cache[CACHE_UNKNOWN]);
 		sample__print(out, "tpot_ms", &g->tpot);
 		sample__print(out, "itl_ms", &g->itl);
 		sample__print(out, "e2e_ms", &g->e2e);
 		sample__print(out, "output_tokens", &g->out_tokens);
+		print_consumers(sm, out, g);
 		print_untracked(out, g, h);
 		if (k->role == ROLE_SERVER)
 			print_attribution(out, g);
 	}
+	print_reading(sm, out);
 	if (sm->groups.folded)
 		fprintf(out, "%llu requests of keys past the first %d groups are in groups of "
 			     "model=other (docs/output.md)\n",

@@ -7,13 +7,14 @@
 #include <stdio.h>
 
 #include "engine/attrib.h"
+#include "llm/judge.h"
 #include "sinks/sink.h"
 
 struct summary;
 
 /* out: where finish prints it. a: the correlation state whose engines it describes (NULL:
- * none). */
-struct summary *summary__new(FILE *out, const struct attrib *a);
+ * none). j: how requests were judged (their SLOs, the reading speed; NULL: the defaults). */
+struct summary *summary__new(FILE *out, const struct attrib *a, const struct judge *j);
 void summary__free(struct summary *sm);
 /* self: a struct summary. */
 extern const struct sink_ops summary_sink;

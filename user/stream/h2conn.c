@@ -54,7 +54,7 @@ struct h2conn {
 struct h2_head {
 	char method[HTTP_METHOD_MAX], path[HTTP_PATH_MAX], ctype[64], encoding[24];
 	char grpc_encoding[16], grpc_status[8], grpc_message[REQ_ERROR_MAX];
-	char traceparent[HTTP_TRACEPARENT_ROOM];
+	char traceparent[HTTP_TRACEPARENT_ROOM], user_agent[HTTP_USER_AGENT_MAX];
 	int status;
 	bool has_method, has_path, has_status, partial;
 };
@@ -227,6 +227,8 @@ static void on_field(void *ctx, const struct hpack_field *f)
 		copy_value(hd->grpc_message, sizeof(hd->grpc_message), f);
 	} else if (name_is(f, "traceparent")) {
 		copy_value(hd->traceparent, sizeof(hd->traceparent), f);
+	} else if (name_is(f, "user-agent")) {
+		copy_value(hd->user_agent, sizeof(hd->user_agent), f);
 	}
 }
 
@@ -265,6 +267,7 @@ static void request_head(struct h2conn *h, const struct h2_frame *f, const struc
 	r->headers_partial = hd->partial || !hd->has_path;
 	snprintf(r->method, sizeof(r->method), "%s", hd->has_method ? hd->method : "");
 	request__set_traceparent(r, hd->traceparent);
+	request__set_user_agent(r, hd->user_agent);
 	if (hd->has_path && !request__set_path(r, hd->path))
 		h->sink->counts->no_memory++;
 	s->grpc = is_grpc(hd->ctype);

@@ -8,6 +8,7 @@
 
 #include "base/buf.h"
 #include "llm/request.h"
+#include "llm/judge.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_models.h"
 #include "engine/llama_steps.h"
@@ -54,6 +55,7 @@ struct pipeline {
 	struct ts_rec_proc_identity *idents;
 	size_t nidents, capidents;
 	struct match *match;
+	struct judge judge; /* each request's consumer, reading headroom and SLOs */
 	struct settle settle;
 	uint64_t next_id;
 	struct streams streams;
@@ -120,6 +122,7 @@ static void deliver_request(void *ctx, struct request *r)
 	identify(p, r);
 	join_and_attribute(p, r);
 	request__metrics(r, &m);
+	judge__request(&p->judge, r, &m);
 	p->h.requests++;
 	if (!m.complete)
 		p->h.requests_incomplete++;
@@ -217,6 +220,7 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 		free(p);
 		return NULL;
 	}
+	judge__init(&p->judge);
 	p->fn = fn;
 	p->on_step = on_engine_step;
 	p->ctx = ctx;
@@ -710,6 +714,11 @@ void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn)
 void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn)
 {
 	p->on_sched = fn;
+}
+
+struct judge *pipeline__judge(struct pipeline *p)
+{
+	return &p->judge;
 }
 
 struct attrib *pipeline__attrib(struct pipeline *p)

@@ -100,6 +100,8 @@ void pipeline__each_open(struct pipeline *p, open_request_fn fn, void *ctx);
  * reported: just before the oldest finished request still held for its attribution, else now.
  * A window that ends there holds every request that ended in it. */
 uint64_t pipeline__reported_through(const struct pipeline *p, uint64_t now);
+/* How requests are judged (llm/judge.h): the options set it before the first record. */
+struct judge *pipeline__judge(struct pipeline *p);
 /* The correlation state: for --engine overrides and the summary's engine figures. */
 struct attrib *pipeline__attrib(struct pipeline *p);
 
