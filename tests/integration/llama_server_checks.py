@@ -62,7 +62,7 @@ def server_dir(root):
 class Server:
     """llama-server on the tiny model, with the interposer logging every llama_decode."""
 
-    def __init__(self, root, work, name, slots, extra=(), context=1024):
+    def __init__(self, root, work, name, slots, extra=(), context=1024, model="tiny.gguf"):
         build, gen = server_dir(root), os.path.join(root, "tests", "fixtures", ".gen")
         self.decode_log = os.path.join(work, f"{name}.decode.jsonl")
         port_file = os.path.join(work, f"{name}.port")
@@ -73,7 +73,7 @@ class Server:
         self.port = s.getsockname()[1]
         s.close()
         self.p = subprocess.Popen(
-            [os.path.join(build, "bin", "llama-server"), "-m", os.path.join(gen, "tiny.gguf"),
+            [os.path.join(build, "bin", "llama-server"), "-m", os.path.join(gen, model),
              "--host", "127.0.0.1", "--port", str(self.port), "-np", str(slots),
              "-c", str(context * slots), "-t", "1", "-tb", "1", "--metrics", "--no-webui",
              *extra],

@@ -7,7 +7,8 @@ endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
 engine wire (vllm_wire_checks.py), the real llama-server (llama_server_checks.py), container and pod identity (identity_checks.py),
 network namespaces in the join (netns_checks.py), who reads each reply and its SLOs
-(judge_checks.py),
+(judge_checks.py), why TTFT changed between two runs of the real llama-server
+(compare_checks.py),
 `tokenscope top` in tmux (top_checks.py), and Go's crypto/tls (go_checks.py).
 
 Clients: curl (libssl SSL_read/SSL_write), Python's ssl module (SSL_read_ex/SSL_write_ex),
@@ -37,6 +38,7 @@ from identity_checks import run_identity_checks
 from netns_checks import run_netns_checks
 from otlp_checks import run_otlp_checks
 from judge_checks import run_judge_checks
+from compare_checks import run_compare_checks
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # TOKENSCOPE=./tokenscope-asan: the same tests against the sanitized build (make asan).
@@ -247,7 +249,8 @@ PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plainte
           "llama": run_llama_checks, "llama_server": run_llama_server_checks,
           "h2": run_h2_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
           "identity": run_identity_checks, "netns": run_netns_checks, "top": run_top_checks,
-          "go": run_go_checks, "otlp": run_otlp_checks, "judge": run_judge_checks}
+          "go": run_go_checks, "otlp": run_otlp_checks, "judge": run_judge_checks,
+          "compare": run_compare_checks}
 
 
 def context(work):

@@ -29,6 +29,7 @@
 #include "sinks/summary.h"
 #include "sinks/top.h"
 #include "capture/live.h"
+#include "cli/compare_cmd.h"
 #include "cli/options.h"
 #include "cli/top_screen.h"
 #include "tokenscope.h"
@@ -251,6 +252,8 @@ int main(int argc, char **argv)
 	struct live_opts lo;
 	int err = 1;
 
+	if (argc > 1 && !strcmp(argv[1], "compare"))
+		return compare_cmd__main(argc - 1, argv + 1);
 	switch (options__parse(argc, argv, &o)) {
 	case 0:
 		break;

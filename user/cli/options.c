@@ -286,6 +286,8 @@ static void usage(FILE *f)
 	      "       tokenscope top [OPTIONS]          trace live, in a full-screen view\n"
 	      "       tokenscope top --replay FILE [--speed X] [OPTIONS]\n"
 	      "                                         play a recording through the view\n"
+	      "       tokenscope compare BEFORE AFTER [--json]\n"
+	      "                                         why TTFT changed between two runs\n"
 	      "\n"
 	      "Measures TTFT, TPOT, inter-token gaps, end-to-end time, token usage and prompt-cache\n"
 	      "hits of every streamed LLM API call that a process makes or serves, over OpenSSL,\n"

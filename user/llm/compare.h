@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * `tokenscope compare BEFORE AFTER`: why TTFT changed between two runs, per group (process,
+ * role, API, model). Each side is a run's JSON Lines records (a recording is replayed into
+ * them first: cli/main.c). The change in TTFT p50 and p99 is split into what the records
+ * split TTFT into, around each percentile, and named: capacity (queueing), prompt (longer
+ * prompts), cache (fewer cached tokens), engine (slower prefill for the same prompts),
+ * network (emit and upstream), or none when it is within the runs' own noise (a bootstrap
+ * interval of the change, and a least change worth a verdict). docs/judgements.md says how.
+ */
+#ifndef TS_COMPARE_H
+#define TS_COMPARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum cmp_side { CMP_BEFORE = 0, CMP_AFTER = 1 };
+
+enum cmp_cause {
+	CAUSE_NONE = 0,
+	CAUSE_CAPACITY,
+	CAUSE_PROMPT,
+	CAUSE_CACHE,
+	CAUSE_ENGINE,
+	CAUSE_NETWORK,
+	CAUSE_UNKNOWN, /* a real change the records do not split (no attribution), or too few */
+	CAUSE__COUNT,
+};
+const char *cmp_cause__name(enum cmp_cause c);
+
+/* The least change named: 2 ms, or 10 % of the figure before, whichever is larger. */
+#define CMP_FLOOR_MS 2.0
+#define CMP_FLOOR_SHARE 0.10
+/* Requests a side needs in a group for a verdict on a percentile (and one past it: p99 wants
+ * 100). */
+#define CMP_LEAST 10
+#define CMP_RESAMPLES 2000
+
+struct compare;
+
+struct compare *compare__new(void);
+void compare__free(struct compare *c);
+/* One JSON Lines object of a side (a request, an engine's step): 0, or -1 for a line that is
+ * not a JSON object (counted: compare__bad). Objects of other types are skipped. */
+int compare__line(struct compare *c, enum cmp_side side, const char *line, size_t len);
+uint64_t compare__bad(const struct compare *c, enum cmp_side side);
+uint64_t compare__requests(const struct compare *c, enum cmp_side side);
+/* The comparison, in words (json false) or as one JSON document; the verdict's cause (the
+ * largest significant change's, CAUSE_NONE for none). -1 without memory. */
+int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cause);
+
+#endif
