@@ -193,10 +193,11 @@ install-check: man
 	$(Q)tests/check_install.sh
 
 # deploy/ (the DaemonSet, its Dockerfile, the unit) against each other and the package; no
-# cluster runs here to try the DaemonSet.
+# cluster runs here to try the DaemonSet. The Prometheus rules through promtool's unit tests.
 deploy-check:
 	$(Q)/usr/bin/python3 tests/check_deploy.py
 	$(Q)/usr/bin/python3 tests/check_deploy.py --self-test
+	$(Q)tests/prometheus/run.sh
 
 # The Debian package (debian/) built, linted, installed, run and removed (root).
 package-check:

@@ -364,6 +364,12 @@ void metrics__request(struct metrics *m, const struct request *r, const struct r
 	for (uint64_t i = 0; !r->lossy && i + 1 < r->token_events; i++)
 		observe(m, F_GAP, lv, (double)r->gaps_ns[i] / 1e9);
 	count(m, F_JUDGED, lv, 1);
+	if (r->input_tokens.set) {
+		observe(m, F_PROMPT, lv, (double)r->input_tokens.v);
+		if (r->cached_tokens.set && r->input_tokens.v && r->cached_tokens.v <= r->input_tokens.v)
+			observe(m, F_CACHED_SHARE, lv,
+				(double)r->cached_tokens.v / (double)r->input_tokens.v);
+	}
 	if (!isnan(rm->reading_headroom))
 		observe(m, F_HEADROOM, lv, rm->reading_headroom);
 	if (server && r->attr && r->attr->ok)

@@ -121,6 +121,8 @@ enum fam_id {
 	F_SPEC_TOKENS,
 	F_JUDGED,
 	F_HEADROOM,
+	F_PROMPT,
+	F_CACHED_SHARE,
 	F__COUNT,
 };
 
@@ -208,6 +210,13 @@ static const struct family_def defs[F__COUNT] = {
 			    "Interactive streams: tokens a second after the first, over the reading "
 			    "speed (below 1 the reader waits).",
 			    b_headroom, l_reading),
+	[F_PROMPT] = HIST("tokenscope_prompt_tokens",
+			  "Prompt tokens per request, the cached part included (usage, else the "
+			  "server's or the engine's counts).",
+			  b_tokens, l_reading),
+	[F_CACHED_SHARE] = HIST("tokenscope_prompt_cached_ratio",
+				"The share of each request's prompt tokens the engine found cached.",
+				b_ratio, l_reading),
 };
 
 #endif
