@@ -7,8 +7,10 @@ Opens the page in Debian's headless chromium (open_report.mjs, playwright-core) 
 no console error, no request made by the page, a section per (command, role, API, model)
 with as many requests as the JSON Lines, each chart's count equal to what its bars or points
 sum to and to the JSON Lines (TTFT, TPOT, gaps, the two scatter plots), the stats table's
-n, p50, p90, p99 and max equal the JSON Lines' (nearest rank), the slowest requests those of
-the JSON Lines, the engine steps as many as its step records, and every chart readable:
+n, p50, p90, p99 and max equal the JSON Lines' (nearest rank), TTFT's also per cache regime,
+each consumer's requests, SLO-judged and met the JSON Lines', the slowest requests those of
+the JSON Lines, the engine steps and agent sessions as many as its records, and every chart
+readable:
 axes with ticks and titles with units, what was measured, a tooltip on every bar and point
 (readable()). Screenshots of each
 section go to SCREENSHOT_DIR. Exits 1 on any difference (all said).
@@ -99,7 +101,25 @@ def main():
             if c["chart"] in ("breakdown", "wire_breakdown", "gap_breakdown") and not c["bands"]:
                 bad.append(f"{who}: chart {c['chart']} drew no band")
         bad += readable(who, g["charts"])
-        for stat, values in (("ttft", ttft), ("tpot", tpot)):
+        # TTFT per cache regime (it is bimodal): each regime's rows its records'
+        regimes = {f"ttft_{c}": [x["ttft_ms"] for x in mine if x["ttft_ms"] is not None and
+                                 x["cache_regime"] == c]
+                   for c in ("hit", "partial", "miss", "unknown")}
+        shown = {k for k in g["stats"] if k.startswith("ttft_")}
+        if shown != {k for k, v in regimes.items() if v}:
+            bad.append(f"{who}: TTFT rows by cache regime {sorted(shown)}, the records' "
+                       f"{sorted(k for k, v in regimes.items() if v)}")
+        # who reads them: each consumer's requests, judged and met, its records'
+        consumers = {}
+        for x in mine:
+            c = consumers.setdefault(x["consumer"], {"requests": 0, "judged": 0, "met": 0})
+            c["requests"] += 1
+            c["judged"] += x["slo_met"] is not None
+            c["met"] += x["slo_met"] is True
+        if g["consumers"] != consumers:
+            bad.append(f"{who}: consumers {g['consumers']}, the records' {consumers}")
+        for stat, values in [("ttft", ttft), ("tpot", tpot)] + [(k, v) for k, v in
+                                                             regimes.items() if v]:
             cells = g["stats"].get(stat)
             wants = [len(values)] + [nearest_rank(values, p) for p in (50, 90, 99)] + \
                 [max(values, default=0)]
@@ -114,6 +134,9 @@ def main():
     want = sorted(ttft_of.values(), reverse=True)[:20]
     if len(got) != len(want) or any(abs(a - b) > 0.0011 for a, b in zip(got, want)):
         bad.append(f"the slowest by TTFT: {got[:5]}..., the records' {want[:5]}...")
+    sessions = sum(1 for x in records if x.get("type") == "session")
+    if page["sessions"] != sessions:
+        bad.append(f"{page['sessions']} sessions on the page, {sessions} session records")
     bad += readable("engines", page["step_charts"])
     if page["steps"] != len(steps):
         bad.append(f"{page['steps']} engine steps on the page, {len(steps)} step records")

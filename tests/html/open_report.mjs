@@ -43,7 +43,13 @@ const found = await page.evaluate(() => {
         groups: [...document.querySelectorAll("section.group")].map((s) => ({
             comm: s.dataset.comm, role: s.dataset.role, api: s.dataset.api, model: s.dataset.model,
             pod: s.dataset.pod,
-            requests: num(s, "data-requests"), charts: charts(s), stats: stats(s)})),
+            requests: num(s, "data-requests"), charts: charts(s), stats: stats(s),
+            consumers: Object.fromEntries([...s.querySelectorAll("tr[data-consumer]")].map(
+                (tr) => [tr.dataset.consumer, {requests: num(tr, "data-requests"),
+                                               judged: num(tr, "data-judged"),
+                                               met: num(tr, "data-met")}]))})),
+        sessions: [...document.querySelectorAll("tr[data-sessions]")].reduce(
+            (s, tr) => s + num(tr, "data-sessions"), 0),
         slowest: Object.fromEntries([...document.querySelectorAll("table[data-table]")].map(
             (t) => [t.dataset.table, [...t.querySelectorAll("tr[data-id]")].map((tr) => Number(tr.dataset.id))])),
         steps: [...document.querySelectorAll("h3[data-steps]")].reduce((s, h) => s + num(h, "data-steps"), 0),

@@ -33,6 +33,7 @@ static void collect(void *ctx, const struct request *req, const struct request_m
 	r->json[r->n] = jsonl__request_json(req, m);
 	r->reqs[r->n] = *req;
 	r->reqs[r->n].gaps_ns = NULL;
+	r->reqs[r->n].conv = NULL;
 	r->n++;
 }
 

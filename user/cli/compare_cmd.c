@@ -73,6 +73,7 @@ static FILE *replayed(const char *path)
 	}
 	pipeline__set_exit_fn(r.pl, sinks__exit);
 	pipeline__set_sched_fn(r.pl, sinks__sched);
+	pipeline__set_session_fn(r.pl, sinks__session);
 	if (recording__replay(path, replay_ready, replay_record, &r))
 		goto done;
 	pipeline__finish(r.pl, 0);

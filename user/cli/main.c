@@ -222,6 +222,8 @@ static int wire_outputs(struct outputs *out)
 	if (o->html_path &&
 	    (!(out->html = html__new(o->html_path)) || sinks__add(s, &html_sink, out->html)))
 		goto oom;
+	if (out->html)
+		html__set_judge(out->html, pipeline__judge(out->pl));
 	if (o->otlp_url && wire_otlp(out))
 		return -1;
 	if (o->metrics_addr) {
@@ -285,8 +287,11 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	*pipeline__judge(out.pl) = o.judge;
+	if (o.session_idle_s)
+		sessions__set_idle(pipeline__sessions(out.pl), (uint64_t)o.session_idle_s * 1000000000ull);
 	pipeline__set_exit_fn(out.pl, sinks__exit);
 	pipeline__set_sched_fn(out.pl, sinks__sched);
+	pipeline__set_session_fn(out.pl, sinks__session);
 	if (wire_outputs(&out))
 		goto cleanup;
 	if (o.replay_path) {

@@ -185,6 +185,15 @@ static int set_reading_speed(struct options *o, const char *arg)
 	return judged(judge__set_reading(&o->judge, arg, err, sizeof(err)), err);
 }
 
+static int set_session_idle(struct options *o, const char *arg)
+{
+	if (parse_long(arg, 1, 86400, &o->session_idle_s)) {
+		fprintf(stderr, "tokenscope: invalid --session-idle '%s' (seconds, 1 to 86400)\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
 /* Options that only set a field. */
 enum opt_kind {
 	SET_FN,	  /* the option's own set() */
@@ -239,6 +248,8 @@ static const struct opt_spec specs[] = {
 	  "replaces its defaults (\"none\":\nno SLO; repeatable; docs/judgements.md)" },
 	{ "reading-speed", 0, "TPS", FN(set_reading_speed), true,
 	  "a person's reading speed, tokens a second (default 5.3)" },
+	{ "session-idle", 0, "SECS", FN(set_session_idle), true,
+	  "an agent session ends when its client has made no call\nfor SECS (default 60)" },
 	{ "metrics", 0, "[ADDR:]PORT", FN(set_metrics), false,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n(ADDR 127.0.0.1 unless given; "
 	  "OpenTelemetry GenAI names)" },

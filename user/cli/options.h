@@ -47,6 +47,7 @@ struct options {
 	const char *otlp_url;	   /* --otlp URL ("env": the OTEL_ variables') */
 	long perfetto_max_mb;
 	struct judge judge; /* --consumer, --slo, --reading-speed */
+	long session_idle_s; /* --session-idle (0: llm/session.h's default) */
 };
 
 /* `tokenscope [report FILE | top] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the

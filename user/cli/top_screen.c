@@ -51,6 +51,9 @@ static const struct column columns[] = {
 	{ TOP_COL_TPOT99, "tpot99", 6, true, 85 },
 	{ TOP_COL_GAP, "gapmax", 7, true, 45 },
 	{ TOP_COL_HIT, "hit%", 4, true, 65 },
+	{ TOP_COL_SLO, "slo%", 4, true, 62 },
+	{ TOP_COL_GOOD, "good/s", 6, true, 58 },
+	{ TOP_COL_READ, "read", 5, true, 35 },
 	{ X_TAIL, "ttft tail", TOP_TAIL_BAR, false, 70 },
 };
 #define NCOLUMNS (sizeof(columns) / sizeof(columns[0]))
@@ -143,6 +146,9 @@ static void cell_text(const struct column *c, const struct top_row *r, char *out
 	case TOP_COL_TPOT99: fmt_ms(out, n, r->tpot[1]); break;
 	case TOP_COL_GAP: fmt_ms(out, n, r->gap_max); break;
 	case TOP_COL_HIT: fmt_num(out, n, r->hit_share, "%.0f"); break;
+	case TOP_COL_SLO: fmt_num(out, n, r->slo_share, "%.0f"); break;
+	case TOP_COL_GOOD: fmt_num(out, n, r->goodput, r->goodput < 100 ? "%.2f" : "%.0f"); break;
+	case TOP_COL_READ: fmt_num(out, n, r->headroom, "%.1fx"); break;
 	case X_TAIL: snprintf(out, n, "%s", r->tail[0] ? r->tail : "-"); break;
 	default: out[0] = 0;
 	}

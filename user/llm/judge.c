@@ -125,18 +125,93 @@ static bool is_tool_result(const struct jval *m)
 	return false;
 }
 
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+/* A value and everything in it, hashed (FNV-1a): its kinds, strings and numbers, an array's
+ * elements in order, an object's members in any order, so that two serialisations of one
+ * message (other spacing, escapes or member order) hash alike. */
+static uint64_t hash_value(const struct jval *v)
+{
+	uint64_t h = fnv(1469598103934665603ull, &v->kind, sizeof(v->kind)), sum = 0;
+	const struct jval *c = v + 1;
+
+	switch (v->kind) {
+	case J_STRING:
+		return fnv(h, v->s, v->n);
+	case J_INT:
+		return fnv(h, &v->i, sizeof(v->i));
+	case J_REAL:
+		return fnv(h, &v->d, sizeof(v->d));
+	case J_ARRAY:
+		for (uint32_t i = 0; i < v->n; i++, c += c->skip) {
+			uint64_t e = hash_value(c);
+
+			h = fnv(h, &e, sizeof(e));
+		}
+		return h;
+	case J_OBJECT:
+		/* each member's key and value together; the members summed: order does not count */
+		for (uint32_t i = 0; i < v->n; i++) {
+			uint64_t k = hash_value(c), val = hash_value(c + 1);
+
+			sum += fnv(fnv(1469598103934665603ull, &k, sizeof(k)), &val, sizeof(val));
+			c = c + 1 + (c + 1)->skip;
+		}
+		return fnv(fnv(h, &v->n, sizeof(v->n)), &sum, sizeof(sum));
+	default:
+		return h;
+	}
+}
+
+/* Each prefix of the conversation, hashed (llm/session.h chains a call to the one whose whole
+ * conversation it begins with). At most REQ_CONV_MAX messages. */
+static void conversation(struct request *r, const struct jval *conv)
+{
+	size_t n = jv_array_size(conv), i;
+	const struct jval *m;
+	uint64_t h = 1469598103934665603ull;
+
+	if (n > REQ_CONV_MAX)
+		n = REQ_CONV_MAX;
+	free(r->conv);
+	r->conv = n ? malloc(n * sizeof(*r->conv)) : NULL;
+	r->nconv = 0;
+	if (!r->conv)
+		return;
+	jv_array_foreach(conv, i, m) {
+		if (i == n)
+			break;
+		uint64_t mh = hash_value(m);
+
+		h = fnv(h, &mh, sizeof(mh));
+		r->conv[r->nconv++] = h;
+	}
+}
+
 /* What the request says of its sender's loop (llm/judge.h): tools offered (OpenAI's and
  * Anthropic's "tools", the older "functions"; Gemini's too), and whether the conversation's
  * last message is a tool's result. A tool result further back is history: a person's chat
  * may hold one. */
 void judge__request_body(struct request *r, const struct jval *o)
 {
-	const struct jval *conv = jv_get(o, "messages");
+	const struct jval *conv = jv_get(o, "messages"), *prev = jv_get(o, "previous_response_id");
 
 	r->tools_offered = jv_array_size(jv_get(o, "tools")) || jv_array_size(jv_get(o, "functions"));
 	if (!conv)
 		conv = jv_is(jv_get(o, "input"), J_ARRAY) ? jv_get(o, "input") : jv_get(o, "contents");
 	r->tool_result = is_tool_result(last_of(conv));
+	if (jv_str(prev) && prev->n < sizeof(r->previous_response_id))
+		memcpy(r->previous_response_id, prev->s, prev->n + 1);
+	conversation(r, conv);
 }
 
 /* ---- the consumer ---- */

@@ -158,6 +158,7 @@ void request__free(struct request *r)
 		return;
 	free(r->gaps_ns);
 	free(r->engine_out_ts);
+	free(r->conv);
 	if (*r->path)
 		free((char *)r->path);
 	if (*r->model)

@@ -40,6 +40,7 @@ enum role { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 #define REQ_ERROR_MAX 64
 #define REQ_RESPONSE_ID_MAX 80
 #define REQ_USER_AGENT_MAX HTTP_USER_AGENT_MAX
+#define REQ_CONV_MAX 1024 /* a conversation's messages hashed, at most */
 
 /* Where a connection runs: its two ends, its network namespace, and, where NAT changed it on
  * its way (a Service address: DNAT, as kube-proxy sets up), its ends as the far side sees
@@ -165,6 +166,12 @@ struct request {
 	bool tools_offered, tool_result;
 	bool tool_called; /* the reply asked for a tool the client runs (where its finish reason
 			   * does not say so: Responses' output items) */
+	/* what chains it to the client's earlier calls (llm/session.h): the Responses API's
+	 * previous_response_id, and a hash of each prefix of its conversation (conv[k]: of its
+	 * first k + 1 messages; no text kept) */
+	char previous_response_id[REQ_RESPONSE_ID_MAX];
+	uint64_t *conv;
+	uint32_t nconv;
 
 	/* health */
 	bool response_done; /* the response body ended where its framing said */

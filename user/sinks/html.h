@@ -16,12 +16,15 @@
 #include "engine/step.h"
 #include "llm/request.h"
 #include "stream/pipeline.h"
+#include "llm/judge.h"
 #include "sinks/sink.h"
 
 struct html;
 
 /* path: where finish writes the page (NULL: nowhere; html__render still makes it). */
 struct html *html__new(const char *path);
+/* How requests were judged (their SLOs, the reading speed): the defaults until set. */
+void html__set_judge(struct html *h, const struct judge *j);
 void html__free(struct html *h);
 void html__request(struct html *h, const struct request *r, const struct request_metrics *m);
 void html__step(struct html *h, const struct engine_step *s);

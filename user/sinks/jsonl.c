@@ -8,6 +8,7 @@
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "llm/judge.h"
+#include "llm/session.h"
 #include "engine/attrib.h"
 #include "sinks/jsonl.h"
 #include "sinks/steps.h"
@@ -424,5 +425,47 @@ static void on_sched(void *self, const struct engine_sched *s)
 	write_line(j->out, line);
 }
 
+/* A client's chained calls (llm/session.h): what its wall time was made of. */
+static void on_session(void *self, const struct session *s)
+{
+	struct jsonl *j = self;
+	json_t *o = json_object(), *ids = json_array(), *by = json_object();
+	struct session_times t;
+	char *line;
+
+	session__times(s, &t);
+	json_object_set_new(o, "type", json_string("session"));
+	json_object_set_new(o, "id", json_integer((json_int_t)s->id));
+	json_object_set_new(o, "pid", json_integer(s->pid));
+	json_object_set_new(o, "comm", json_string(s->comm));
+	json_object_set_new(o, "role", json_string(role__name(s->role)));
+	json_object_set_new(o, "client", json_string(s->client));
+	json_object_set_new(o, "model", str_or_null(s->model));
+	json_object_set_new(o, "consumer", json_string(consumer__name(s->consumer)));
+	json_object_set_new(o, "requests", json_integer((json_int_t)s->ncalls));
+	for (size_t i = 0; i < s->ncalls; i++)
+		json_array_append_new(ids, json_integer((json_int_t)s->calls[i].id));
+	json_object_set_new(o, "request_ids", ids);
+	json_object_set_new(o, "start_ns", json_integer((json_int_t)s->calls[0].start_ns));
+	json_object_set_new(o, "total_ms", json_real((double)t.total_ns / 1e6));
+	json_object_set_new(o, "model_ms", json_real((double)t.model_ns / 1e6));
+	json_object_set_new(o, "ttft_ms", json_real((double)t.ttft_ns / 1e6));
+	json_object_set_new(o, "streaming_ms", json_real((double)t.streaming_ns / 1e6));
+	json_object_set_new(o, "between_ms", json_real((double)t.between_ns / 1e6));
+	json_object_set_new(o, "model_share",
+			    t.total_ns ? json_real((double)t.model_ns / (double)t.total_ns) : json_null());
+	json_object_set_new(o, "slowest", json_pack("{s:I,s:f}", "request_id",
+						    (json_int_t)t.slowest->id, "duration_ms",
+						    (double)(t.slowest->end_ns - t.slowest->start_ns) / 1e6));
+	for (int c = 0; c < CHAIN__COUNT; c++)
+		json_object_set_new(by, session_chain__name((enum session_chain)c),
+				    json_integer((json_int_t)s->chained[c]));
+	json_object_set_new(o, "chained_by", by);
+	json_object_set_new(o, "ended", json_string(session_end__name(s->end)));
+	line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+	json_decref(o);
+	write_line(j->out, line);
+}
+
 const struct sink_ops jsonl_sink = { .name = "jsonl", .on_request = on_request, .on_step = on_step,
-				     .on_sched = on_sched };
+				     .on_sched = on_sched, .on_session = on_session };

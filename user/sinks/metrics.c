@@ -10,6 +10,7 @@
 #include "llm/dialect.h"
 #include "llm/group.h"
 #include "llm/judge.h"
+#include "llm/session.h"
 #include "engine/attrib.h"
 #include "engine/cuda_steps.h"
 #include "sinks/metrics.h"
@@ -683,5 +684,21 @@ static int finish(void *self, const struct health *h)
 	return err;
 }
 
+/* An agent session (llm/session.h): its length, calls and share inside calls. */
+static void on_session(void *self, const struct session *s)
+{
+	struct metrics *m = self;
+	struct session_times t;
+	struct label_values lv = { .v = { [L_PROCESS] = s->comm, [L_ROLE] = role__name(s->role),
+					  [L_CONSUMER] = consumer__name(s->consumer) } };
+
+	session__times(s, &t);
+	observe(m, F_SESSION, &lv, (double)t.total_ns / 1e9);
+	observe(m, F_SESSION_CALLS, &lv, (double)s->ncalls);
+	if (t.total_ns)
+		observe(m, F_SESSION_MODEL, &lv, (double)t.model_ns / (double)t.total_ns);
+}
+
 const struct sink_ops metrics_sink = { .name = "metrics", .on_request = on_request,
-				       .on_step = on_step, .on_sched = on_sched, .finish = finish };
+				       .on_step = on_step, .on_sched = on_sched,
+				       .on_session = on_session, .finish = finish };

@@ -95,6 +95,9 @@ static const double b_ratio[] = { 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 
 static const enum label l_engine[] = { L_PROCESS, L_SOURCE, L_MODEL, L_KIND };
 static const enum label l_judged[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL, L_CONSUMER, L_SLO };
 static const enum label l_reading[] = { L_PROCESS, L_ROLE, L_REQUEST_MODEL };
+static const enum label l_session[] = { L_PROCESS, L_ROLE, L_CONSUMER };
+static const double b_session[] = { 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800 };
+static const double b_calls[] = { 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000 };
 /* a stream's rate over reading speed: below 1 its reader waits */
 static const double b_headroom[] = { 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20, 50 };
 
@@ -123,6 +126,9 @@ enum fam_id {
 	F_HEADROOM,
 	F_PROMPT,
 	F_CACHED_SHARE,
+	F_SESSION,
+	F_SESSION_CALLS,
+	F_SESSION_MODEL,
 	F__COUNT,
 };
 
@@ -217,6 +223,16 @@ static const struct family_def defs[F__COUNT] = {
 	[F_CACHED_SHARE] = HIST("tokenscope_prompt_cached_ratio",
 				"The share of each request's prompt tokens the engine found cached.",
 				b_ratio, l_reading),
+	[F_SESSION] = HIST("tokenscope_session_duration_seconds",
+			   "Agent sessions (a client's chained calls): first call's start to last "
+			   "call's end.",
+			   b_session, l_session),
+	[F_SESSION_CALLS] = HIST("tokenscope_session_calls", "Agent sessions: their calls.",
+				 b_calls, l_session),
+	[F_SESSION_MODEL] = HIST("tokenscope_session_model_ratio",
+				 "Agent sessions: the share of their time inside calls (the rest is "
+				 "the client's own: tools, the program).",
+				 b_ratio, l_session),
 };
 
 #endif

@@ -16,6 +16,7 @@
 #include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
+#include "llm/judge.h"
 #include "sinks/otlp.h"
 
 /* ExportTraceServiceRequest, ResourceSpans, ScopeSpans, InstrumentationScope */
@@ -271,6 +272,15 @@ static void request_span(struct otlp *o, const struct request *r, const struct r
 	attr_double(w, F_SPAN_ATTRIBUTES, "tokenscope.tpot_ms", m->tpot_ms);
 	attr_int(w, F_SPAN_ATTRIBUTES, "tokenscope.token_events", (int64_t)r->token_events);
 	attr_int(w, F_SPAN_ATTRIBUTES, "tokenscope.clock_error_ns", (int64_t)o->offset_err);
+	/* the judgement (llm/judge.h): who reads it, against reading, its SLOs */
+	attr_str(w, F_SPAN_ATTRIBUTES, "tokenscope.cache_regime", cache_regime__name(m->cache));
+	attr_str(w, F_SPAN_ATTRIBUTES, "tokenscope.consumer", consumer__name(m->consumer));
+	if (m->consumer_evidence)
+		attr_str(w, F_SPAN_ATTRIBUTES, "tokenscope.consumer_evidence",
+			 consumer_evidence__name(m->consumer_evidence));
+	attr_double(w, F_SPAN_ATTRIBUTES, "tokenscope.reading_headroom", m->reading_headroom);
+	if (m->slo_met >= 0)
+		attr_bool(w, F_SPAN_ATTRIBUTES, "tokenscope.slo_met", m->slo_met);
 	if (!m->complete || r->error[0]) {
 		pbw__begin(w, F_SPAN_STATUS);
 		pbw__string(w, F_STATUS_MESSAGE, r->error[0] ? r->error : "incomplete");

@@ -11,6 +11,7 @@
 #include "llm/attribution.h"
 #include "llm/dialect.h"
 #include "llm/group.h"
+#include "llm/judge.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_steps.h"
 #include "sinks/perfetto.h"
@@ -235,8 +236,8 @@ static bool described(struct perfetto *pf, uint64_t id)
 	return false;
 }
 
-/* A process's track, named by its command (and, in a pod, "comm (namespace/pod)": pod is
- * NULL or "" for none). */
+/* A process's track, named by its command (in a pod: "comm (namespace/pod)"; pod NULL or ""
+ * for none). */
 static void describe_process_in(struct perfetto *pf, uint32_t pid, const char *comm,
 				const char *pod)
 {
@@ -258,11 +259,6 @@ static void describe_process_in(struct perfetto *pf, uint32_t pid, const char *c
 	pbw__end(&pf->pkt);
 	pbw__end(&pf->pkt);
 	packet_end(pf);
-}
-
-static void describe_process(struct perfetto *pf, uint32_t pid, const char *comm)
-{
-	describe_process_in(pf, pid, comm, NULL);
 }
 
 /* A track under a process's (a request's, a step stream's, a counter). */
@@ -294,12 +290,17 @@ static void annotate_uint(struct perfetto *pf, const char *name, uint64_t v)
 	pbw__end(&pf->pkt);
 }
 
-static void annotate_ms(struct perfetto *pf, const char *name, uint64_t ns)
+static void annotate_double(struct perfetto *pf, const char *name, double v)
 {
 	pbw__begin(&pf->pkt, PF_EVENT_DEBUG_ANNOTATIONS);
 	pbw__string(&pf->pkt, PF_ANNOTATION_NAME, name);
-	pbw__double(&pf->pkt, PF_ANNOTATION_DOUBLE, (double)ns / 1e6);
+	pbw__double(&pf->pkt, PF_ANNOTATION_DOUBLE, v);
 	pbw__end(&pf->pkt);
+}
+
+static void annotate_ms(struct perfetto *pf, const char *name, uint64_t ns)
+{
+	annotate_double(pf, name, (double)ns / 1e6);
 }
 
 static void annotate_str(struct perfetto *pf, const char *name, const char *v)
@@ -329,8 +330,7 @@ static void event_end(struct perfetto *pf)
 	packet_end(pf);
 }
 
-static void slice(struct perfetto *pf, uint64_t track, const char *name, uint64_t from,
-		  uint64_t to)
+static void slice(struct perfetto *pf, uint64_t track, const char *name, uint64_t from, uint64_t to)
 {
 	event(pf, from, track, PF_TYPE_SLICE_BEGIN, name);
 	event_end(pf);
@@ -378,6 +378,11 @@ static void request_args(struct perfetto *pf, const struct request *r,
 		annotate_str(pf, "incomplete", *r->error ? r->error : "incomplete");
 	if (r->server_id)
 		annotate_uint(pf, "server_id", r->server_id);
+	annotate_str(pf, "cache_regime", cache_regime__name(m->cache));
+	annotate_str(pf, "consumer", consumer__name(m->consumer));
+	if (!isnan(m->reading_headroom))
+		annotate_double(pf, "reading_headroom", m->reading_headroom);
+	annotate_str(pf, "slo", m->slo_met < 0 ? "none" : m->slo_met ? "met" : "missed");
 }
 
 /* A server's TTFT split, as slices: queued, prefill, emit. */
@@ -467,7 +472,7 @@ static void tokens(struct perfetto *pf, uint64_t track, const struct request *r,
 			pbw__fixed64(&pf->pkt, PF_EVENT_TERMINATING_FLOW_IDS, flow);
 			event_end(pf);
 			/* the flow's start: on the engine process's track, at the step */
-			describe_process(pf, a->engine_pids[0], "");
+			describe_process_in(pf, a->engine_pids[0], "", NULL);
 			event(pf, g->producer_start_ns, uuid(T_PROCESS, a->engine_pids[0]),
 			      PF_TYPE_INSTANT, "produced");
 			annotate_uint(pf, "request", r->id);
@@ -631,7 +636,7 @@ void perfetto__step(struct perfetto *pf, const struct engine_step *s)
 	unit_begin(pf);
 	if (!pf->started)
 		start(pf, s->start_ns);
-	describe_process(pf, s->pid, s->comm);
+	describe_process_in(pf, s->pid, s->comm, NULL);
 	if (s->cuda)
 		snprintf(what, sizeof(what), "[%u] stream 0x%llx", s->pid,
 			 (unsigned long long)s->cuda->stream);
@@ -682,7 +687,7 @@ static void on_sched(void *self, const struct engine_sched *s)
 	unit_begin(pf);
 	if (!pf->started)
 		start(pf, s->ts);
-	describe_process(pf, s->pid, s->comm ? s->comm : "");
+	describe_process_in(pf, s->pid, s->comm ? s->comm : "", NULL);
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		uint64_t track = uuid(c[i].kind, of);
 

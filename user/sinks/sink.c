@@ -37,6 +37,16 @@ void sinks__sched(void *ctx, const struct engine_sched *s)
 	}
 }
 
+void sinks__session(void *ctx, const struct session *s)
+{
+	struct sinks *l = ctx;
+
+	for (int i = 0; i < l->n; i++) {
+		if (l->v[i].ops->on_session)
+			l->v[i].ops->on_session(l->v[i].self, s);
+	}
+}
+
 void sinks__exit(void *ctx, uint32_t pid)
 {
 	struct sinks *s = ctx;

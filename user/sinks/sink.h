@@ -22,6 +22,8 @@ struct sink_ops {
 	void (*on_exit)(void *self, uint32_t pid);			/* NULL: none */
 	/* An engine's scheduler stats, one step's (engine/engine_wire.h). NULL: none */
 	void (*on_sched)(void *self, const struct engine_sched *s);
+	/* A client's chained calls ended (llm/session.h). NULL: none */
+	void (*on_session)(void *self, const struct session *s);
 	/* The run ended (not called for one that failed): write what is written at the end.
 	 * Returns 0, or -1 having said why. NULL: nothing to write. */
 	int (*finish)(void *self, const struct health *h);
@@ -44,6 +46,7 @@ void sinks__request(void *ctx, const struct request *r, const struct request_met
 void sinks__step(void *ctx, const struct engine_step *st);
 void sinks__exit(void *ctx, uint32_t pid);
 void sinks__sched(void *ctx, const struct engine_sched *s);
+void sinks__session(void *ctx, const struct session *s);
 /* Every output's finish, each called even when one before failed. Returns 0, or -1. */
 int sinks__finish(struct sinks *s, const struct health *h);
 

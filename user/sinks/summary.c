@@ -11,6 +11,7 @@
 #include "llm/group.h"
 #include "engine/attrib.h"
 #include "stream/h2conn.h"
+#include "sinks/sessions.h"
 #include "sinks/steps.h"
 #include "sinks/summary.h"
 
@@ -63,6 +64,7 @@ struct summary {
 	uint64_t first_ns, last_ns; /* the requests' span: goodput's time */
 	struct request_groups groups; /* struct group */
 	struct step_summary *steps;
+	struct session_summary *sessions;
 };
 
 struct summary *summary__new(FILE *out, const struct attrib *a, const struct judge *j)
@@ -77,7 +79,10 @@ struct summary *summary__new(FILE *out, const struct attrib *a, const struct jud
 	sm->judge = j ? j : &sm->defaults;
 	request_groups__init(&sm->groups, sizeof(struct group));
 	sm->steps = step_summary__new();
-	if (!sm->steps) {
+	sm->sessions = session_summary__new();
+	if (!sm->steps || !sm->sessions) {
+		step_summary__free(sm->steps);
+		session_summary__free(sm->sessions);
 		free(sm);
 		return NULL;
 	}
@@ -119,6 +124,7 @@ void summary__free(struct summary *sm)
 	if (!sm)
 		return;
 	step_summary__free(sm->steps);
+	session_summary__free(sm->sessions);
 	request_groups__free(&sm->groups, group_free);
 	free(sm);
 }
@@ -469,6 +475,10 @@ static void print_capture_warnings(FILE *out, const struct health *h)
 			     "whose streams went quiet then are marked capture_loss\n",
 			(unsigned long long)h->sock_table_full, h->sock_table_full == 1 ? "" : "s",
 			TS_SOCK_STATES_MAX);
+	if (h->sessions_evicted)
+		fprintf(out, "WARNING: %llu agent sessions ended early: more than %d were open at once "
+			     "(their records say \"ended\": \"full\")\n",
+			(unsigned long long)h->sessions_evicted, SESSIONS_OPEN_MAX);
 	if (h->recording_errors)
 		fprintf(out, "WARNING: %llu records could not be written to the recording\n",
 			(unsigned long long)h->recording_errors);
@@ -595,6 +605,7 @@ void summary__print(struct summary *sm, FILE *out, const struct health *h)
 			print_attribution(out, g);
 	}
 	print_reading(sm, out);
+	session_summary__print(sm->sessions, out);
 	if (sm->groups.folded)
 		fprintf(out, "%llu requests of keys past the first %d groups are in groups of "
 			     "model=other (docs/output.md)\n",
@@ -677,5 +688,13 @@ static int finish(void *self, const struct health *h)
 	return 0;
 }
 
+static void on_session(void *self, const struct session *s)
+{
+	struct summary *sm = self;
+
+	session_summary__add(sm->sessions, s);
+}
+
 const struct sink_ops summary_sink = { .name = "summary", .on_request = on_request,
-				       .on_step = on_step, .on_exit = on_exit_, .finish = finish };
+				       .on_step = on_step, .on_exit = on_exit_,
+				       .on_session = on_session, .finish = finish };

@@ -26,7 +26,9 @@ struct kept_req {
 	uint64_t end_ns, id;
 	double ttft, tpot, gap_max, e2e; /* ms; NAN: not measured */
 	int8_t cache_hit;		 /* -1 unknown */
+	int8_t slo_met;			 /* -1: not judged */
 	bool complete;
+	double headroom;		 /* interactive streams' reading headroom (NAN: none) */
 	enum ttft_source source; /* the TTFT split's (llm/attribution.h) */
 	uint32_t prefill_steps;
 	uint64_t queue;	  /* ns */
@@ -46,7 +48,8 @@ struct kept_req {
 struct group {
 	struct request_group key; /* first: llm/group.h keeps the table */
 	/* the whole run, as the summary counts it */
-	uint64_t n, incomplete, hits, known_cache;
+	uint64_t n, incomplete, hits, known_cache, judged, met;
+	struct sample headroom;
 	double gap_max;
 	struct sample ttft, tpot;
 	struct recent reqs; /* struct kept_req */
@@ -80,7 +83,7 @@ struct top {
 	struct engine **engines;
 	size_t nengines, capengines;
 	uint64_t prev_records, prev_ns; /* at the previous view */
-	struct sample scratch[3];	/* refilled by each view */
+	struct sample scratch[4];	/* refilled by each view */
 	uint64_t *intervals;		/* scratch: steps' [start, end) pairs */
 	uint64_t unnamed_flight, unnamed_waiting; /* in flight, model not known yet */
 	size_t capintervals;
@@ -108,7 +111,7 @@ const char *top_col__name(enum top_col c)
 {
 	static const char *const names[] = { "name", "done", "req/s", "flight", "ttft p50",
 					     "ttft p90", "ttft p99", "tpot p50", "tpot p99",
-					     "gap max", "hit%" };
+					     "gap max", "hit%", "slo%", "good/s", "read" };
 
 	return names[c];
 }
@@ -135,6 +138,7 @@ static void group_free(void *group)
 
 	sample__free(&g->ttft);
 	sample__free(&g->tpot);
+	sample__free(&g->headroom);
 	recent__free(&g->reqs);
 }
 
@@ -147,7 +151,7 @@ void top__free(struct top *t)
 		recent__free(&t->engines[i]->steps);
 		free(t->engines[i]);
 	}
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < sizeof(t->scratch) / sizeof(*t->scratch); i++)
 		sample__free(&t->scratch[i]);
 	free(t->engines);
 	free(t->intervals);
@@ -179,6 +183,7 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 		.end_ns = r->end_ns ? r->end_ns : r->last_token_ns ? r->last_token_ns : r->start_ns,
 		.id = r->id, .ttft = m->ttft_ms, .tpot = m->tpot_ms, .gap_max = m->itl_max_ms,
 		.e2e = m->e2e_ms, .cache_hit = (int8_t)m->cache_hit, .complete = m->complete,
+		.slo_met = (int8_t)m->slo_met, .headroom = m->reading_headroom,
 	};
 	attribution__ttft_split(r->attr, &sp);
 	k->source = sp.source;
@@ -273,6 +278,12 @@ void top__request(struct top *t, const struct request *r, const struct request_m
 		g->known_cache++;
 		g->hits += m->cache_hit > 0;
 	}
+	if (m->slo_met >= 0) {
+		g->judged++;
+		g->met += m->slo_met;
+	}
+	if (!isnan(m->reading_headroom))
+		sample__add(&g->headroom, m->reading_headroom);
 	keep_request(g, r, m);
 	if (r->role == ROLE_SERVER && r->attr && r->attr->ok && !r->attr->by_sequence)
 		mark_steps(t, r);
@@ -349,6 +360,7 @@ struct row_acc {
 	double p90; /* pass 2: the window's TTFT p90 */
 	bool slow;  /* pass 2: list slow requests */
 	uint64_t hits, known, split[4];
+	uint64_t judged, met;
 };
 
 static void row_pass1(void *ctx, void *item)
@@ -368,6 +380,12 @@ static void row_pass1(void *ctx, void *item)
 		a->known++;
 		a->hits += k->cache_hit > 0;
 	}
+	if (k->slo_met >= 0) {
+		a->judged++;
+		a->met += k->slo_met > 0;
+	}
+	if (!isnan(k->headroom))
+		sample__add(&a->t->scratch[3], k->headroom);
 }
 
 static void slow_line(const struct top_row *row, const struct kept_req *k, char *out, size_t n)
@@ -469,7 +487,7 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	struct top_row *row = &v->rows[v->nrows++];
 	struct row_acc a = { t, v, row };
 	char comm[TS_COMM_LEN * 4 + 16], who[32], pod[TOP_NAME_MAX];
-	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1];
+	struct sample *ttft = &t->scratch[0], *tpot = &t->scratch[1], *headroom = &t->scratch[3];
 
 	memset(row, 0, sizeof(*row));
 	request_group__who(&g->key, who, sizeof(who));
@@ -490,6 +508,7 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	if (!w->all) {
 		sample__clear(ttft);
 		sample__clear(tpot);
+		sample__clear(headroom);
 		recent_scan(&g->reqs, w, row_pass1, &a);
 	} else { /* the whole run: the summary's own figures, not a scan of what is kept */
 		row->done = g->n;
@@ -498,6 +517,9 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 		tpot = &g->tpot;
 		a.hits = g->hits;
 		a.known = g->known_cache;
+		a.judged = g->judged;
+		a.met = g->met;
+		headroom = &g->headroom;
 		row->gap_max = g->n ? g->gap_max : NAN;
 	}
 	if (g->reqs.dropped && (w->all || g->reqs.dropped_ns > w->lo))
@@ -509,6 +531,9 @@ static void group_row(struct top *t, struct top_view *v, struct group *g, size_t
 	row->tpot[0] = sample__pct(tpot, 50);
 	row->tpot[1] = sample__pct(tpot, 99);
 	row->hit_share = a.known ? 100.0 * (double)a.hits / (double)a.known : NAN;
+	row->slo_share = a.judged ? 100.0 * (double)a.met / (double)a.judged : NAN;
+	row->goodput = a.judged && w->secs > 0 ? (double)a.met / w->secs : NAN;
+	row->headroom = sample__pct(headroom, 10);
 	if (!isnan(a.p90)) {
 		a.slow = list_slow && sample__count(ttft) >= 10;
 		recent_scan(&g->reqs, w, row_pass2, &a);

@@ -33,7 +33,8 @@ const char *top_window__name(enum top_window w);
 /* The request table's columns (the keys sort by them). */
 enum top_col {
 	TOP_COL_NAME, TOP_COL_DONE, TOP_COL_RPS, TOP_COL_FLIGHT, TOP_COL_TTFT50, TOP_COL_TTFT90,
-	TOP_COL_TTFT99, TOP_COL_TPOT50, TOP_COL_TPOT99, TOP_COL_GAP, TOP_COL_HIT, TOP_COL__COUNT
+	TOP_COL_TTFT99, TOP_COL_TPOT50, TOP_COL_TPOT99, TOP_COL_GAP, TOP_COL_HIT, TOP_COL_SLO,
+	TOP_COL_GOOD, TOP_COL_READ, TOP_COL__COUNT
 };
 const char *top_col__name(enum top_col c);
 
@@ -56,6 +57,10 @@ struct top_row {
 	double tpot[2];		     /* p50 p99 */
 	double gap_max;
 	double hit_share;	     /* of requests whose cache hit is known (NAN: none known) */
+	/* the judgement (llm/judge.h): the share of requests judged that met their consumer's
+	 * SLOs, those met a second (goodput), and the slowest tenth of interactive streams'
+	 * reading headroom (p10); NAN: none judged, no interactive stream */
+	double slo_share, goodput, headroom;
 	/* The requests at or above the window's TTFT p90 that the engine's steps split (an engine
 	 * wire's split says no busy or idle): queue behind engine work (B),
 	 * queue idle (I), prefill (P), emit (E), in TOP_TAIL_BAR letters ("" when none). */

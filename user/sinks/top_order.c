@@ -22,6 +22,9 @@ static double figure(const struct top_row *r, enum top_col c)
 	case TOP_COL_TPOT99: return r->tpot[1];
 	case TOP_COL_GAP: return r->gap_max;
 	case TOP_COL_HIT: return r->hit_share;
+	case TOP_COL_SLO: return r->slo_share;
+	case TOP_COL_GOOD: return r->goodput;
+	case TOP_COL_READ: return r->headroom;
 	default: return NAN;
 	}
 }

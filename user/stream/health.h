@@ -37,6 +37,8 @@ struct health {
 	uint64_t recording_errors;  /* records that could not be written to the recording */
 	uint64_t requests;	    /* LLM requests reported */
 	uint64_t requests_incomplete;
+	uint64_t sessions;	   /* agent sessions reported (llm/session.h) */
+	uint64_t sessions_evicted; /* ended early: too many open at once */
 	uint64_t other_http;	    /* HTTP exchanges that were not LLM API calls */
 	uint64_t gpu_marks;	    /* CUDA ordering/sync marks consumed */
 	uint64_t gpu_steps;	    /* CUDA steps reported */

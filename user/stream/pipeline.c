@@ -9,12 +9,14 @@
 #include "base/buf.h"
 #include "llm/request.h"
 #include "llm/judge.h"
+#include "llm/session.h"
 #include "engine/cuda_steps.h"
 #include "engine/llama_models.h"
 #include "engine/llama_steps.h"
 #include "engine/engine_wire.h"
 #include "stream/match.h"
 #include "stream/conn.h"
+#include "stream/identities.h"
 #include "stream/pipeline.h"
 #include "stream/recording.h"
 #include "stream/settle.h"
@@ -39,6 +41,7 @@ struct pipeline {
 	step_fn on_step;
 	exit_fn on_exit;
 	sched_fn on_sched;
+	session_fn on_session;
 	void *ctx;
 	struct cuda_steps *cuda; /* the CUDA step source */
 	struct llama_models models; /* llama.cpp: each context's model */
@@ -50,12 +53,10 @@ struct pipeline {
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
 	struct attrib *attr;
 	struct engine_wire_set wires; /* each engine wire's reader (engine_wires[]) */
-	/* processes in a container or pod, and which (TS_REC_PROC_IDENTITY); let go at exit.
-	 * A short array: one entry per traced process that has one. */
-	struct ts_rec_proc_identity *idents;
-	size_t nidents, capidents;
+	struct identities idents; /* processes in a container or pod, and which */
 	struct match *match;
 	struct judge judge; /* each request's consumer, reading headroom and SLOs */
+	struct sessions *sessions; /* clients' chained calls */
 	struct settle settle;
 	uint64_t next_id;
 	struct streams streams;
@@ -91,38 +92,17 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	request__engine_counts(r); /* what the stream left unsaid, from the engine */
 }
 
-static struct ts_rec_proc_identity *identity_of(struct pipeline *p, uint32_t pid)
-{
-	for (size_t i = 0; i < p->nidents; i++) {
-		if (p->idents[i].hdr.pid == pid)
-			return &p->idents[i];
-	}
-	return NULL;
-}
-
-/* The request's process's container and pod, where it has one. */
-static void identify(struct pipeline *p, struct request *r)
-{
-	const struct ts_rec_proc_identity *id = identity_of(p, r->pid);
-
-	if (!id)
-		return;
-	memcpy(r->container_id, id->container_id, sizeof(r->container_id));
-	memcpy(r->pod_uid, id->pod_uid, sizeof(r->pod_uid));
-	memcpy(r->pod_name, id->pod_name, sizeof(r->pod_name));
-	memcpy(r->k8s_namespace, id->k8s_namespace, sizeof(r->k8s_namespace));
-}
-
 /* Out of the settle queue: joined, attributed, counted, handed on, freed. */
 static void deliver_request(void *ctx, struct request *r)
 {
 	struct pipeline *p = ctx;
 	struct request_metrics m;
 
-	identify(p, r);
+	identities__stamp(&p->idents, r);
 	join_and_attribute(p, r);
 	request__metrics(r, &m);
 	judge__request(&p->judge, r, &m);
+	sessions__request(p->sessions, r, &m);
 	p->h.requests++;
 	if (!m.complete)
 		p->h.requests_incomplete++;
@@ -134,11 +114,10 @@ static void deliver_request(void *ctx, struct request *r)
 static void deliver_exit(void *ctx, uint32_t pid)
 {
 	struct pipeline *p = ctx;
-	struct ts_rec_proc_identity *id = identity_of(p, pid);
 
-	if (id) /* the last one takes its place */
-		*id = p->idents[--p->nidents];
+	identities__exit(&p->idents, pid);
 	attrib__exit(p->attr, pid);
+	sessions__exit(p->sessions, pid);
 	if (p->on_exit)
 		p->on_exit(p->ctx, pid);
 }
@@ -172,6 +151,15 @@ static void on_first_token(void *ctx, struct request *r)
 	if (r->role == ROLE_SERVER)
 		r->engine_output_ns = engine_wire_set__first_output(&p->wires, r);
 	attrib__first_token(p->attr, r);
+}
+
+static void on_session(void *ctx, const struct session *s)
+{
+	struct pipeline *p = ctx;
+
+	p->h.sessions++;
+	if (p->on_session)
+		p->on_session(p->ctx, s);
 }
 
 static void on_sched(void *ctx, const struct engine_sched *s)
@@ -212,7 +200,10 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->cuda = cuda_steps__new(on_step, p);
 	p->attr = attrib__new();
 	p->match = match__new();
-	if (!p->cuda || !p->attr || !p->match || engine_wire_set__init(&p->wires, on_sched, p)) {
+	p->sessions = sessions__new(on_session, p);
+	if (!p->cuda || !p->attr || !p->match || !p->sessions ||
+	    engine_wire_set__init(&p->wires, on_sched, p)) {
+		sessions__free(p->sessions);
 		engine_wire_set__free(&p->wires);
 		cuda_steps__free(p->cuda);
 		attrib__free(p->attr);
@@ -246,9 +237,10 @@ void pipeline__free(struct pipeline *p)
 	settle__free(&p->settle);
 	attrib__free(p->attr);
 	match__free(p->match);
+	sessions__free(p->sessions);
 	streams__free(&p->streams);
 	engine_wire_set__free(&p->wires);
-	free(p->idents);
+	identities__free(&p->idents);
 	jdoc__free(&p->json);
 	free(p);
 }
@@ -580,24 +572,9 @@ static int on_proc_tree(struct pipeline *p, void *rec, size_t size)
 
 static int on_proc_identity(struct pipeline *p, void *rec, size_t size)
 {
-	struct ts_rec_proc_identity *id = rec, *to = identity_of(p, id->hdr.pid);
-
 	(void)size;
-	/* strings as they came, but NUL-terminated whatever the record says */
-	id->container_id[sizeof(id->container_id) - 1] = 0;
-	id->runtime[sizeof(id->runtime) - 1] = 0;
-	id->pod_uid[sizeof(id->pod_uid) - 1] = 0;
-	id->pod_name[sizeof(id->pod_name) - 1] = 0;
-	id->k8s_namespace[sizeof(id->k8s_namespace) - 1] = 0;
-	if (!to) {
-		if (!array__reserve((void **)&p->idents, &p->capidents, p->nidents + 1,
-				    sizeof(*p->idents))) {
-			p->h.conn.no_memory++;
-			return 0;
-		}
-		to = &p->idents[p->nidents++];
-	}
-	*to = *id; /* a reused pid's new process replaces the old one's */
+	if (identities__add(&p->idents, rec))
+		p->h.conn.no_memory++;
 	return 0;
 }
 
@@ -671,6 +648,7 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 			streams__sweep_idle(&p->streams, p->last_ts);
 		attrib__prune(p->attr, p->last_ts);
 		engine_wire_set__prune(&p->wires, p->last_ts);
+		sessions__tick(p->sessions, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
 	k = record_kind__of(h->type);
@@ -716,6 +694,16 @@ void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn)
 	p->on_sched = fn;
 }
 
+void pipeline__set_session_fn(struct pipeline *p, session_fn fn)
+{
+	p->on_session = fn;
+}
+
+struct sessions *pipeline__sessions(struct pipeline *p)
+{
+	return p->sessions;
+}
+
 struct judge *pipeline__judge(struct pipeline *p)
 {
 	return &p->judge;
@@ -733,6 +721,8 @@ void pipeline__finish(struct pipeline *p, uint64_t ts)
 	streams__finish(&p->streams, ts);
 	cuda_steps__finish(p->cuda);
 	settle__release(&p->settle, UINT64_MAX);
+	sessions__finish(p->sessions);
+	p->h.sessions_evicted = sessions__evicted(p->sessions);
 }
 
 struct open_filter {

@@ -27,6 +27,7 @@
 #include "engine/engine_wire.h"
 #include "stream/conn.h"
 #include "stream/health.h"
+#include "llm/session.h"
 #include "tokenscope.h"
 
 struct request;
@@ -94,6 +95,10 @@ void pipeline__set_otlp_counts(struct pipeline *p, uint64_t sent, uint64_t dropp
 			       uint64_t retries, uint64_t failures);
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
 void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn);
+/* A client's chained calls ended (llm/session.h; same ctx). */
+void pipeline__set_session_fn(struct pipeline *p, session_fn fn);
+/* The session tracker: the options set its idle time before the first record. */
+struct sessions *pipeline__sessions(struct pipeline *p);
 /* Calls fn for each LLM request in flight (its API known, its response not ended). */
 void pipeline__each_open(struct pipeline *p, open_request_fn fn, void *ctx);
 /* The time (record time, at most now) before which every request that finished has been

@@ -1,6 +1,6 @@
-// An agent's loop with the official openai SDK from npm: each turn offers a tool, runs the
-// tool the model calls, feeds its result back, and ends on the model's answer; then one call
-// without tools. Prints what it sent, as JSON on stdout: per call its tools and whether it
+// An agent's loop with the official openai SDK from npm, one conversation throughout: each
+// turn asks, offers a tool, runs the tool the model calls, feeds its result back and keeps the
+// model's answer; then, a while later, one call of a conversation of its own without tools. Prints what it sent, as JSON on stdout: per call its tools and whether it
 // carried a tool's result, the finish reason it read, and when it began and ended
 // (process.hrtime: CLOCK_MONOTONIC), so that the test can tell each record's call.
 //   node agent_loop.js PORT MODEL TURNS   (NODE_EXTRA_CA_CERTS names the fixture's cert)
@@ -18,9 +18,9 @@ const calls = [];
 async function call(messages, withTools) {
   const sent = { tools: withTools, tool_result: messages[messages.length - 1].role === 'tool',
                  start_ns: now() };
-  const stream = await client.chat.completions.create({ model, messages, stream: true,
+  const stream = await client.chat.completions.create({ model, messages: [...messages], stream: true,
                                                         ...(withTools ? { tools } : {}) });
-  let finish = null, args = '', id = null, name = null;
+  let finish = null, args = '', id = null, name = null, text = '';
   for await (const chunk of stream) {
     const c = chunk.choices[0];
     if (!c) continue;
@@ -29,15 +29,17 @@ async function call(messages, withTools) {
       name = (t.function && t.function.name) || name;
       args += (t.function && t.function.arguments) || '';
     }
+    text += c.delta.content || '';
     finish = c.finish_reason || finish;
   }
   calls.push({ ...sent, finish, end_ns: now() });
-  return { finish, args, id, name };
+  return { finish, args, id, name, text };
 }
 
 async function main() {
+  const messages = [];
   for (let t = 0; t < Number(turns); t++) {
-    const messages = [{ role: 'user', content: `PROMPT-CANARY turn ${t}` }];
+    messages.push({ role: 'user', content: `PROMPT-CANARY turn ${t}` });
     const first = await call(messages, true);
     if (first.finish !== 'tool_calls') throw new Error(`turn ${t}: no tool call (${first.finish})`);
     const q = JSON.parse(first.args).q; // the tool runs here: its result is what the model asked
@@ -45,7 +47,9 @@ async function main() {
                     tool_calls: [{ id: first.id, type: 'function',
                                    function: { name: first.name, arguments: first.args } }] });
     messages.push({ role: 'tool', tool_call_id: first.id, content: `looked up ${q.length} chars` });
-    await call(messages, true);
+    await new Promise((resolve) => setTimeout(resolve, 20 * (t + 1))); // the program's own work
+    const answer = await call(messages, true);
+    messages.push({ role: 'assistant', content: answer.text });
   }
   await call([{ role: 'user', content: 'PROMPT-CANARY plain' }], false);
   console.log(JSON.stringify(calls));
