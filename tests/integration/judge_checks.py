@@ -23,6 +23,7 @@ from plaintext_checks import CLIENT_PYTHON, wait_file
 AGENT = "fx-ttft30-itl5-n4-judgeagent"
 FAST = "fx-ttft30-itl20-n6-judgefast"  # 50 tokens/s: far ahead of reading (5.3)
 SLOW = "fx-ttft30-itl300-n4-judgeslow"  # 3.3 tokens/s: the reader waits
+RELAYED = "fx-ttft30-itl20-n6-judgerelay"  # through a chat backend (tests/fixtures/relay.py)
 TURNS = 3
 READING = 5.3
 
@@ -41,20 +42,31 @@ def run_judge_checks(ctx):
                                "--cert", ctx["cert"], "--key", ctx["key"], "--truth", truth,
                                "--port-file", port_file, "--lifetime", "600"],
                               stdout=subprocess.DEVNULL)
+    relay_port_file = os.path.join(work, "relay.port")
+    relay = None
     try:
         port = wait_file(port_file, server, "the TLS fixture server")
+        relay = subprocess.Popen([CLIENT_PYTHON, os.path.join(root, "tests", "fixtures",
+                                                              "relay.py"),
+                                  "--upstream", str(port), "--cafile", ctx["cert"],
+                                  "--port-file", relay_port_file], stdout=subprocess.DEVNULL)
+        relay_port = wait_file(relay_port_file, relay, "the relay")
         tracer = ctx["Tracer"](work)
         env = dict(os.environ, NODE_EXTRA_CA_CERTS=ctx["cert"])
         agent = subprocess.run(["node", os.path.join(clients, "agent_loop.js"), str(port), AGENT,
                                 str(TURNS)], env=env, capture_output=True, text=True, timeout=120)
         browsed = {}
-        for model, n in ((FAST, 3), (SLOW, 2)):
-            b = subprocess.run(["node", os.path.join(clients, "browser_chat.mjs"), str(port),
-                                model, str(n)], capture_output=True, text=True, timeout=180)
+        for model, n, to, scheme in ((FAST, 3, port, "https"), (SLOW, 2, port, "https"),
+                                     (RELAYED, 2, relay_port, "http")):
+            b = subprocess.run(["node", os.path.join(clients, "browser_chat.mjs"), str(to),
+                                model, str(n), scheme], capture_output=True, text=True,
+                               timeout=180)
             browsed[model] = (b.returncode, b.stdout.strip(), b.stderr[-300:], n)
         rc, out, err = tracer.stop()
     finally:
         server.kill()
+        if relay:
+            relay.kill()
     check(agent.returncode == 0, f"judge: the agent's loop ran ({agent.stderr[-300:]})")
     for model, (brc, titles, berr, n) in browsed.items():
         pages = json.loads(titles) if brc == 0 else []
@@ -66,6 +78,7 @@ def run_judge_checks(ctx):
     check_agent(check, recs, calls)
     check_sessions(check, [json.loads(line) for line in open(tracer.out)], recs, calls)
     check_person(check, recs, [json.loads(line) for line in open(truth)])
+    check_relay(check, recs, server.pid, relay.pid)
     check_replay(ctx, work, tracer.rec, recs)
 
 
@@ -147,6 +160,22 @@ def check_sessions(check, lines, recs, calls):
               f"{own:.1f} ms (its waits 120 ms), at most 10 ms a gap more")
     check(len(sessions) == 2, f"judge: two sessions, the loop's on each side; the browser's "
           f"chats of one question and the plain call none ({len(sessions)})")
+
+
+def check_relay(check, recs, server_pid, relay_pid):
+    """chromium's chats through the chat backend: the backend's own request (its server
+    record) is the browser's, by its User-Agent; its call upstream and the fixture's record of
+    that call carry the backend's name, and are a person's by the relay."""
+    want = {("server", relay_pid): ("user_agent", "Mozilla/5.0"),
+            ("client", relay_pid): ("relay", "relay/1.0"),
+            ("server", server_pid): ("relay", "relay/1.0")}
+    for (role, pid), (evidence, ua) in want.items():
+        mine = [r for r in recs if r["model"] == RELAYED and r["role"] == role and r["pid"] == pid]
+        check(len(mine) == 2 and all(r["consumer"] == "interactive" and
+                                     r["consumer_evidence"] == evidence and
+                                     (r["user_agent"] or "").startswith(ua) for r in mine),
+              f"judge: the relayed chats' {role} records of pid {pid} are interactive by "
+              f"{evidence} ({[(r['consumer'], r['consumer_evidence'], r['user_agent']) for r in mine]})")
 
 
 def check_person(check, recs, truth):

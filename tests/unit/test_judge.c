@@ -42,7 +42,7 @@ static struct request *made(const char *ua, double ttft_ms, double tpot_ms)
 static void judged(const struct judge *j, const struct request *r, struct request_metrics *m)
 {
 	request__metrics(r, m);
-	judge__request(j, r, m);
+	judge__request(j, r, m, NULL);
 }
 
 struct evidence_case {
@@ -140,6 +140,57 @@ static void test_rules(void **state)
 			fail_msg("--consumer %s was taken (%s)", bad[i], err);
 	}
 	request__free(r);
+}
+
+static const struct request *relayed_to;
+
+static const struct request *to(void *ctx, const struct request *r)
+{
+	(void)ctx;
+	(void)r;
+	return relayed_to;
+}
+
+/* A stream relayed on to a person's or an agent's request is theirs, over the relay's own
+ * name; to a program's, the request's own evidence decides. Rules still win. */
+static void test_relay(void **state)
+{
+	struct judge j;
+	struct request_metrics m;
+	struct request *r = made("relay/1.0", 100, 20), *browser = made("Mozilla/5.0", 90, 20),
+		       *agent = made("claude-cli/1.0", 90, 20), *curl = made("curl/8", 90, 20);
+	const struct judge_relay relay = { to, NULL };
+	char err[256];
+
+	(void)state;
+	judge__init(&j);
+	r->tools_offered = true;
+	snprintf(r->finish_reason, sizeof(r->finish_reason), "tool_calls");
+	relayed_to = browser;
+	request__metrics(r, &m);
+	judge__request(&j, r, &m, &relay);
+	assert_int_equal(m.consumer, CONSUMER_INTERACTIVE);
+	assert_int_equal(m.consumer_evidence, EVIDENCE_RELAY);
+	relayed_to = agent;
+	judge__request(&j, r, &m, &relay);
+	assert_int_equal(m.consumer, CONSUMER_AGENT);
+	assert_int_equal(m.consumer_evidence, EVIDENCE_RELAY);
+	relayed_to = curl; /* a program's: the request's own tool call decides */
+	judge__request(&j, r, &m, &relay);
+	assert_int_equal(m.consumer, CONSUMER_AGENT);
+	assert_int_equal(m.consumer_evidence, EVIDENCE_TOOL_CALL);
+	relayed_to = NULL;
+	judge__request(&j, r, &m, &relay);
+	assert_int_equal(m.consumer_evidence, EVIDENCE_TOOL_CALL);
+	relayed_to = browser;
+	assert_int_equal(judge__add_rule(&j, "programmatic:ua=relay/*", err, sizeof(err)), 0);
+	judge__request(&j, r, &m, &relay);
+	assert_int_equal(m.consumer, CONSUMER_PROGRAMMATIC);
+	assert_int_equal(m.consumer_evidence, EVIDENCE_RULE);
+	request__free(r);
+	request__free(browser);
+	request__free(agent);
+	request__free(curl);
 }
 
 static void test_slo_options(void **state)
@@ -362,6 +413,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_consumer_evidence), cmocka_unit_test(test_rules),
+		cmocka_unit_test(test_relay),
 		cmocka_unit_test(test_slo_options),	  cmocka_unit_test(test_slo_met_and_reading),
 		cmocka_unit_test(test_cache_regime),	  cmocka_unit_test(test_tool_facts),
 		cmocka_unit_test(test_pipeline_record),

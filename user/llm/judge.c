@@ -20,7 +20,7 @@ static const char *const consumer_names[CONSUMER__COUNT] = {
 };
 
 static const char *const evidence_names[EVIDENCE__COUNT] = {
-	[EVIDENCE_NONE] = "none",	     [EVIDENCE_RULE] = "rule",
+	[EVIDENCE_NONE] = "none",	     [EVIDENCE_RULE] = "rule",	     [EVIDENCE_RELAY] = "relay",
 	[EVIDENCE_USER_AGENT] = "user_agent", [EVIDENCE_TOOL_RESULT] = "tool_result",
 	[EVIDENCE_TOOL_CALL] = "tool_call",   [EVIDENCE_PROGRAM] = "program",
 };
@@ -233,19 +233,32 @@ static bool called_tool(const struct request *r)
 	       !strcmp(r->finish_reason, "function_call") || !strcmp(r->finish_reason, "tool_use");
 }
 
-/* Strongest evidence first: the operator's rules, then a browser's or an agent's own name,
- * then the tools (a result fed back, a tool called where tools were offered), then a
- * program's name. An SDK or an HTTP library says a program sends the request, not which kind:
- * the tools say whether it is an agent. Nothing else decides: unknown. */
-static void decide(const struct judge *j, const struct request *r, struct request_metrics *m)
+/* Strongest evidence first: the operator's rules; the request a traced proxy relays the
+ * stream on to (downstream), where its own evidence says a person or an agent; a browser's or
+ * an agent's own name; the tools (a result fed back, a tool called where tools were offered);
+ * a program's name. An SDK or an HTTP library says a program sends the request, not which
+ * kind: the tools say whether it is an agent. Nothing else decides: unknown. */
+static void decide(const struct judge *j, const struct request *r, struct request_metrics *m,
+		   const struct judge_relay *relay)
 {
 	enum consumer c = CONSUMER_UNKNOWN;
 	enum consumer_evidence e = EVIDENCE_NONE;
+	const struct request *downstream;
 
 	for (size_t i = 0; i < j->nrules; i++) {
 		if (rule_matches(&j->rules[i], r)) {
 			m->consumer = j->rules[i].consumer;
 			m->consumer_evidence = EVIDENCE_RULE;
+			return;
+		}
+	}
+	if (relay && (downstream = relay->downstream(relay->ctx, r))) {
+		struct request_metrics dm = { 0 };
+
+		decide(j, downstream, &dm, NULL);
+		if (dm.consumer == CONSUMER_INTERACTIVE || dm.consumer == CONSUMER_AGENT) {
+			m->consumer = dm.consumer;
+			m->consumer_evidence = EVIDENCE_RELAY;
 			return;
 		}
 	}
@@ -297,9 +310,10 @@ static int slo_met(const struct judge *j, const struct request *r, const struct 
 	return met;
 }
 
-void judge__request(const struct judge *j, const struct request *r, struct request_metrics *m)
+void judge__request(const struct judge *j, const struct request *r, struct request_metrics *m,
+		    const struct judge_relay *relay)
 {
-	decide(j, r, m);
+	decide(j, r, m, relay);
 	if (m->consumer == CONSUMER_INTERACTIVE && !isnan(m->tokens_per_s))
 		m->reading_headroom = m->tokens_per_s / j->reading_tps;
 	m->slo_met = slo_met(j, r, m);

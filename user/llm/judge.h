@@ -66,8 +66,17 @@ struct jval;
  * r->tool_result where its conversation's last message is a tool's result. */
 void judge__request_body(struct request *r, const struct jval *o);
 
-/* The request's consumer and evidence, reading headroom and slo_met, into m (its metrics). */
-void judge__request(const struct judge *j, const struct request *r, struct request_metrics *m);
+/* Where a request's stream is relayed on to (stream/relay.h): asked only when no rule
+ * decided; NULL: nowhere known. */
+struct judge_relay {
+	const struct request *(*downstream)(void *ctx, const struct request *r);
+	void *ctx;
+};
+
+/* The request's consumer and evidence, reading headroom and slo_met, into m (its metrics).
+ * relay NULL: no relay is looked for. */
+void judge__request(const struct judge *j, const struct request *r, struct request_metrics *m,
+		    const struct judge_relay *relay);
 
 /* A consumer's SLOs as the option spells them ("ttft<=1000ms tpot<=reading"; "" for none). */
 void judge__slos_text(const struct judge *j, enum consumer c, char *buf, size_t n);

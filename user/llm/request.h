@@ -233,6 +233,7 @@ enum consumer {
 enum consumer_evidence {
 	EVIDENCE_NONE = 0,
 	EVIDENCE_RULE,	      /* an operator's --consumer rule */
+	EVIDENCE_RELAY,	      /* relayed on (a traced proxy) to a browser's or an agent's request */
 	EVIDENCE_USER_AGENT,  /* a browser's or an agent's User-Agent */
 	EVIDENCE_TOOL_RESULT, /* its last message is a tool's result */
 	EVIDENCE_TOOL_CALL,   /* it offered tools and the reply called one */

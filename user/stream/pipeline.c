@@ -19,6 +19,7 @@
 #include "stream/identities.h"
 #include "stream/pipeline.h"
 #include "stream/recording.h"
+#include "stream/relay.h"
 #include "stream/settle.h"
 #include "stream/streams.h"
 #include "stream/tls_link.h"
@@ -92,6 +93,13 @@ static void join_and_attribute(struct pipeline *p, struct request *r)
 	request__engine_counts(r); /* what the stream left unsaid, from the engine */
 }
 
+static const struct request *downstream(void *ctx, const struct request *r)
+{
+	struct pipeline *p = ctx;
+
+	return relay__downstream(&p->streams, &p->settle, r);
+}
+
 /* Out of the settle queue: joined, attributed, counted, handed on, freed. */
 static void deliver_request(void *ctx, struct request *r)
 {
@@ -101,7 +109,7 @@ static void deliver_request(void *ctx, struct request *r)
 	identities__stamp(&p->idents, r);
 	join_and_attribute(p, r);
 	request__metrics(r, &m);
-	judge__request(&p->judge, r, &m);
+	judge__request(&p->judge, r, &m, &(struct judge_relay){ downstream, p });
 	sessions__request(p->sessions, r, &m);
 	p->h.requests++;
 	if (!m.complete)

@@ -111,3 +111,10 @@ uint64_t settle__reported_through(const struct settle *q, uint64_t now)
 	end = q->first->end_ns;
 	return end && end - 1 < now ? end - 1 : now;
 }
+
+void settle__each(const struct settle *q, void (*fn)(void *ctx, const struct request *r),
+		  void *ctx)
+{
+	for (const struct settle_held *h = q->first; h; h = h->next)
+		fn(ctx, h->r);
+}

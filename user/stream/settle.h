@@ -45,6 +45,9 @@ bool settle__exit(struct settle *q, uint32_t pid);
 /* Requests whose time has come by now (all of them at UINT64_MAX) leave, in order, then the
  * exits that nothing waits for any more. */
 void settle__release(struct settle *q, uint64_t now);
+/* Calls fn for each request waiting (finished, not reported yet). */
+void settle__each(const struct settle *q, void (*fn)(void *ctx, const struct request *r),
+		  void *ctx);
 /* Just before the oldest waiting request's end, at most now; now when none waits. */
 uint64_t settle__reported_through(const struct settle *q, uint64_t now);
 
