@@ -7,12 +7,17 @@ traced while the test
 plays loads one after another; each load's records (by the time its requests were sent) are
 one side of a comparison, as the JSON Lines of a run of its own would be. The loads:
 
-- base, base again: 20 requests one at a time, prompts of 20 distinct words (about 70 tokens);
-- burst: the same 20 at once, past the 2 slots: queueing (capacity);
+- base, base again: 20 requests one at a time, prompts of 20 distinct words (about 70
+  tokens);
 - long: 20 one at a time, prompts of 200 distinct words (about 700 tokens): prefill (prompt);
 - shared: 20 one at a time, prompts of 200 words sharing all but their last 5: reused from
   the slot's cache, so that long after shared is fewer cached tokens at one prompt length
-  (cache).
+  (cache);
+- burst: the same 20 as base at once, past the 2 slots: queueing (capacity).
+
+The summary of the whole recording with a 0.3 s change window compares the first 0.3 s (the
+base loads) with the last (the burst, and the end of the long prompts' load): its change line
+names capacity.
 
 The recording of the whole run is compared with itself too (a recording read as one side).
 """
@@ -50,12 +55,12 @@ def run_compare_checks(ctx):
 
         load("base", lambda: sequential(server.port, [text(rnd, 20) for _ in range(N)]))
         load("base again", lambda: sequential(server.port, [text(rnd, 20) for _ in range(N)]))
-        load("burst", lambda: together(server.port, [(CHAT, body_for(CHAT, text(rnd, 20), 8))
-                                                     for _ in range(N)]))
         shared = text(rnd, 195)
         load("shared", lambda: sequential(server.port,
                                           [shared + " " + text(rnd, 5) for _ in range(N)]))
         load("long", lambda: sequential(server.port, [text(rnd, 200) for _ in range(N)]))
+        load("burst", lambda: together(server.port, [(CHAT, body_for(CHAT, text(rnd, 20), 8))
+                                                     for _ in range(N)]))
     finally:
         server.stop()
         rc, out, err = tracer.stop()
@@ -116,6 +121,21 @@ def run_compare_checks(ctx):
         check(b["cached_share"] > 0.8 and a["cached_share"] < 0.2 and
               abs(a["prompt_tokens_p50"] - b["prompt_tokens_p50"]) < 0.1 * b["prompt_tokens_p50"],
               f"compare cache: cached share fell at one prompt length ({b}, {a})")
+    # the summary's change line: the run's first 0.3 s (the base loads) against its last (the
+    # burst, the last load), in compare's words
+    r = subprocess.run([tokenscope, "report", tracer.rec, "-q", "--change-window", "0.3"],
+                       capture_output=True, text=True)
+    change = [line for line in r.stdout.splitlines() if line.startswith("change: ")]
+    print(f"compare: {change}", flush=True)
+    # (the test's own client is traced too: either side of the call may be the verdict's)
+    check(len(change) == 1 and change[0].startswith("change: the last 0.3s against the first "
+                                                    "0.3s: ") and
+          " openai.chat model=tiny: TTFT p50 +" in change[0] and
+          change[0].endswith(": a capacity problem"),
+          f"compare: the summary says the last window's TTFT rose by queueing ({change})")
+    r = subprocess.run([tokenscope, "report", tracer.rec, "-q"], capture_output=True, text=True)
+    check(r.returncode == 0 and "change: " not in r.stdout,
+          "compare: a run shorter than two default windows (60 s) has no change line")
     # a recording is read as its records: the whole run against itself is no change
     r = subprocess.run([tokenscope, "compare", tracer.rec, tracer.rec], capture_output=True,
                        text=True)

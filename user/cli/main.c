@@ -219,6 +219,8 @@ static int wire_outputs(struct outputs *out)
 		goto oom;
 	if (o->top && (!(out->top = top__new(0)) || sinks__add(s, &top_sink, out->top)))
 		goto oom;
+	if (o->change_window_s)
+		summary__set_window(out->summary, (uint64_t)(o->change_window_s * 1e9));
 	if (o->html_path &&
 	    (!(out->html = html__new(o->html_path)) || sinks__add(s, &html_sink, out->html)))
 		goto oom;

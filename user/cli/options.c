@@ -194,6 +194,22 @@ static int set_session_idle(struct options *o, const char *arg)
 	return 0;
 }
 
+static int set_change_window(struct options *o, const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0.1 && v <= 86400)) {
+		fprintf(stderr, "tokenscope: invalid --change-window '%s' (seconds, 0.1 to 86400)\n",
+			arg);
+		return -1;
+	}
+	o->change_window_s = v;
+	return 0;
+}
+
 /* Options that only set a field. */
 enum opt_kind {
 	SET_FN,	  /* the option's own set() */
@@ -250,6 +266,8 @@ static const struct opt_spec specs[] = {
 	  "a person's reading speed, tokens a second (default 5.3)" },
 	{ "session-idle", 0, "SECS", FN(set_session_idle), true,
 	  "an agent session ends when its client has made no call\nfor SECS (default 60)" },
+	{ "change-window", 0, "SECS", FN(set_change_window), true,
+	  "the summary says why TTFT changed between the run's\nfirst and last SECS (default 60)" },
 	{ "metrics", 0, "[ADDR:]PORT", FN(set_metrics), false,
 	  "serve Prometheus metrics at http://ADDR:PORT/metrics\n(ADDR 127.0.0.1 unless given; "
 	  "OpenTelemetry GenAI names)" },

@@ -48,6 +48,7 @@ struct options {
 	long perfetto_max_mb;
 	struct judge judge; /* --consumer, --slo, --reading-speed */
 	long session_idle_s; /* --session-idle (0: llm/session.h's default) */
+	double change_window_s; /* --change-window (0: sinks/summary.h's default) */
 };
 
 /* `tokenscope [report FILE | top] [OPTIONS]` into o. Returns 0; 1 when it printed the help or the

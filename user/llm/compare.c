@@ -6,6 +6,9 @@
 
 #include "llm/compare.h"
 #include "llm/compare_state.h"
+#include "llm/attribution.h"
+#include "llm/dialect.h"
+#include "llm/group.h"
 #include "llm/json.h"
 
 static const char *const cause_names[CAUSE__COUNT] = {
@@ -68,9 +71,9 @@ static uint64_t u64(const struct jval *v)
 }
 
 /* A name from a record, cut to n and made printable (it is printed as text). */
-static void copy(char *dst, size_t n, const struct jval *v)
+static void copy(char *dst, size_t n, const char *s)
 {
-	snprintf(dst, n, "%s", jv_str(v) ? jv_str(v) : "-");
+	snprintf(dst, n, "%s", s && *s ? s : "-");
 	for (; *dst; dst++)
 		if ((unsigned char)*dst < 0x20 || *dst == 0x7f)
 			*dst = '?';
@@ -92,14 +95,15 @@ static bool grow(void **v, size_t *cap, size_t n, size_t size)
 	return true;
 }
 
-static struct cgroup *group_of(struct compare *c, const struct jval *o)
+static struct cgroup *group_of(struct compare *c, const char *comm, const char *role,
+				const char *api, const char *model)
 {
 	struct cgroup k = { 0 };
 
-	copy(k.comm, sizeof(k.comm), jv_get(o, "comm"));
-	copy(k.role, sizeof(k.role), jv_get(o, "role"));
-	copy(k.api, sizeof(k.api), jv_get(o, "api"));
-	copy(k.model, sizeof(k.model), jv_get(o, "model"));
+	copy(k.comm, sizeof(k.comm), comm);
+	copy(k.role, sizeof(k.role), role);
+	copy(k.api, sizeof(k.api), api);
+	copy(k.model, sizeof(k.model), model);
 	for (size_t i = 0; i < c->ng; i++) {
 		struct cgroup *g = &c->g[i];
 
@@ -122,31 +126,23 @@ static const double *server_parts(struct side_state *s, uint64_t id)
 	return NULL;
 }
 
-static int add_request(struct compare *c, struct side_state *s, struct reqs *side,
-		       const struct jval *o)
+/* A request into its group's side: a server's parts kept by its id for its clients; a
+ * client joined to its server (server_id) takes them, and its upstream time as the network's. */
+static int add_request(struct side_state *s, struct reqs *side, struct creq q, bool server,
+		       uint64_t id, uint64_t server_id, double upstream)
 {
-	const struct jval *a = jv_get(o, "attribution");
-	struct creq q = { .ttft = num(jv_get(o, "ttft_ms")), .e2e = num(jv_get(o, "e2e_ms")),
-			  .input = num(jv_get(o, "input_tokens")),
-			  .cached = num(jv_get(o, "cached_tokens")),
-			  .start = u64(jv_get(o, "start_ns")), .end = u64(jv_get(o, "end_ns")) };
-	bool server = jv_str(jv_get(o, "role")) && !strcmp(jv_str(jv_get(o, "role")), "server");
-
-	q.parts[P_QUEUE] = num(jv_get(a, "queue_ms"));
-	q.parts[P_PREFILL] = num(jv_get(a, "prefill_ms"));
-	q.parts[P_EMIT] = num(jv_get(a, "emit_ms"));
-	q.parts[P_NETWORK] = NAN;
-	if (server && u64(jv_get(o, "id"))) {
+	if (server && id) {
 		if (!grow((void **)&s->srv, &s->capsrv, s->nsrv, sizeof(*s->srv)))
 			return -1;
-		s->srv[s->nsrv].id = u64(jv_get(o, "id"));
+		s->srv[s->nsrv].id = id;
+		s->srv[s->nsrv].end = q.end;
 		memcpy(s->srv[s->nsrv++].parts, q.parts, sizeof(q.parts));
 	} else if (!server) {
-		const double *sp = server_parts(s, u64(jv_get(o, "server_id")));
+		const double *sp = server_parts(s, server_id);
 
 		if (sp)
 			memcpy(q.parts, sp, sizeof(q.parts));
-		q.parts[P_NETWORK] = num(jv_get(o, "upstream_ms"));
+		q.parts[P_NETWORK] = upstream;
 	}
 	if (q.start && (!s->first || q.start < s->first))
 		s->first = q.start;
@@ -190,8 +186,21 @@ int compare__line(struct compare *c, enum cmp_side side, const char *line, size_
 	if (!type)
 		return 0;
 	if (!strcmp(type, "request")) {
-		g = group_of(c, o);
-		return g ? add_request(c, s, &g->side[side], o) : -1;
+		const struct jval *a = jv_get(o, "attribution");
+		struct creq q = { .ttft = num(jv_get(o, "ttft_ms")), .e2e = num(jv_get(o, "e2e_ms")),
+				  .input = num(jv_get(o, "input_tokens")),
+				  .cached = num(jv_get(o, "cached_tokens")),
+				  .start = u64(jv_get(o, "start_ns")), .end = u64(jv_get(o, "end_ns")),
+				  .parts = { num(jv_get(a, "queue_ms")), num(jv_get(a, "prefill_ms")),
+					     num(jv_get(a, "emit_ms")), NAN } };
+		const char *role = jv_str(jv_get(o, "role"));
+
+		g = group_of(c, jv_str(jv_get(o, "comm")), role, jv_str(jv_get(o, "api")),
+			     jv_str(jv_get(o, "model")));
+		return g ? add_request(s, &g->side[side], q, role && !strcmp(role, "server"),
+				       u64(jv_get(o, "id")), u64(jv_get(o, "server_id")),
+				       num(jv_get(o, "upstream_ms")))
+			 : -1;
 	}
 	if (!strcmp(type, "engine_step"))
 		add_busy(s, (uint32_t)u64(jv_get(o, "pid")), u64(jv_get(o, "start_ns")),
@@ -205,6 +214,59 @@ int compare__line(struct compare *c, enum cmp_side side, const char *line, size_
 		s->waiting_n++;
 	}
 	return 0;
+}
+
+int compare__request(struct compare *c, enum cmp_side side, const struct request *r,
+		     const struct request_metrics *m)
+{
+	struct creq q = { .ttft = m->ttft_ms, .e2e = m->e2e_ms,
+			  .input = r->input_tokens.set ? (double)r->input_tokens.v : NAN,
+			  .cached = r->cached_tokens.set ? (double)r->cached_tokens.v : NAN,
+			  .start = r->start_ns, .end = r->end_ns,
+			  .parts = { NAN, NAN, NAN, NAN } };
+	struct cgroup *g = group_of(c, r->comm, role__name(r->role), api__name(r->api),
+				    request__model(r));
+
+	if (r->attr && r->attr->ok) { /* as the record's attribution says it (sinks/jsonl.c) */
+		struct ttft_split sp;
+
+		attribution__ttft_split(r->attr, &sp);
+		q.parts[P_QUEUE] = sp.queue_apart ? (double)sp.queue_ns / 1e6 : NAN;
+		q.parts[P_PREFILL] = sp.queue_apart ? (double)sp.prefill_ns / 1e6 : NAN;
+		q.parts[P_EMIT] = (double)sp.emit_ns / 1e6;
+	}
+	return g ? add_request(&c->s[side], &g->side[side], q, r->role == ROLE_SERVER, r->id,
+			       r->server_id, r->upstream_set ? (double)r->upstream_ns / 1e6 : NAN)
+		 : -1;
+}
+
+void compare__expire(struct compare *c, enum cmp_side side, uint64_t before_ns)
+{
+	struct side_state *s = &c->s[side];
+	size_t k = 0;
+
+	s->requests = 0;
+	s->first = 0;
+	for (size_t i = 0; i < c->ng; i++) {
+		struct reqs *r = &c->g[i].side[side];
+
+		k = 0;
+		for (size_t j = 0; j < r->n; j++) {
+			if (r->v[j].end < before_ns)
+				continue;
+			r->v[k++] = r->v[j];
+			if (r->v[j].start && (!s->first || r->v[j].start < s->first))
+				s->first = r->v[j].start;
+		}
+		r->n = k;
+		s->requests += k;
+	}
+	k = 0;
+	for (size_t j = 0; j < s->nsrv; j++) {
+		if (s->srv[j].end >= before_ns)
+			s->srv[k++] = s->srv[j];
+	}
+	s->nsrv = k;
 }
 
 /* ---- the statistics ---- */

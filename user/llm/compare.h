@@ -46,9 +46,19 @@ void compare__free(struct compare *c);
  * not a JSON object (counted: compare__bad). Objects of other types are skipped. */
 int compare__line(struct compare *c, enum cmp_side side, const char *line, size_t len);
 uint64_t compare__bad(const struct compare *c, enum cmp_side side);
+struct request;
+struct request_metrics;
+/* One finished request of a side, as its record would say it (a live run's windows: the
+ * summary's). -1 without memory. */
+int compare__request(struct compare *c, enum cmp_side side, const struct request *r,
+		     const struct request_metrics *m);
+/* The side's requests that ended before before_ns go (a sliding window). */
+void compare__expire(struct compare *c, enum cmp_side side, uint64_t before_ns);
 uint64_t compare__requests(const struct compare *c, enum cmp_side side);
 /* The comparison, in words (json false) or as one JSON document; the verdict's cause (the
  * largest significant change's, CAUSE_NONE for none). -1 without memory. */
 int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cause);
+/* The verdict line alone (without "verdict: "), into buf. -1 without memory. */
+int compare__verdict(struct compare *c, char *buf, size_t n, enum cmp_cause *cause);
 
 #endif

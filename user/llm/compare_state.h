@@ -35,7 +35,7 @@ struct cgroup {
 
 /* A server record's parts, by id: for the clients joined to it later in the same run. */
 struct server_parts {
-	uint64_t id;
+	uint64_t id, end;
 	double parts[P__COUNT];
 };
 

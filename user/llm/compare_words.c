@@ -284,3 +284,26 @@ int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cau
 	*cause = vcause;
 	return 0;
 }
+
+int compare__verdict(struct compare *c, char *buf, size_t n, enum cmp_cause *cause)
+{
+	char *text = NULL, *v;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int err;
+
+	if (!f)
+		return -1;
+	err = compare__report(c, f, false, cause);
+	fclose(f);
+	v = text ? strstr(text, "\nverdict: ") : NULL;
+	if (err || !v) {
+		free(text);
+		return -1;
+	}
+	v += strlen("\nverdict: ");
+	v[strcspn(v, "\n")] = 0;
+	snprintf(buf, n, "%s", v);
+	free(text);
+	return 0;
+}

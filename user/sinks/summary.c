@@ -11,6 +11,7 @@
 #include "llm/group.h"
 #include "engine/attrib.h"
 #include "stream/h2conn.h"
+#include "llm/compare.h"
 #include "sinks/sessions.h"
 #include "sinks/steps.h"
 #include "sinks/summary.h"
@@ -65,6 +66,10 @@ struct summary {
 	struct request_groups groups; /* struct group */
 	struct step_summary *steps;
 	struct session_summary *sessions;
+	/* what changed: the first window of the run (from the first reported request's start)
+	 * against the last (llm/compare.h), said once the run is two windows long */
+	struct compare *cmp;
+	uint64_t window_ns, anchor_ns, newest_end_ns, fed;
 };
 
 struct summary *summary__new(FILE *out, const struct attrib *a, const struct judge *j)
@@ -77,6 +82,7 @@ struct summary *summary__new(FILE *out, const struct attrib *a, const struct jud
 	sm->attr = a;
 	judge__init(&sm->defaults);
 	sm->judge = j ? j : &sm->defaults;
+	sm->window_ns = SUMMARY_WINDOW_NS;
 	request_groups__init(&sm->groups, sizeof(struct group));
 	sm->steps = step_summary__new();
 	sm->sessions = session_summary__new();
@@ -125,6 +131,7 @@ void summary__free(struct summary *sm)
 		return;
 	step_summary__free(sm->steps);
 	session_summary__free(sm->sessions);
+	compare__free(sm->cmp);
 	request_groups__free(&sm->groups, group_free);
 	free(sm);
 }
@@ -217,6 +224,42 @@ static void judged(struct summary *sm, struct group *g, const struct request *r,
 		sm->last_ns = r->end_ns;
 }
 
+void summary__set_window(struct summary *sm, uint64_t window_ns)
+{
+	sm->window_ns = window_ns;
+}
+
+/* Each request into the run's first window (once) and its sliding last one. */
+static void windows(struct summary *sm, const struct request *r, const struct request_metrics *m)
+{
+	if (!r->start_ns || !sm->window_ns || (!sm->cmp && !(sm->cmp = compare__new())))
+		return;
+	if (!sm->anchor_ns)
+		sm->anchor_ns = r->start_ns;
+	if (r->start_ns >= sm->anchor_ns && r->start_ns - sm->anchor_ns < sm->window_ns)
+		compare__request(sm->cmp, CMP_BEFORE, r, m);
+	compare__request(sm->cmp, CMP_AFTER, r, m);
+	if (r->end_ns > sm->newest_end_ns)
+		sm->newest_end_ns = r->end_ns;
+	if (++sm->fed % 4096 == 0 && sm->newest_end_ns > sm->window_ns)
+		compare__expire(sm->cmp, CMP_AFTER, sm->newest_end_ns - sm->window_ns);
+}
+
+/* The last window against the first, in compare's words: what changed, and why. */
+static void print_change(struct summary *sm, FILE *out)
+{
+	char verdict[1024];
+	enum cmp_cause cause;
+
+	if (!sm->cmp || sm->newest_end_ns < sm->anchor_ns + 2 * sm->window_ns)
+		return; /* the windows would overlap: nothing to compare yet */
+	compare__expire(sm->cmp, CMP_AFTER, sm->newest_end_ns - sm->window_ns);
+	if (compare__verdict(sm->cmp, verdict, sizeof(verdict), &cause))
+		return;
+	fprintf(out, "change: the last %gs against the first %gs: %s\n",
+		(double)sm->window_ns / 1e9, (double)sm->window_ns / 1e9, verdict);
+}
+
 static void on_request(void *self, const struct request *r, const struct request_metrics *mp)
 {
 	const struct request_metrics m = *mp;
@@ -234,6 +277,7 @@ static void on_request(void *self, const struct request *r, const struct request
 		sample__add(&g->ttft_cache[m.cache], m.ttft_ms);
 	}
 	judged(sm, g, r, &m);
+	windows(sm, r, &m);
 	if (!isnan(m.tpot_ms))
 		sample__add(&g->tpot, m.tpot_ms);
 	if (!isnan(m.e2e_ms))
@@ -605,6 +649,7 @@ void summary__print(struct summary *sm, FILE *out, const struct health *h)
 			print_attribution(out, g);
 	}
 	print_reading(sm, out);
+	print_change(sm, out);
 	session_summary__print(sm->sessions, out);
 	if (sm->groups.folded)
 		fprintf(out, "%llu requests of keys past the first %d groups are in groups of "

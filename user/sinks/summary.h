@@ -16,6 +16,10 @@ struct summary;
  * none). j: how requests were judged (their SLOs, the reading speed; NULL: the defaults). */
 struct summary *summary__new(FILE *out, const struct attrib *a, const struct judge *j);
 void summary__free(struct summary *sm);
+/* The summary compares the run's first window with its last (tokenscope compare's verdict),
+ * once the run is two windows long: their length (0: never). */
+#define SUMMARY_WINDOW_NS (60ull * 1000000000ull)
+void summary__set_window(struct summary *sm, uint64_t window_ns);
 /* self: a struct summary. */
 extern const struct sink_ops summary_sink;
 /* The summary as it stands, to out. */
