@@ -137,6 +137,66 @@ static void test_tail(void **state)
 	top__free(t);
 }
 
+/* The change line: the window against the run's first minute, in compare's words, remade
+ * every 10 s; the sessions that ended in the window. */
+static void test_judgements(void **state)
+{
+	struct top *t = top__new(0);
+	struct top_view v = { 0 };
+	struct attribution before = { .ok = true, .queue_ns = 5 * MS, .queue_busy_ns = 5 * MS,
+				      .prefill_ns = 20 * MS, .emit_ns = 1 * MS, .prefill_steps = 1 };
+	struct attribution after = before;
+	struct session_call calls[3] = { { 1, 231 * S, 231 * S + 50 * MS, 232 * S },
+					 { 2, 233 * S, 233 * S + 50 * MS, 234 * S },
+					 { 3, 234 * S + 500 * MS, 235 * S - 100 * MS, 235 * S } };
+	struct session s = { .ncalls = 3, .calls = calls, .role = ROLE_CLIENT,
+			     .consumer = CONSUMER_AGENT };
+
+	after.queue_ns = after.queue_busy_ns = 200 * MS;
+	for (int i = 0; i < 60; i++) {
+		const struct attribution *a = i < 30 ? &before : &after;
+		uint64_t end = (uint64_t)(i < 30 ? 1 + i : 170 + i) * S;
+		double ttft = (double)(a->queue_ns + a->prefill_ns + a->emit_ns) / 1e6 + (i % 7) * 0.1;
+		struct request r = { .pid = 42, .role = ROLE_SERVER, .api = API_OPENAI_CHAT,
+				     .model = "m", .response_model = "", .path = "",
+				     .start_ns = end - 500 * MS, .end_ns = end, .id = (uint64_t)i + 1,
+				     .attr = (struct attribution *)a };
+		struct request_metrics m = { .ttft_ms = ttft, .tpot_ms = 5, .e2e_ms = 500,
+					     .itl_max_ms = 6, .cache_hit = -1, .complete = true,
+					     .slo_met = -1, .reading_headroom = NAN };
+
+		snprintf(r.comm, sizeof(r.comm), "srv");
+		top__request(t, &r, &m);
+	}
+	snprintf(s.comm, sizeof(s.comm), "agent");
+	top_sink.on_session(t, &s);
+	assert_int_equal(top__view(t, NULL, 240 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	if (!strstr(v.change, "change (the last 60s against the first minute): srv server "
+			      "openai.chat model=m: TTFT p50 +") ||
+	    !strstr(v.change, ": a capacity problem"))
+		fail_msg("%s", v.change);
+	assert_int_equal(v.nsessions, 1);
+	assert_string_equal(v.sessions[0].name, "agent client agent");
+	assert_int_equal(v.sessions[0].n, 1);
+	assert_float_equal(v.sessions[0].total_p50_ms, 4000, 1e-6);
+	assert_float_equal(v.sessions[0].share_p50, 100.0 * 2.5 / 4, 1e-6);
+	/* 10 s on, the 10 s window: the session is out of it; the line (not due for 10 s) stays */
+	assert_int_equal(top__view(t, NULL, 246 * S, TOP_W10S, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.nsessions, 0);
+	assert_non_null(strstr(v.change, ": a capacity problem"));
+	assert_int_equal(top__view(t, NULL, 246 * S, TOP_WALL, TOP_ALL_GROUPS, &v), 0);
+	assert_int_equal(v.nsessions, 1); /* the whole run: every session kept */
+	top_view__free(&v);
+	top__free(t);
+
+	/* before the window is past the first minute: no change line */
+	t = top__new(0);
+	assert_int_equal(top__view(t, NULL, 100 * S, TOP_W60S, TOP_ALL_GROUPS, &v), 0);
+	assert_string_equal(v.change, "");
+	top_view__free(&v);
+	top__free(t);
+}
+
 /* An engine wire's split (its events: no busy or idle) lists its own parts and stays out of
  * the tail's letters, which are the steps' split. */
 static void test_tail_engine_wire(void **state)
@@ -292,7 +352,7 @@ int main(void)
 		cmocka_unit_test(test_tail_engine_wire),
 		cmocka_unit_test(test_escaped),	    cmocka_unit_test(test_sort_filter),
 		cmocka_unit_test(test_engine),	    cmocka_unit_test(test_kept),
-		cmocka_unit_test(test_cuda_kinds),
+		cmocka_unit_test(test_cuda_kinds), cmocka_unit_test(test_judgements),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

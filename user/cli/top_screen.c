@@ -247,7 +247,22 @@ static void draw_header(struct top_screen *s, int *y)
 		 (unsigned long long)v->in_flight, (unsigned long long)v->waiting,
 		 s->paused ? "  PAUSED" : "");
 	add_cut(line);
-	(*y) += 2;
+	(*y)++;
+	/* why TTFT changed against the run's first minute (sinks/top_judge.h); the sessions */
+	if (v->change[0]) {
+		red(s, true);
+		put((*y)++, 0, -1, v->change, false);
+		red(s, false);
+	}
+	for (size_t i = 0; i < v->nsessions; i++) {
+		const struct top_session_row *r = &v->sessions[i];
+
+		snprintf(line, sizeof(line), "sessions %s: %llu, p50 %.0f calls, %.2fs long, %.0f%% "
+			 "inside calls", r->name, (unsigned long long)r->n, r->calls_p50,
+			 r->total_p50_ms / 1e3, r->share_p50);
+		put((*y)++, 0, -1, line, false);
+	}
+	(*y)++;
 }
 
 static void draw_requests(struct top_screen *s, int *y, int last)

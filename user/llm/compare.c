@@ -128,17 +128,17 @@ static const double *server_parts(struct side_state *s, uint64_t id)
 
 /* A request into its group's side: a server's parts kept by its id for its clients; a
  * client joined to its server (server_id) takes them, and its upstream time as the network's. */
-static int add_request(struct side_state *s, struct reqs *side, struct creq q, bool server,
-		       uint64_t id, uint64_t server_id, double upstream)
+static int add_request(struct side_state *s, struct reqs *side, struct cmp_request q)
 {
-	if (server && id) {
+	if (q.server && q.id) {
 		if (!grow((void **)&s->srv, &s->capsrv, s->nsrv, sizeof(*s->srv)))
 			return -1;
-		s->srv[s->nsrv].id = id;
+		s->srv[s->nsrv].id = q.id;
 		s->srv[s->nsrv].end = q.end;
 		memcpy(s->srv[s->nsrv++].parts, q.parts, sizeof(q.parts));
-	} else if (!server) {
-		const double *sp = server_parts(s, server_id);
+	} else if (!q.server) {
+		const double *sp = server_parts(s, q.server_id);
+		double upstream = q.parts[P_NETWORK];
 
 		if (sp)
 			memcpy(q.parts, sp, sizeof(q.parts));
@@ -187,20 +187,21 @@ int compare__line(struct compare *c, enum cmp_side side, const char *line, size_
 		return 0;
 	if (!strcmp(type, "request")) {
 		const struct jval *a = jv_get(o, "attribution");
-		struct creq q = { .ttft = num(jv_get(o, "ttft_ms")), .e2e = num(jv_get(o, "e2e_ms")),
+		const char *role = jv_str(jv_get(o, "role"));
+		bool server = role && !strcmp(role, "server");
+		struct cmp_request q = { .ttft = num(jv_get(o, "ttft_ms")), .e2e = num(jv_get(o, "e2e_ms")),
 				  .input = num(jv_get(o, "input_tokens")),
 				  .cached = num(jv_get(o, "cached_tokens")),
 				  .start = u64(jv_get(o, "start_ns")), .end = u64(jv_get(o, "end_ns")),
 				  .parts = { num(jv_get(a, "queue_ms")), num(jv_get(a, "prefill_ms")),
-					     num(jv_get(a, "emit_ms")), NAN } };
-		const char *role = jv_str(jv_get(o, "role"));
+					     num(jv_get(a, "emit_ms")),
+					     server ? NAN : num(jv_get(o, "upstream_ms")) },
+				  .id = u64(jv_get(o, "id")), .server_id = u64(jv_get(o, "server_id")),
+				  .server = server };
 
 		g = group_of(c, jv_str(jv_get(o, "comm")), role, jv_str(jv_get(o, "api")),
 			     jv_str(jv_get(o, "model")));
-		return g ? add_request(s, &g->side[side], q, role && !strcmp(role, "server"),
-				       u64(jv_get(o, "id")), u64(jv_get(o, "server_id")),
-				       num(jv_get(o, "upstream_ms")))
-			 : -1;
+		return g ? add_request(s, &g->side[side], q) : -1;
 	}
 	if (!strcmp(type, "engine_step"))
 		add_busy(s, (uint32_t)u64(jv_get(o, "pid")), u64(jv_get(o, "start_ns")),
@@ -216,28 +217,43 @@ int compare__line(struct compare *c, enum cmp_side side, const char *line, size_
 	return 0;
 }
 
-int compare__request(struct compare *c, enum cmp_side side, const struct request *r,
-		     const struct request_metrics *m)
+void compare__describe(const struct request *r, const struct request_metrics *m,
+		       struct cmp_request *q)
 {
-	struct creq q = { .ttft = m->ttft_ms, .e2e = m->e2e_ms,
-			  .input = r->input_tokens.set ? (double)r->input_tokens.v : NAN,
-			  .cached = r->cached_tokens.set ? (double)r->cached_tokens.v : NAN,
-			  .start = r->start_ns, .end = r->end_ns,
-			  .parts = { NAN, NAN, NAN, NAN } };
-	struct cgroup *g = group_of(c, r->comm, role__name(r->role), api__name(r->api),
-				    request__model(r));
-
+	*q = (struct cmp_request){ .ttft = m->ttft_ms, .e2e = m->e2e_ms,
+			    .input = r->input_tokens.set ? (double)r->input_tokens.v : NAN,
+			    .cached = r->cached_tokens.set ? (double)r->cached_tokens.v : NAN,
+			    .start = r->start_ns, .end = r->end_ns,
+			    .parts = { NAN, NAN, NAN, NAN }, .id = r->id, .server_id = r->server_id,
+			    .server = r->role == ROLE_SERVER };
 	if (r->attr && r->attr->ok) { /* as the record's attribution says it (sinks/jsonl.c) */
 		struct ttft_split sp;
 
 		attribution__ttft_split(r->attr, &sp);
-		q.parts[P_QUEUE] = sp.queue_apart ? (double)sp.queue_ns / 1e6 : NAN;
-		q.parts[P_PREFILL] = sp.queue_apart ? (double)sp.prefill_ns / 1e6 : NAN;
-		q.parts[P_EMIT] = (double)sp.emit_ns / 1e6;
+		q->parts[P_QUEUE] = sp.queue_apart ? (double)sp.queue_ns / 1e6 : NAN;
+		q->parts[P_PREFILL] = sp.queue_apart ? (double)sp.prefill_ns / 1e6 : NAN;
+		q->parts[P_EMIT] = (double)sp.emit_ns / 1e6;
 	}
-	return g ? add_request(&c->s[side], &g->side[side], q, r->role == ROLE_SERVER, r->id,
-			       r->server_id, r->upstream_set ? (double)r->upstream_ns / 1e6 : NAN)
-		 : -1;
+	if (!q->server && r->upstream_set)
+		q->parts[P_NETWORK] = (double)r->upstream_ns / 1e6;
+}
+
+int compare__add(struct compare *c, enum cmp_side side, const char *comm, const char *role,
+		 const char *api, const char *model, const struct cmp_request *q)
+{
+	struct cgroup *g = group_of(c, comm, role, api, model);
+
+	return g ? add_request(&c->s[side], &g->side[side], *q) : -1;
+}
+
+int compare__request(struct compare *c, enum cmp_side side, const struct request *r,
+		     const struct request_metrics *m)
+{
+	struct cmp_request q;
+
+	compare__describe(r, m, &q);
+	return compare__add(c, side, r->comm, role__name(r->role), api__name(r->api),
+			    request__model(r), &q);
 }
 
 void compare__expire(struct compare *c, enum cmp_side side, uint64_t before_ns)
@@ -330,17 +346,17 @@ static int interval(const double *b, size_t nb, const double *a, size_t na, doub
 
 static int by_ttft(const void *x, const void *y)
 {
-	return cmp_double(&((const struct creq *)x)->ttft, &((const struct creq *)y)->ttft);
+	return cmp_double(&((const struct cmp_request *)x)->ttft, &((const struct cmp_request *)y)->ttft);
 }
 
-static void band_of(const struct creq *v, size_t n, double p, struct band *b)
+static void band_of(const struct cmp_request *v, size_t n, double p, struct band *b)
 {
 	size_t from = rank(n, p >= 99 ? 95 : p - 10), to = rank(n, p >= 99 ? 100 : p + 10);
 	double sum[P__COUNT] = { 0 }, ttft = 0, input = 0, cached = 0;
 	size_t have[P__COUNT] = { 0 }, tokens = 0, m = to - from + 1;
 
 	for (size_t i = from; i <= to; i++) {
-		const struct creq *q = &v[i];
+		const struct cmp_request *q = &v[i];
 
 		ttft += q->ttft;
 		for (int k = 0; k < P__COUNT; k++) {
@@ -373,13 +389,13 @@ static double diff(double a, double b)
  * on both; 0 where it comes out below 0, NAN where the tokens do not vary. A step costs more
  * than its tokens (a fixed part, and on some engines a part that grows with the context): the
  * slope alone is what more or fewer tokens change. */
-static double per_token(const struct creq *const sides[2], const size_t n[2])
+static double per_token(const struct cmp_request *const sides[2], const size_t n[2])
 {
 	double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0, var;
 
 	for (int s = 0; s < 2; s++) {
 		for (size_t i = 0; i < n[s]; i++) {
-			const struct creq *q = &sides[s][i];
+			const struct cmp_request *q = &sides[s][i];
 			double u = q->input - q->cached;
 
 			if (isnan(u) || isnan(q->parts[P_PREFILL]))
@@ -441,7 +457,7 @@ void compare__judge(const struct cgroup *g, double p, struct change *ch, double 
 {
 	const struct reqs *B = &g->side[CMP_BEFORE], *A = &g->side[CMP_AFTER];
 	double best = 0, dir;
-	struct creq *sb, *sa;
+	struct cmp_request *sb, *sa;
 
 	memset(ch, 0, sizeof(*ch));
 	ch->p = p;
@@ -485,7 +501,7 @@ void compare__judge(const struct cgroup *g, double p, struct change *ch, double 
 	qsort(sa, ch->na, sizeof(*sa), by_ttft);
 	band_of(sb, ch->nb, p, &ch->bb);
 	band_of(sa, ch->na, p, &ch->ba);
-	ch->per_token = per_token((const struct creq *const[2]){ sb, sa },
+	ch->per_token = per_token((const struct cmp_request *const[2]){ sb, sa },
 				  (const size_t[2]){ ch->nb, ch->na });
 	free(sb);
 	free(sa);
@@ -515,7 +531,7 @@ void compare__evidence(const struct side_state *s, const struct reqs *r, struct 
 	double span = (double)(s->last - s->first) / 1e9, most = 0;
 
 	for (size_t i = 0; i < r->n; i++) {
-		const struct creq *q = &r->v[i];
+		const struct cmp_request *q = &r->v[i];
 
 		if (q->start && (!first || q->start < first))
 			first = q->start;

@@ -39,6 +39,23 @@ const char *cmp_cause__name(enum cmp_cause c);
 #define CMP_RESAMPLES 2000
 
 struct compare;
+struct request;
+struct request_metrics;
+
+/* One request as compare reads it: TTFT and end-to-end time, prompt and cached tokens, the
+ * parts of TTFT (ms; NAN: not told: queue, prefill, emit, network), its times; for a client,
+ * the server record that served it (its parts are taken from there). */
+#define CMP_PARTS 4
+struct cmp_request {
+	double ttft, e2e, input, cached;
+	double parts[CMP_PARTS];
+	uint64_t start, end;
+	uint64_t id, server_id;
+	bool server;
+};
+/* A finished request, as its record would say it (sinks/jsonl.c). */
+void compare__describe(const struct request *r, const struct request_metrics *m,
+		       struct cmp_request *q);
 
 struct compare *compare__new(void);
 void compare__free(struct compare *c);
@@ -46,12 +63,13 @@ void compare__free(struct compare *c);
  * not a JSON object (counted: compare__bad). Objects of other types are skipped. */
 int compare__line(struct compare *c, enum cmp_side side, const char *line, size_t len);
 uint64_t compare__bad(const struct compare *c, enum cmp_side side);
-struct request;
-struct request_metrics;
 /* One finished request of a side, as its record would say it (a live run's windows: the
  * summary's). -1 without memory. */
 int compare__request(struct compare *c, enum cmp_side side, const struct request *r,
 		     const struct request_metrics *m);
+/* The same, described already, with its group's names (top's kept requests). */
+int compare__add(struct compare *c, enum cmp_side side, const char *comm, const char *role,
+		 const char *api, const char *model, const struct cmp_request *q);
 /* The side's requests that ended before before_ns go (a sliding window). */
 void compare__expire(struct compare *c, enum cmp_side side, uint64_t before_ns);
 uint64_t compare__requests(const struct compare *c, enum cmp_side side);

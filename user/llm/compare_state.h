@@ -13,18 +13,15 @@
 #include "llm/compare.h"
 #include "llm/json.h"
 
-/* What a record splits its TTFT into (ms; NAN: not told). A client joined to its server takes
- * the server's parts, and its upstream time as the network's. */
+/* What a record splits its TTFT into (ms; NAN: not told): struct cmp_request's parts. A
+ * client joined to its server takes the server's parts, and its upstream time as the
+ * network's. */
 enum part { P_QUEUE, P_PREFILL, P_EMIT, P_NETWORK, P__COUNT };
+_Static_assert(P__COUNT == CMP_PARTS, "compare.h's parts are these");
 
-struct creq {
-	double ttft, e2e, input, cached;
-	double parts[P__COUNT];
-	uint64_t start, end;
-};
 
 struct reqs {
-	struct creq *v;
+	struct cmp_request *v;
 	size_t n, cap;
 };
 

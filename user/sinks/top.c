@@ -37,6 +37,7 @@ struct kept_req {
 		uint64_t ns;
 	} parts[TTFT_PARTS_MAX]; /* the split's; by the steps: busy, idle, prefill, emit */
 	size_t nparts;
+	struct cmp_request cmp; /* as tokenscope compare reads it (top_judge.h) */
 };
 
 /* Each group's requests and engine's steps are kept (base/recent.h) this long before the
@@ -90,36 +91,17 @@ struct top {
 	struct engine_sched sched[ENGINE_SCHED_MAX]; /* each engine's latest step */
 	char sched_comm[ENGINE_SCHED_MAX][TS_COMM_LEN];
 	size_t nsched;
+	struct top_judge *judge;
 };
-
-uint64_t top_window__ns(enum top_window w)
-{
-	static const uint64_t ns[] = { 10ull * 1000000000ull, 60ull * 1000000000ull,
-				       300ull * 1000000000ull, 0 };
-
-	return ns[w];
-}
-
-const char *top_window__name(enum top_window w)
-{
-	static const char *const names[] = { "10s", "60s", "5min", "all" };
-
-	return names[w];
-}
-
-const char *top_col__name(enum top_col c)
-{
-	static const char *const names[] = { "name", "done", "req/s", "flight", "ttft p50",
-					     "ttft p90", "ttft p99", "tpot p50", "tpot p99",
-					     "gap max", "hit%", "slo%", "good/s", "read" };
-
-	return names[c];
-}
 
 struct top *top__new(uint64_t start_ns)
 {
 	struct top *t = calloc(1, sizeof(*t));
 
+	if (t && !(t->judge = top_judge__new())) {
+		free(t);
+		return NULL;
+	}
 	if (t) {
 		t->start_ns = t->prev_ns = start_ns;
 		request_groups__init(&t->groups, sizeof(struct group));
@@ -153,6 +135,7 @@ void top__free(struct top *t)
 	}
 	for (size_t i = 0; i < sizeof(t->scratch) / sizeof(*t->scratch); i++)
 		sample__free(&t->scratch[i]);
+	top_judge__free(t->judge);
 	free(t->engines);
 	free(t->intervals);
 	free(t);
@@ -185,6 +168,7 @@ static void keep_request(struct group *g, const struct request *r, const struct 
 		.e2e = m->e2e_ms, .cache_hit = (int8_t)m->cache_hit, .complete = m->complete,
 		.slo_met = (int8_t)m->slo_met, .headroom = m->reading_headroom,
 	};
+	compare__describe(r, m, &k->cmp);
 	attribution__ttft_split(r->attr, &sp);
 	k->source = sp.source;
 	k->prefill_steps = sp.prefill_steps;
@@ -285,6 +269,7 @@ void top__request(struct top *t, const struct request *r, const struct request_m
 	if (!isnan(m->reading_headroom))
 		sample__add(&g->headroom, m->reading_headroom);
 	keep_request(g, r, m);
+	top_judge__request(t->judge, r, m, t->start_ns);
 	if (r->role == ROLE_SERVER && r->attr && r->attr->ok && !r->attr->by_sequence)
 		mark_steps(t, r);
 }
@@ -669,6 +654,21 @@ static void view_header(struct top *t, struct pipeline *pl, uint64_t now, struct
 	v->lost = h->lost_pieces + h->bpf[TS_CNT_TRUNCATED];
 }
 
+struct to_cmp {
+	struct top_judge *tj;
+	const struct group *g;
+};
+
+/* A kept request of the window, as tokenscope compare reads it. */
+static void to_compare(void *ctx, void *item)
+{
+	const struct to_cmp *c = ctx;
+
+	top_judge__window_add(c->tj, c->g->key.comm, role__name(c->g->key.role),
+			      api__name(c->g->key.api), c->g->key.model,
+			      &((const struct kept_req *)item)->cmp);
+}
+
 int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window win,
 	      size_t only_group, struct top_view *v)
 {
@@ -719,6 +719,15 @@ int top__view(struct top *t, struct pipeline *pl, uint64_t now, enum top_window 
 	v->rps = w.secs > 0 ? (double)done / w.secs : NAN;
 	for (size_t i = 0; i < t->nengines; i++)
 		engine_row(t, v, t->engines[i], &w);
+	if (!w.all && top_judge__due(t->judge, w.hi, v->window_ns, t->start_ns)) {
+		for (size_t i = 0; i < t->groups.n; i++)
+			recent_scan(&group_at(t, i)->reqs, &w, to_compare,
+				    &(struct to_cmp){ t->judge, group_at(t, i) });
+		top_judge__change(t->judge, top_window__name(win), w.hi);
+	}
+	snprintf(v->change, sizeof(v->change), "%s", top_judge__line(t->judge));
+	v->nsessions = top_judge__sessions(t->judge, w.lo, w.hi, w.all, v->sessions,
+					   TOP_SESSION_ROWS);
 	return 0;
 }
 
@@ -766,5 +775,11 @@ static void on_exit_(void *self, uint32_t pid)
 	top__process_exit(self, pid);
 }
 
+static void on_session(void *self, const struct session *s)
+{
+	top_judge__session(((struct top *)self)->judge, s);
+}
+
 const struct sink_ops top_sink = { .name = "top", .on_request = on_request, .on_step = on_step,
-				   .on_sched = on_sched, .on_exit = on_exit_ };
+				   .on_sched = on_sched, .on_exit = on_exit_,
+				   .on_session = on_session };

@@ -23,6 +23,7 @@
 #include "llm/request.h"
 #include "stream/pipeline.h"
 #include "sinks/sink.h"
+#include "sinks/top_judge.h"
 
 /* The windows `w` cycles through. */
 enum top_window { TOP_W10S, TOP_W60S, TOP_W5MIN, TOP_WALL, TOP_W__COUNT };
@@ -119,6 +120,11 @@ struct top_view {
 	size_t nsched;
 	struct top_slow slow[TOP_SLOW_MAX]; /* newest first */
 	size_t nslow;
+	/* why TTFT changed in the window against the run's first minute (sinks/top_judge.h;
+	 * "" when it did not, past noise), and the agent sessions that ended in it */
+	char change[TOP_JUDGE_LINE];
+	struct top_session_row sessions[TOP_SESSION_ROWS];
+	size_t nsessions;
 };
 
 struct top;

@@ -1,12 +1,38 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #define _GNU_SOURCE /* strcasestr, qsort_r */
-/* `tokenscope top`'s rows in the order and selection its keys ask for (top.h). */
+/* `tokenscope top`'s windows and columns, and its rows in the order and selection its keys
+ * ask for (top.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llm/dialect.h"
 #include "sinks/top.h"
+
+/* The windows and columns the keys choose: their lengths and names. */
+uint64_t top_window__ns(enum top_window w)
+{
+	static const uint64_t ns[] = { 10ull * 1000000000ull, 60ull * 1000000000ull,
+				       300ull * 1000000000ull, 0 };
+
+	return ns[w];
+}
+
+const char *top_window__name(enum top_window w)
+{
+	static const char *const names[] = { "10s", "60s", "5min", "all" };
+
+	return names[w];
+}
+
+const char *top_col__name(enum top_col c)
+{
+	static const char *const names[] = { "name", "done", "req/s", "flight", "ttft p50",
+					     "ttft p90", "ttft p99", "tpot p50", "tpot p99",
+					     "gap max", "hit%", "slo%", "good/s", "read" };
+
+	return names[c];
+}
 
 /* A row's figure in column c (NAN sorts last). */
 static double figure(const struct top_row *r, enum top_col c)
