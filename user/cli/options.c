@@ -376,7 +376,8 @@ static void man_page(FILE *f)
 		   ".B tokenscope report\n\\fIFILE\\fR [\\fIOPTIONS\\fR]\n.br\n"
 		   ".B tokenscope top\n[\\fIOPTIONS\\fR]\n.br\n"
 		   ".B tokenscope top \\-\\-replay\n\\fIFILE\\fR [\\fB\\-\\-speed\\fR "
-		   "\\fIX\\fR] [\\fIOPTIONS\\fR]\n"
+		   "\\fIX\\fR] [\\fIOPTIONS\\fR]\n.br\n"
+		   ".B tokenscope compare\n\\fIBEFORE\\fR \\fIAFTER\\fR [\\fB\\-\\-json\\fR]\n"
 		   ".SH DESCRIPTION\n"
 		   "tokenscope attaches eBPF probes to unmodified processes (uprobes on OpenSSL and on Go's\n"
 		   "crypto/tls, syscall tracepoints on plain TCP and Unix sockets, uprobes on the CUDA\n"
@@ -390,6 +391,8 @@ static void man_page(FILE *f)
 		   "5.10 or later).\n"
 		   "\\fBreport\\fR replays a recording (\\fB\\-r\\fR) through the same pipeline and needs\n"
 		   "no privilege; \\fBtop\\fR shows the same figures in a full\\-screen view.\n"
+		   "\\fBcompare\\fR says why TTFT changed between two runs (their recordings or JSON\n"
+		   "Lines), per group, with its evidence; \\fB\\-\\-json\\fR gives the same as data.\n"
 		   ".SH OPTIONS\n",
 		TS_VERSION_DATE, TS_VERSION);
 	for (size_t i = 0; i < NSPECS; i++) {

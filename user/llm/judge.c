@@ -43,7 +43,7 @@ const char *consumer_evidence__name(enum consumer_evidence e)
 
 /* Agents: coding agents and agent frameworks that name themselves first in their User-Agent
  * (compared without case, as a prefix). */
-static const char *const agent_agents[] = {
+static const char *const agent_names[] = {
 	"claude-cli/", "claude-code/", "codex_cli_rs/", "Agents/", "opencode/", "aider/",
 	"OpenHands",   "langchain",    "crewai",	"autogen", "llama-index", "llamaindex",
 };
@@ -51,7 +51,7 @@ static const char *const agent_agents[] = {
 /* Programs: the official SDKs ("OpenAI/JS", "AsyncOpenAI/Python", "Anthropic/Python"... are
  * found anywhere in the first product) and HTTP libraries and tools (a prefix). */
 static const char *const sdk_products[] = { "OpenAI/", "Anthropic/" };
-static const char *const program_agents[] = {
+static const char *const program_names[] = {
 	"google-genai-sdk/", "google-api-", "ollama-python/", "ollama-js/", "curl/", "Wget/",
 	"python-httpx/",     "python-requests/", "Python-urllib/", "Python/", "aiohttp/",
 	"Go-http-client/",   "node-fetch", "node", "undici", "axios/", "okhttp/", "grpc-",
@@ -264,14 +264,14 @@ static void decide(const struct judge *j, const struct request *r, struct reques
 	}
 	if (!strncmp(r->user_agent, "Mozilla/", 8))
 		c = CONSUMER_INTERACTIVE, e = EVIDENCE_USER_AGENT;
-	else if (prefixed(r->user_agent, agent_agents, N(agent_agents)))
+	else if (prefixed(r->user_agent, agent_names, N(agent_names)))
 		c = CONSUMER_AGENT, e = EVIDENCE_USER_AGENT;
 	else if (r->tool_result)
 		c = CONSUMER_AGENT, e = EVIDENCE_TOOL_RESULT;
 	else if (r->tools_offered && called_tool(r))
 		c = CONSUMER_AGENT, e = EVIDENCE_TOOL_CALL;
 	else if (r->user_agent[0] && (sdk_product(r->user_agent) ||
-				      prefixed(r->user_agent, program_agents, N(program_agents))))
+				      prefixed(r->user_agent, program_names, N(program_names))))
 		c = CONSUMER_PROGRAMMATIC, e = EVIDENCE_PROGRAM;
 	m->consumer = c;
 	m->consumer_evidence = e;

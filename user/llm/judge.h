@@ -3,7 +3,9 @@
  * What a request means to the one waiting for it: who reads the reply (its consumer, and what
  * decided it), how fast its stream runs against a person's reading, and whether it met the
  * SLOs set for its consumer. docs/judgements.md says how each is decided and where the
- * defaults come from; the pipeline judges every request once, on its request_metrics.
+ * defaults come from; the pipeline judges every request once, on its request_metrics. The
+ * request body's part of the evidence (tools, a tool's result, the conversation's hashes that
+ * llm/session.h chains calls by) is read here too, from the dialects' parse.
  */
 #ifndef TS_JUDGE_H
 #define TS_JUDGE_H
