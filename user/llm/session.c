@@ -128,7 +128,7 @@ void session__times(const struct session *s, struct session_times *t)
 /* ---- open sessions ---- */
 
 /* Whose calls these are: a client's own process; for a server's records, its peer's host
- * (its port changes with each connection) and its own address. */
+ * (its port changes with each connection) and the server process. */
 static void client_of(const struct request *r, char *buf, size_t n)
 {
 	if (r->role == ROLE_CLIENT) {
@@ -164,8 +164,6 @@ static bool same_client(const struct session *s, const struct request *r, const 
 static struct session *chained(struct sessions *t, const struct request *r, const char *client,
 			       enum session_chain *by)
 {
-	struct session *best = NULL;
-
 	if (r->previous_response_id[0]) {
 		for (size_t i = t->nopen; i-- > 0;) {
 			if (!strcmp(t->open[i]->response_id, r->previous_response_id)) {
@@ -174,8 +172,8 @@ static struct session *chained(struct sessions *t, const struct request *r, cons
 			}
 		}
 	}
-	/* the newest session of this client whose whole conversation r's begins with; where r
-	 * feeds back a tool's result, one whose last call asked for a tool, conversation or not */
+	/* the newest session of this client whose whole conversation r's begins with: by a
+	 * tool's result where r feeds back one the last call asked for */
 	for (size_t i = t->nopen; i-- > 0;) {
 		struct session *s = t->open[i];
 
@@ -187,12 +185,8 @@ static struct session *chained(struct sessions *t, const struct request *r, cons
 			*by = r->tool_result && s->tool_called ? CHAIN_TOOL_RESULT : CHAIN_CONVERSATION;
 			return s;
 		}
-		if (!best && r->tool_result && s->tool_called && !r->nconv)
-			best = s;
 	}
-	if (best)
-		*by = CHAIN_TOOL_RESULT;
-	return best;
+	return NULL;
 }
 
 static bool called_tool(const struct request *r)

@@ -13,7 +13,7 @@
 
 void html_consumers__add(struct html_consumers *c, const struct request_metrics *m)
 {
-	typeof(c->by[0]) *p = &c->by[m->consumer];
+	struct html_consumer *p = &c->by[m->consumer];
 
 	p->n++;
 	if (m->slo_met >= 0) {
@@ -48,7 +48,7 @@ int html_consumers__table(struct buf *out, struct html_consumers *c, const struc
 			      "<th>reading headroom p10</th><th>p50</th></tr>");
 
 	for (int k = 0; k < CONSUMER__COUNT; k++) {
-		typeof(c->by[0]) *p = &c->by[k];
+		struct html_consumer *p = &c->by[k];
 		char slos[160], esc[sizeof(slos) * 6], a[32], b[32];
 
 		if (!p->n)

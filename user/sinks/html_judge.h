@@ -14,7 +14,7 @@
 
 /* A group's requests by consumer. */
 struct html_consumers {
-	struct {
+	struct html_consumer {
 		uint64_t n, judged, met;
 		struct sample headroom;
 	} by[CONSUMER__COUNT];
