@@ -196,7 +196,8 @@ def check_person(check, recs, truth):
         rates = [(len(w) - 1) / ((w[-1] - w[0]) / 1e9) for w in writes]
         good = [r for r, rate in zip(mine, rates)
                 if r["tokens_per_s"] and abs(r["tokens_per_s"] - rate) < 0.02 * rate and
-                abs(r["tokens_per_s"] - 1000.0 / r["tpot_ms"]) < 0.01 and
+                1000.0 / (r["tpot_ms"] + 0.0005) - 0.0005 <= r["tokens_per_s"] <=
+                1000.0 / (r["tpot_ms"] - 0.0005) + 0.0005 and
                 abs(r["reading_headroom"] - r["tokens_per_s"] / READING) < 0.002]
         check(len(good) == n == len(rates),
               f"judge: {model}: tokens_per_s is the fixture's writes' rate (within 2 %), the "

@@ -76,6 +76,9 @@ uint64_t compare__requests(const struct compare *c, enum cmp_side side);
 /* The comparison, in words (json false) or as one JSON document; the verdict's cause (the
  * largest significant change's, CAUSE_NONE for none). -1 without memory. */
 int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cause);
+/* Each group's verdict where it changed past noise, a line each after prefix (none: the
+ * whole's word, "none" or too few). -1 without memory. */
+int compare__verdicts(struct compare *c, FILE *out, const char *prefix, enum cmp_cause *cause);
 /* The verdict line alone (without "verdict: "), into buf. -1 without memory. */
 int compare__verdict(struct compare *c, char *buf, size_t n, enum cmp_cause *cause);
 

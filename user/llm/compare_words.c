@@ -186,11 +186,16 @@ static void json_evidence(FILE *out, const char *key, const struct evidence *e)
 	fputc('}', out);
 }
 
-int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cause)
+enum mode { WORDS, JSON, VERDICTS };
+
+/* The report (words, JSON), or only each group's verdict, one line each after prefix. */
+static int report(struct compare *c, FILE *out, enum mode mode, const char *prefix,
+		  enum cmp_cause *cause)
 {
 	size_t most = 0;
+	bool json = mode == JSON, words = mode == WORDS;
 	double *tb, *ta, worst = 0;
-	char verdict[1024] = "", name[256], why[512], d[32];
+	char verdict[1024] = "", mine[1024], name[256], why[512], d[32];
 	enum cmp_cause vcause = CAUSE_NONE;
 	bool first = true;
 	size_t judged = 0;
@@ -208,17 +213,19 @@ int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cau
 	if (json)
 		fprintf(out, "{\"before_requests\":%llu,\"after_requests\":%llu,\"groups\":[",
 			(unsigned long long)c->s[0].requests, (unsigned long long)c->s[1].requests);
-	else
+	else if (words)
 		fprintf(out, "before: %llu requests, after: %llu requests\n",
 			(unsigned long long)c->s[0].requests, (unsigned long long)c->s[1].requests);
 	for (size_t i = 0; i < c->ng; i++) {
 		const struct cgroup *g = &c->g[i];
 		struct change ch[2];
 		struct evidence eb, ea;
+		double group_worst = 0;
 
+		mine[0] = 0;
 		group_name(g, name, sizeof(name));
 		if (!g->side[0].n || !g->side[1].n) {
-			if (!json)
+			if (words)
 				fprintf(out, "%s: only %s (%zu requests)\n", name,
 					g->side[0].n ? "before" : "after", g->side[0].n + g->side[1].n);
 			continue;
@@ -243,24 +250,33 @@ int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cau
 			json_evidence(out, "after", &ea);
 			fputc('}', out);
 			first = false;
-		} else {
+		} else if (words) {
 			fprintf(out, "%s: %zu -> %zu requests\n", name, g->side[0].n, g->side[1].n);
 		}
 		for (int k = 0; k < 2; k++) {
+			double size = fabs(ch[k].after - ch[k].before);
+
 			judged += ch[k].judged;
 			because(&ch[k], &eb, &ea, why, sizeof(why));
-			if (!json)
+			if (words)
 				print_change(out, &ch[k], why);
-			/* the verdict: the largest significant change, p99 before p50 at equal size */
-			if (ch[k].significant && fabs(ch[k].after - ch[k].before) >= worst) {
-				worst = fabs(ch[k].after - ch[k].before);
+			/* the group's verdict, and the whole's: the largest significant change, p99
+			 * before p50 at equal size */
+			if (!ch[k].significant || size < group_worst)
+				continue;
+			group_worst = size;
+			snprintf(mine, sizeof(mine), "%s: TTFT p%.0f %s: %s", name, ch[k].p,
+				 ms(d, sizeof(d), ch[k].after - ch[k].before, true), why);
+			if (size >= worst) {
+				worst = size;
 				vcause = ch[k].cause;
-				snprintf(verdict, sizeof(verdict), "%s: TTFT p%.0f %s: %s", name, ch[k].p,
-					 ms(d, sizeof(d), ch[k].after - ch[k].before, true), why);
+				snprintf(verdict, sizeof(verdict), "%s", mine);
 			}
 		}
-		if (!json)
+		if (words)
 			print_evidence(out, &eb, &ea);
+		if (mode == VERDICTS && mine[0])
+			fprintf(out, "%s%s\n", prefix, mine);
 	}
 	if (!verdict[0] && judged)
 		snprintf(verdict, sizeof(verdict), "TTFT within the runs' noise at every percentile "
@@ -276,13 +292,25 @@ int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cau
 		jstr(out, "verdict", verdict);
 		fprintf(out, "\"resamples\":%d,\"floor_ms\":%g,\"floor_share\":%g}\n", CMP_RESAMPLES,
 			CMP_FLOOR_MS, CMP_FLOOR_SHARE);
-	} else {
+	} else if (words) {
 		fprintf(out, "verdict: %s\n", verdict);
+	} else if (vcause == CAUSE_NONE || vcause == CAUSE_UNKNOWN) {
+		fprintf(out, "%s%s\n", prefix, verdict); /* no group's change: the whole's word */
 	}
 	free(tb);
 	free(ta);
 	*cause = vcause;
 	return 0;
+}
+
+int compare__report(struct compare *c, FILE *out, bool json, enum cmp_cause *cause)
+{
+	return report(c, out, json ? JSON : WORDS, "", cause);
+}
+
+int compare__verdicts(struct compare *c, FILE *out, const char *prefix, enum cmp_cause *cause)
+{
+	return report(c, out, VERDICTS, prefix, cause);
 }
 
 int compare__verdict(struct compare *c, char *buf, size_t n, enum cmp_cause *cause)

@@ -245,19 +245,19 @@ static void windows(struct summary *sm, const struct request *r, const struct re
 		compare__expire(sm->cmp, CMP_AFTER, sm->newest_end_ns - sm->window_ns);
 }
 
-/* The last window against the first, in compare's words: what changed, and why. */
+/* The last window against the first, in compare's words: what changed, and why, a line per
+ * group that changed. */
 static void print_change(struct summary *sm, FILE *out)
 {
-	char verdict[1024];
+	char prefix[96];
 	enum cmp_cause cause;
 
 	if (!sm->cmp || sm->newest_end_ns < sm->anchor_ns + 2 * sm->window_ns)
 		return; /* the windows would overlap: nothing to compare yet */
 	compare__expire(sm->cmp, CMP_AFTER, sm->newest_end_ns - sm->window_ns);
-	if (compare__verdict(sm->cmp, verdict, sizeof(verdict), &cause))
-		return;
-	fprintf(out, "change: the last %gs against the first %gs: %s\n",
-		(double)sm->window_ns / 1e9, (double)sm->window_ns / 1e9, verdict);
+	snprintf(prefix, sizeof(prefix), "change: the last %gs against the first %gs: ",
+		 (double)sm->window_ns / 1e9, (double)sm->window_ns / 1e9);
+	compare__verdicts(sm->cmp, out, prefix, &cause);
 }
 
 static void on_request(void *self, const struct request *r, const struct request_metrics *mp)
