@@ -117,9 +117,13 @@ static struct cgroup *group_of(struct compare *c, const char *comm, const char *
 	return &c->g[c->ng++];
 }
 
+/* A client's server, among the newest SERVERS_LOOKED server records: a client's record follows
+ * its server's within the requests that finished meanwhile (one not found: parts unknown). */
+#define SERVERS_LOOKED 4096
+
 static const double *server_parts(struct side_state *s, uint64_t id)
 {
-	for (size_t i = s->nsrv; i-- > 0;) {
+	for (size_t i = s->nsrv, k = 0; id && i-- > 0 && k < SERVERS_LOOKED; k++) {
 		if (s->srv[i].id == id)
 			return s->srv[i].parts;
 	}

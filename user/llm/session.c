@@ -7,12 +7,23 @@
 #include "llm/group.h"
 #include "llm/session.h"
 
+/* The index: a session by its last conversation's hash (with its client's) and by its last
+ * response's id, open addressing with linear probing, deletion by backward shift. At most
+ * two keys a session: at most half full. */
+#define INDEX_SLOTS (4 * SESSIONS_OPEN_MAX)
+
+struct slot {
+	uint64_t key; /* 0: empty */
+	struct session *s;
+};
+
 struct sessions {
 	session_fn fn;
 	void *ctx;
 	uint64_t idle_ns;
-	struct session **open; /* oldest first */
-	size_t nopen, cap;
+	struct session *oldest, *newest; /* by their last call */
+	size_t nopen;
+	struct slot index[INDEX_SLOTS];
 	uint64_t next_id;
 	uint64_t evicted;
 };
@@ -60,9 +71,12 @@ void sessions__free(struct sessions *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nopen; i++)
-		session_free(t->open[i]);
-	free(t->open);
+	while (t->oldest) {
+		struct session *s = t->oldest;
+
+		t->oldest = s->next;
+		session_free(s);
+	}
 	free(t);
 }
 
@@ -141,11 +155,92 @@ static void client_of(const struct request *r, char *buf, size_t n)
 	snprintf(buf, n, "%.*s>%u", host, r->peer, r->pid);
 }
 
-static void end_session(struct sessions *t, size_t i, enum session_end why)
+static uint64_t mix(uint64_t a, uint64_t b)
 {
-	struct session *s = t->open[i];
+	uint64_t h = (a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2))) * 0xff51afd7ed558ccdull;
 
-	memmove(&t->open[i], &t->open[i + 1], (t->nopen - i - 1) * sizeof(*t->open));
+	return (h ^ (h >> 33)) | 1; /* never 0: an empty slot */
+}
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static struct session *index_get(const struct sessions *t, uint64_t key)
+{
+	for (size_t i = key & (INDEX_SLOTS - 1); t->index[i].key; i = (i + 1) & (INDEX_SLOTS - 1)) {
+		if (t->index[i].key == key)
+			return t->index[i].s;
+	}
+	return NULL;
+}
+
+/* key -> s (a newer session of the same key takes its place) */
+static void index_put(struct sessions *t, uint64_t key, struct session *s)
+{
+	size_t i = key & (INDEX_SLOTS - 1);
+
+	while (t->index[i].key && t->index[i].key != key)
+		i = (i + 1) & (INDEX_SLOTS - 1);
+	t->index[i] = (struct slot){ key, s };
+}
+
+/* key's entry goes where it is s's */
+static void index_del(struct sessions *t, uint64_t key, const struct session *s)
+{
+	size_t i = key & (INDEX_SLOTS - 1), j;
+
+	while (t->index[i].key && t->index[i].key != key)
+		i = (i + 1) & (INDEX_SLOTS - 1);
+	if (!key || t->index[i].key != key || t->index[i].s != s)
+		return;
+	t->index[i].key = 0;
+	/* backward shift: later entries of the run move up to where a probe finds them */
+	for (j = (i + 1) & (INDEX_SLOTS - 1); t->index[j].key; j = (j + 1) & (INDEX_SLOTS - 1)) {
+		size_t home = t->index[j].key & (INDEX_SLOTS - 1);
+
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			t->index[i] = t->index[j];
+			t->index[j].key = 0;
+			i = j;
+		}
+	}
+}
+
+static void unlink_session(struct sessions *t, struct session *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		t->oldest = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	else
+		t->newest = s->prev;
+	s->prev = s->next = NULL;
+}
+
+static void append_session(struct sessions *t, struct session *s)
+{
+	s->prev = t->newest;
+	s->next = NULL;
+	if (t->newest)
+		t->newest->next = s;
+	else
+		t->oldest = s;
+	t->newest = s;
+}
+
+static void end_session(struct sessions *t, struct session *s, enum session_end why)
+{
+	unlink_session(t, s);
+	index_del(t, s->conv_key, s);
+	index_del(t, s->resp_key, s);
 	t->nopen--;
 	if (s->ncalls >= 2) {
 		s->id = ++t->next_id;
@@ -160,28 +255,25 @@ static bool same_client(const struct session *s, const struct request *r, const 
 	return s->role == r->role && !strcmp(s->client, client);
 }
 
-/* The session r continues, and by what; NULL for none. */
+/* The session r continues, and by what; NULL for none: the one whose last response r names,
+ * else this client's newest whose whole conversation r's begins with, and more (by a tool's
+ * result where r feeds back one the last call asked for). One conversation sent again whole
+ * (a retry, or two people's same question) is not a chain. */
 static struct session *chained(struct sessions *t, const struct request *r, const char *client,
-			       enum session_chain *by)
+			       uint64_t client_hash, enum session_chain *by)
 {
+	struct session *s;
+
 	if (r->previous_response_id[0]) {
-		for (size_t i = t->nopen; i-- > 0;) {
-			if (!strcmp(t->open[i]->response_id, r->previous_response_id)) {
-				*by = CHAIN_PREVIOUS_RESPONSE;
-				return t->open[i];
-			}
+		s = index_get(t, mix(hash_str(r->previous_response_id), 2));
+		if (s && !strcmp(s->response_id, r->previous_response_id)) {
+			*by = CHAIN_PREVIOUS_RESPONSE;
+			return s;
 		}
 	}
-	/* the newest session of this client whose whole conversation r's begins with: by a
-	 * tool's result where r feeds back one the last call asked for */
-	for (size_t i = t->nopen; i-- > 0;) {
-		struct session *s = t->open[i];
-
-		if (!same_client(s, r, client))
-			continue;
-		/* longer: one conversation sent again (a retry, or two people's same question) is
-		 * not a chain */
-		if (s->nconv && r->nconv > s->nconv && r->conv[s->nconv - 1] == s->conv[s->nconv - 1]) {
+	for (uint32_t k = r->nconv > 1 ? r->nconv - 1 : 0; k > 0; k--) {
+		s = index_get(t, mix(client_hash, r->conv[k - 1]));
+		if (s && s->nconv == k && s->conv[k - 1] == r->conv[k - 1] && same_client(s, r, client)) {
 			*by = r->tool_result && s->tool_called ? CHAIN_TOOL_RESULT : CHAIN_CONVERSATION;
 			return s;
 		}
@@ -196,39 +288,32 @@ static bool called_tool(const struct request *r)
 }
 
 static struct session *open_session(struct sessions *t, const struct request *r,
-				    const struct request_metrics *m, const char *client)
+				    const struct request_metrics *m, const char *client,
+				    uint64_t client_hash)
 {
 	struct session *s = calloc(1, sizeof(*s));
-	struct session **v;
 
 	if (!s)
 		return NULL;
 	if (t->nopen == SESSIONS_OPEN_MAX) {
-		t->evicted++;
-		end_session(t, 0, SESSION_FULL);
-	}
-	if (t->nopen == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-
-		v = realloc(t->open, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			return NULL;
-		}
-		t->open = v;
-		t->cap = cap;
+		/* the least recently called ends; a lone call was no session, and no loss */
+		t->evicted += t->oldest->ncalls >= 2;
+		end_session(t, t->oldest, SESSION_FULL);
 	}
 	s->pid = r->pid;
 	memcpy(s->comm, r->comm, sizeof(s->comm));
 	s->role = r->role;
 	snprintf(s->client, sizeof(s->client), "%s", client);
+	s->client_hash = client_hash;
 	snprintf(s->model, sizeof(s->model), "%s", request__model(r));
 	s->consumer = m->consumer;
-	t->open[t->nopen++] = s;
+	append_session(t, s);
+	t->nopen++;
 	return s;
 }
 
-static int add_call(struct session *s, const struct request *r, const struct request_metrics *m)
+static int add_call(struct sessions *t, struct session *s, const struct request *r,
+		    const struct request_metrics *m)
 {
 	uint64_t *conv = NULL;
 
@@ -256,6 +341,17 @@ static int add_call(struct session *s, const struct request *r, const struct req
 		s->consumer = CONSUMER_AGENT;
 	if (r->end_ns > s->last_ns)
 		s->last_ns = r->end_ns;
+	/* what the next call finds it by, and its place among the most recently called */
+	index_del(t, s->conv_key, s);
+	index_del(t, s->resp_key, s);
+	s->conv_key = s->nconv ? mix(s->client_hash, s->conv[s->nconv - 1]) : 0;
+	s->resp_key = s->response_id[0] ? mix(hash_str(s->response_id), 2) : 0;
+	if (s->conv_key)
+		index_put(t, s->conv_key, s);
+	if (s->resp_key)
+		index_put(t, s->resp_key, s);
+	unlink_session(t, s);
+	append_session(t, s);
 	return 0;
 }
 
@@ -263,6 +359,7 @@ void sessions__request(struct sessions *t, const struct request *r, const struct
 {
 	char client[SESSION_CLIENT_MAX];
 	enum session_chain by = CHAIN_CONVERSATION;
+	uint64_t client_hash;
 	struct session *s;
 
 	/* a call of a conversation, a tool loop or a chain of responses; not an embedding, nor a
@@ -272,44 +369,37 @@ void sessions__request(struct sessions *t, const struct request *r, const struct
 		return;
 	sessions__tick(t, r->start_ns);
 	client_of(r, client, sizeof(client));
-	s = chained(t, r, client, &by);
+	client_hash = mix(hash_str(client), r->role);
+	s = chained(t, r, client, client_hash, &by);
 	if (s && s->ncalls == SESSION_CALLS_MAX) {
-		size_t i;
-
-		for (i = 0; t->open[i] != s; i++)
-			;
-		end_session(t, i, SESSION_FULL);
+		end_session(t, s, SESSION_FULL);
 		s = NULL;
 	}
 	if (s)
 		s->chained[by]++;
-	else if (!(s = open_session(t, r, m, client)))
+	else if (!(s = open_session(t, r, m, client, client_hash)))
 		return;
-	add_call(s, r, m);
+	add_call(t, s, r, m);
 }
 
+/* Least recently called first: the idle ones are at the front. */
 void sessions__tick(struct sessions *t, uint64_t now)
 {
-	for (size_t i = 0; i < t->nopen;) {
-		if (now > t->open[i]->last_ns + t->idle_ns)
-			end_session(t, i, SESSION_IDLE);
-		else
-			i++;
-	}
+	while (t->oldest && now > t->oldest->last_ns + t->idle_ns)
+		end_session(t, t->oldest, SESSION_IDLE);
 }
 
 void sessions__exit(struct sessions *t, uint32_t pid)
 {
-	for (size_t i = 0; i < t->nopen;) {
-		if (t->open[i]->role == ROLE_CLIENT && t->open[i]->pid == pid)
-			end_session(t, i, SESSION_EXIT);
-		else
-			i++;
+	for (struct session *s = t->oldest, *next; s; s = next) {
+		next = s->next;
+		if (s->role == ROLE_CLIENT && s->pid == pid)
+			end_session(t, s, SESSION_EXIT);
 	}
 }
 
 void sessions__finish(struct sessions *t)
 {
-	while (t->nopen)
-		end_session(t, 0, SESSION_TRACE_END);
+	while (t->oldest)
+		end_session(t, t->oldest, SESSION_TRACE_END);
 }

@@ -19,7 +19,8 @@
 #include "llm/request.h"
 
 #define SESSION_IDLE_NS_DEFAULT (60ull * 1000000000ull)
-#define SESSIONS_OPEN_MAX 4096 /* open at once; past it the oldest ends (said: "full") */
+#define SESSIONS_OPEN_MAX 4096 /* open at once; past it the least recently called ends
+				* (said: "full") */
 #define SESSION_CALLS_MAX 4096 /* a session's calls; past it, it ends and a new one begins */
 #define SESSION_CLIENT_MAX (REQ_ADDR_MAX + 16)
 
@@ -54,6 +55,9 @@ struct session {
 	char response_id[REQ_RESPONSE_ID_MAX];
 	bool tool_called;
 	uint64_t last_ns; /* the last call's end: idle from then */
+	/* the tracker's: open sessions, least recently called first; the index keys it holds */
+	struct session *prev, *next;
+	uint64_t client_hash, conv_key, resp_key;
 };
 
 /* What a session's calls add up to (ns): from its first call's start to its last one's end;
@@ -80,7 +84,8 @@ void sessions__tick(struct sessions *t, uint64_t now);
 void sessions__exit(struct sessions *t, uint32_t pid);
 /* The end of the trace: every open session ends. */
 void sessions__finish(struct sessions *t);
-/* Sessions ended early because SESSIONS_OPEN_MAX were open (their end said "full"). */
+/* Sessions of two calls or more ended early because SESSIONS_OPEN_MAX were open (their end
+ * said "full"). */
 uint64_t sessions__evicted(const struct sessions *t);
 
 #endif

@@ -58,6 +58,7 @@ struct pipeline {
 	struct match *match;
 	struct judge judge; /* each request's consumer, reading headroom and SLOs */
 	struct sessions *sessions; /* clients' chained calls */
+	struct relays relays; /* which processes may relay a stream on (stream/relay.h) */
 	struct settle settle;
 	uint64_t next_id;
 	struct streams streams;
@@ -97,7 +98,7 @@ static const struct request *downstream(void *ctx, const struct request *r)
 {
 	struct pipeline *p = ctx;
 
-	return relay__downstream(&p->streams, &p->settle, r);
+	return relay__downstream(&p->relays, &p->streams, &p->settle, r);
 }
 
 /* Out of the settle queue: joined, attributed, counted, handed on, freed. */
@@ -124,6 +125,7 @@ static void deliver_exit(void *ctx, uint32_t pid)
 	struct pipeline *p = ctx;
 
 	identities__exit(&p->idents, pid);
+	relay__exit(&p->relays, pid);
 	attrib__exit(p->attr, pid);
 	sessions__exit(p->sessions, pid);
 	if (p->on_exit)
@@ -159,6 +161,7 @@ static void on_first_token(void *ctx, struct request *r)
 	if (r->role == ROLE_SERVER)
 		r->engine_output_ns = engine_wire_set__first_output(&p->wires, r);
 	attrib__first_token(p->attr, r);
+	relay__seen(&p->relays, r);
 }
 
 static void on_session(void *ctx, const struct session *s)
@@ -246,6 +249,7 @@ void pipeline__free(struct pipeline *p)
 	attrib__free(p->attr);
 	match__free(p->match);
 	sessions__free(p->sessions);
+	relay__free(&p->relays);
 	streams__free(&p->streams);
 	engine_wire_set__free(&p->wires);
 	identities__free(&p->idents);

@@ -42,13 +42,41 @@ static const struct request *one(const struct streams *open, const struct settle
 	return f.n == 1 ? f.found : NULL;
 }
 
-const struct request *relay__downstream(const struct streams *open, const struct settle *held,
-					const struct request *r)
+void relay__seen(struct relays *t, const struct request *r)
+{
+	struct pidset *mine = r->role == ROLE_SERVER ? &t->serving : &t->calling;
+	struct pidset *other = r->role == ROLE_SERVER ? &t->calling : &t->serving;
+
+	if (!pidset__has(mine, r->pid) && pidset__add(mine, r->pid) && pidset__has(other, r->pid))
+		t->both++;
+}
+
+void relay__exit(struct relays *t, uint32_t pid)
+{
+	if (pidset__has(&t->serving, pid) && pidset__has(&t->calling, pid))
+		t->both--;
+	pidset__del(&t->serving, pid);
+	pidset__del(&t->calling, pid);
+}
+
+void relay__free(struct relays *t)
+{
+	pidset__free(&t->serving);
+	pidset__free(&t->calling);
+}
+
+const struct request *relay__downstream(const struct relays *t, const struct streams *open,
+					const struct settle *held, const struct request *r)
 {
 	const struct request *call;
 
-	if (r->role == ROLE_CLIENT)
+	if (r->role == ROLE_CLIENT) {
+		if (!pidset__has(&t->serving, r->pid) || !pidset__has(&t->calling, r->pid))
+			return NULL;
 		return one(open, held, r, false);
+	}
+	if (!t->both)
+		return NULL;
 	call = one(open, held, r, true);
 	return call ? one(open, held, call, false) : NULL;
 }
