@@ -189,117 +189,133 @@ static void json_evidence(FILE *out, const char *key, const struct evidence *e)
 enum mode { WORDS, JSON, VERDICTS };
 
 /* The report (words, JSON), or only each group's verdict, one line each after prefix. */
+/* What one pass of the report carries from group to group. */
+struct pass {
+	const struct compare *c;
+	FILE *out;
+	enum mode mode;
+	const char *prefix;
+	double *tb, *ta; /* room for a side's TTFTs */
+	double worst;	 /* the largest significant change so far: the verdict's */
+	char verdict[1024];
+	enum cmp_cause cause;
+	bool first;
+	size_t judged;
+};
+
+/* One group found on both sides: its changes and evidence, in the pass's mode; the group's
+ * verdict (its largest significant change, p99 before p50 at equal size), and the whole's. */
+static void group_report(struct pass *p, const struct cgroup *g)
+{
+	bool json = p->mode == JSON, words = p->mode == WORDS;
+	char mine[1024] = "", name[256], why[512], d[32];
+	struct change ch[2];
+	struct evidence eb, ea;
+	double group_worst = 0;
+	FILE *out = p->out;
+
+	group_name(g, name, sizeof(name));
+	if (!g->side[0].n || !g->side[1].n) {
+		if (words)
+			fprintf(out, "%s: only %s (%zu requests)\n", name,
+				g->side[0].n ? "before" : "after", g->side[0].n + g->side[1].n);
+		return;
+	}
+	compare__evidence(&p->c->s[0], &g->side[0], &eb);
+	compare__evidence(&p->c->s[1], &g->side[1], &ea);
+	compare__judge(g, 50, &ch[0], p->tb, p->ta);
+	compare__judge(g, 99, &ch[1], p->tb, p->ta);
+	if (json) {
+		fprintf(out, "%s{", p->first ? "" : ",");
+		jstr(out, "process", g->comm);
+		jstr(out, "role", g->role);
+		jstr(out, "api", g->api);
+		jstr(out, "model", g->model);
+		fprintf(out, "\"before_n\":%zu,\"after_n\":%zu,", g->side[0].n, g->side[1].n);
+		json_change(out, &ch[0]);
+		fputc(',', out);
+		json_change(out, &ch[1]);
+		fputc(',', out);
+		json_evidence(out, "before", &eb);
+		fputc(',', out);
+		json_evidence(out, "after", &ea);
+		fputc('}', out);
+		p->first = false;
+	} else if (words) {
+		fprintf(out, "%s: %zu -> %zu requests\n", name, g->side[0].n, g->side[1].n);
+	}
+	for (int k = 0; k < 2; k++) {
+		double size = fabs(ch[k].after - ch[k].before);
+
+		p->judged += ch[k].judged;
+		because(&ch[k], &eb, &ea, why, sizeof(why));
+		if (words)
+			print_change(out, &ch[k], why);
+		if (!ch[k].significant || size < group_worst)
+			continue;
+		group_worst = size;
+		snprintf(mine, sizeof(mine), "%s: TTFT p%.0f %s: %s", name, ch[k].p,
+			 ms(d, sizeof(d), ch[k].after - ch[k].before, true), why);
+		if (size >= p->worst) {
+			p->worst = size;
+			p->cause = ch[k].cause;
+			snprintf(p->verdict, sizeof(p->verdict), "%s", mine);
+		}
+	}
+	if (words)
+		print_evidence(out, &eb, &ea);
+	if (p->mode == VERDICTS && mine[0])
+		fprintf(out, "%s%s\n", p->prefix, mine);
+}
+
+/* The report (words, JSON), or only each group's verdict, one line each after prefix. */
 static int report(struct compare *c, FILE *out, enum mode mode, const char *prefix,
 		  enum cmp_cause *cause)
 {
+	struct pass p = { .c = c, .out = out, .mode = mode, .prefix = prefix,
+			  .cause = CAUSE_NONE, .first = true };
 	size_t most = 0;
-	bool json = mode == JSON, words = mode == WORDS;
-	double *tb, *ta, worst = 0;
-	char verdict[1024] = "", mine[1024], name[256], why[512], d[32];
-	enum cmp_cause vcause = CAUSE_NONE;
-	bool first = true;
-	size_t judged = 0;
 
 	for (size_t i = 0; i < c->ng; i++)
 		for (int s = 0; s < 2; s++)
 			most = c->g[i].side[s].n > most ? c->g[i].side[s].n : most;
-	tb = malloc((most ? most : 1) * sizeof(*tb));
-	ta = malloc((most ? most : 1) * sizeof(*ta));
-	if (!tb || !ta) {
-		free(tb);
-		free(ta);
+	p.tb = malloc((most ? most : 1) * sizeof(*p.tb));
+	p.ta = malloc((most ? most : 1) * sizeof(*p.ta));
+	if (!p.tb || !p.ta) {
+		free(p.tb);
+		free(p.ta);
 		return -1;
 	}
-	if (json)
+	if (mode == JSON)
 		fprintf(out, "{\"before_requests\":%llu,\"after_requests\":%llu,\"groups\":[",
 			(unsigned long long)c->s[0].requests, (unsigned long long)c->s[1].requests);
-	else if (words)
+	else if (mode == WORDS)
 		fprintf(out, "before: %llu requests, after: %llu requests\n",
 			(unsigned long long)c->s[0].requests, (unsigned long long)c->s[1].requests);
-	for (size_t i = 0; i < c->ng; i++) {
-		const struct cgroup *g = &c->g[i];
-		struct change ch[2];
-		struct evidence eb, ea;
-		double group_worst = 0;
-
-		mine[0] = 0;
-		group_name(g, name, sizeof(name));
-		if (!g->side[0].n || !g->side[1].n) {
-			if (words)
-				fprintf(out, "%s: only %s (%zu requests)\n", name,
-					g->side[0].n ? "before" : "after", g->side[0].n + g->side[1].n);
-			continue;
-		}
-		compare__evidence(&c->s[0], &g->side[0], &eb);
-		compare__evidence(&c->s[1], &g->side[1], &ea);
-		compare__judge(g, 50, &ch[0], tb, ta);
-		compare__judge(g, 99, &ch[1], tb, ta);
-		if (json) {
-			fprintf(out, "%s{", first ? "" : ",");
-			jstr(out, "process", g->comm);
-			jstr(out, "role", g->role);
-			jstr(out, "api", g->api);
-			jstr(out, "model", g->model);
-			fprintf(out, "\"before_n\":%zu,\"after_n\":%zu,", g->side[0].n, g->side[1].n);
-			json_change(out, &ch[0]);
-			fputc(',', out);
-			json_change(out, &ch[1]);
-			fputc(',', out);
-			json_evidence(out, "before", &eb);
-			fputc(',', out);
-			json_evidence(out, "after", &ea);
-			fputc('}', out);
-			first = false;
-		} else if (words) {
-			fprintf(out, "%s: %zu -> %zu requests\n", name, g->side[0].n, g->side[1].n);
-		}
-		for (int k = 0; k < 2; k++) {
-			double size = fabs(ch[k].after - ch[k].before);
-
-			judged += ch[k].judged;
-			because(&ch[k], &eb, &ea, why, sizeof(why));
-			if (words)
-				print_change(out, &ch[k], why);
-			/* the group's verdict, and the whole's: the largest significant change, p99
-			 * before p50 at equal size */
-			if (!ch[k].significant || size < group_worst)
-				continue;
-			group_worst = size;
-			snprintf(mine, sizeof(mine), "%s: TTFT p%.0f %s: %s", name, ch[k].p,
-				 ms(d, sizeof(d), ch[k].after - ch[k].before, true), why);
-			if (size >= worst) {
-				worst = size;
-				vcause = ch[k].cause;
-				snprintf(verdict, sizeof(verdict), "%s", mine);
-			}
-		}
-		if (words)
-			print_evidence(out, &eb, &ea);
-		if (mode == VERDICTS && mine[0])
-			fprintf(out, "%s%s\n", prefix, mine);
-	}
-	if (!verdict[0] && judged)
-		snprintf(verdict, sizeof(verdict), "TTFT within the runs' noise at every percentile "
-						   "judged: none");
-	if (!verdict[0]) {
-		snprintf(verdict, sizeof(verdict), "no group has %d requests with a TTFT on each side: "
-						   "too few to tell", CMP_LEAST);
+	for (size_t i = 0; i < c->ng; i++)
+		group_report(&p, &c->g[i]);
+	if (!p.verdict[0] && p.judged)
+		snprintf(p.verdict, sizeof(p.verdict),
+			 "TTFT within the runs' noise at every percentile judged: none");
+	if (!p.verdict[0]) {
+		snprintf(p.verdict, sizeof(p.verdict),
+			 "no group has %d requests with a TTFT on each side: too few to tell", CMP_LEAST);
 		/* (p99 wants 100: a group judged at p50 alone gives a verdict above) */
-		vcause = CAUSE_UNKNOWN;
+		p.cause = CAUSE_UNKNOWN;
 	}
-	if (json) {
-		fprintf(out, "],\"cause\":\"%s\",", cmp_cause__name(vcause));
-		jstr(out, "verdict", verdict);
+	if (mode == JSON) {
+		fprintf(out, "],\"cause\":\"%s\",", cmp_cause__name(p.cause));
+		jstr(out, "verdict", p.verdict);
 		fprintf(out, "\"resamples\":%d,\"floor_ms\":%g,\"floor_share\":%g}\n", CMP_RESAMPLES,
 			CMP_FLOOR_MS, CMP_FLOOR_SHARE);
-	} else if (words) {
-		fprintf(out, "verdict: %s\n", verdict);
-	} else if (vcause == CAUSE_NONE || vcause == CAUSE_UNKNOWN) {
-		fprintf(out, "%s%s\n", prefix, verdict); /* no group's change: the whole's word */
+	} else if (mode == WORDS) {
+		fprintf(out, "verdict: %s\n", p.verdict);
+	} else if (p.cause == CAUSE_NONE || p.cause == CAUSE_UNKNOWN) {
+		fprintf(out, "%s%s\n", prefix, p.verdict); /* no group's change: the whole's word */
 	}
-	free(tb);
-	free(ta);
-	*cause = vcause;
+	free(p.tb);
+	free(p.ta);
+	*cause = p.cause;
 	return 0;
 }
 

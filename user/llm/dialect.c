@@ -119,11 +119,6 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static bool str_is(const struct jval *v, const char *want)
-{
-	return jv_is(v, J_STRING) && !strcmp(v->s, want);
-}
-
 static bool str_starts(const struct jval *v, const char *prefix)
 {
 	return jv_is(v, J_STRING) && !strncmp(v->s, prefix, strlen(prefix));
@@ -220,8 +215,8 @@ static bool chat_path(const char *path)
 
 static bool chat_sniff(const struct jval *o)
 {
-	return str_is(get(o, "object"), "chat.completion.chunk") ||
-	       str_is(get(o, "object"), "chat.completion");
+	return jv_str_is(get(o, "object"), "chat.completion.chunk") ||
+	       jv_str_is(get(o, "object"), "chat.completion");
 }
 
 static bool completions_path(const char *path)
@@ -231,7 +226,7 @@ static bool completions_path(const char *path)
 
 static bool completions_sniff(const struct jval *o)
 {
-	return str_is(get(o, "object"), "text_completion");
+	return jv_str_is(get(o, "object"), "text_completion");
 }
 
 static void openai_event(struct request *r, const char *event, const struct jval *o, uint64_t ts)
@@ -257,8 +252,8 @@ static bool embeddings_sniff(const struct jval *o)
 {
 	const struct jval *data = get(o, "data");
 
-	return str_is(get(o, "object"), "list") && jv_array_size(data) &&
-	       str_is(get(data + 1, "object"), "embedding");
+	return jv_str_is(get(o, "object"), "list") && jv_array_size(data) &&
+	       jv_str_is(get(data + 1, "object"), "embedding");
 }
 
 static void embeddings_event(struct request *r, const char *event, const struct jval *o,
@@ -299,8 +294,8 @@ static void called_tools(struct request *r, const struct jval *output)
 	size_t i;
 
 	jv_array_foreach(output, i, e) {
-		if (str_is(get(e, "type"), "function_call") ||
-		    str_is(get(e, "type"), "custom_tool_call"))
+		if (jv_str_is(get(e, "type"), "function_call") ||
+		    jv_str_is(get(e, "type"), "custom_tool_call"))
 			r->tool_called = true;
 	}
 }
@@ -321,7 +316,7 @@ static void responses_final(struct request *r, const struct jval *resp)
 			dig(resp, "incomplete_details", "reason", NULL));
 	else
 		set_str(r->finish_reason, sizeof(r->finish_reason), st);
-	if (str_is(st, "failed"))
+	if (jv_str_is(st, "failed"))
 		set_api_error(r, get(resp, "error"));
 	called_tools(r, get(resp, "output"));
 }
@@ -368,7 +363,7 @@ static bool anthropic_sniff(const struct jval *o)
 {
 	const struct jval *t = get(o, "type");
 
-	return str_starts(t, "message_") || str_starts(t, "content_block_") || str_is(t, "ping");
+	return str_starts(t, "message_") || str_starts(t, "content_block_") || jv_str_is(t, "ping");
 }
 
 static void anthropic_usage(struct request *r, const struct jval *u)
@@ -427,7 +422,7 @@ static void anthropic_body(struct request *r, const struct jval *o, uint64_t ts)
 	size_t i;
 
 	if (get(o, "error") ||
-	    str_is(get(o, "type"), "error")) {
+	    jv_str_is(get(o, "type"), "error")) {
 		set_api_error(r, get(o, "error"));
 		return;
 	}

@@ -79,6 +79,12 @@ static inline size_t jv_array_size(const struct jval *a)
 	return jv_is(a, J_ARRAY) ? a->n : 0;
 }
 
+/* Whether v is the string s. */
+static inline bool jv_str_is(const struct jval *v, const char *s)
+{
+	return jv_is(v, J_STRING) && !strcmp(v->s, s);
+}
+
 static inline const char *jv_str(const struct jval *v)
 {
 	return jv_is(v, J_STRING) ? v->s : NULL;

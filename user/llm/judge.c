@@ -86,11 +86,6 @@ static bool sdk_product(const char *ua)
 
 /* ---- what the request says ---- */
 
-static bool str_is(const struct jval *v, const char *s)
-{
-	return jv_is(v, J_STRING) && !strcmp(v->s, s);
-}
-
 /* The last element of an array (NULL for none). */
 static const struct jval *last_of(const struct jval *a)
 {
@@ -110,12 +105,12 @@ static bool is_tool_result(const struct jval *m)
 	const struct jval *type = jv_get(m, "type"), *e;
 	size_t i;
 
-	if (str_is(jv_get(m, "role"), "tool") || str_is(jv_get(m, "role"), "function"))
+	if (jv_str_is(jv_get(m, "role"), "tool") || jv_str_is(jv_get(m, "role"), "function"))
 		return true;
 	if (jv_is(type, J_STRING) && type->n > 12 && !strcmp(type->s + type->n - 12, "_call_output"))
 		return true;
 	jv_array_foreach(jv_get(m, "content"), i, e) {
-		if (str_is(jv_get(e, "type"), "tool_result"))
+		if (jv_str_is(jv_get(e, "type"), "tool_result"))
 			return true;
 	}
 	jv_array_foreach(jv_get(m, "parts"), i, e) {
@@ -225,14 +220,6 @@ static bool rule_matches(const struct consumer_rule *rule, const struct request 
 	return fnmatch(rule->glob, s, 0) == 0;
 }
 
-/* The reply asked the client to run a tool: its finish reason says so (OpenAI's tool_calls or
- * older function_call, Anthropic's tool_use), or its output items did (r->tool_called). */
-static bool called_tool(const struct request *r)
-{
-	return r->tool_called || !strcmp(r->finish_reason, "tool_calls") ||
-	       !strcmp(r->finish_reason, "function_call") || !strcmp(r->finish_reason, "tool_use");
-}
-
 /* Strongest evidence first: the operator's rules; the request a traced proxy relays the
  * stream on to (downstream), where its own evidence says a person or an agent; a browser's or
  * an agent's own name; the tools (a result fed back, a tool called where tools were offered);
@@ -268,7 +255,7 @@ static void decide(const struct judge *j, const struct request *r, struct reques
 		c = CONSUMER_AGENT, e = EVIDENCE_USER_AGENT;
 	else if (r->tool_result)
 		c = CONSUMER_AGENT, e = EVIDENCE_TOOL_RESULT;
-	else if (r->tools_offered && called_tool(r))
+	else if (r->tools_offered && request__called_tool(r))
 		c = CONSUMER_AGENT, e = EVIDENCE_TOOL_CALL;
 	else if (r->user_agent[0] && (sdk_product(r->user_agent) ||
 				      prefixed(r->user_agent, program_names, N(program_names))))

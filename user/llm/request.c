@@ -199,6 +199,12 @@ void request__set_user_agent(struct request *r, const char *value)
 	r->user_agent[i] = 0;
 }
 
+bool request__called_tool(const struct request *r)
+{
+	return r->tool_called || !strcmp(r->finish_reason, "tool_calls") ||
+	       !strcmp(r->finish_reason, "function_call") || !strcmp(r->finish_reason, "tool_use");
+}
+
 void request__error(struct request *r, const char *fmt, ...)
 {
 	va_list ap;

@@ -206,6 +206,9 @@ void request__set_traceparent(struct request *r, const char *value);
 /* Its User-Agent header's value, cut; a byte outside printable ASCII becomes '?' (the value
  * is printed as text, and a cut never splits a character). */
 void request__set_user_agent(struct request *r, const char *value);
+/* The reply asked the client to run a tool: its finish reason says so (OpenAI's tool_calls or
+ * older function_call, Anthropic's tool_use), or its output items did (r->tool_called). */
+bool request__called_tool(const struct request *r);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);
 /* Record the first error only: later ones are consequences. */

@@ -281,12 +281,6 @@ static struct session *chained(struct sessions *t, const struct request *r, cons
 	return NULL;
 }
 
-static bool called_tool(const struct request *r)
-{
-	return r->tool_called || !strcmp(r->finish_reason, "tool_calls") ||
-	       !strcmp(r->finish_reason, "function_call") || !strcmp(r->finish_reason, "tool_use");
-}
-
 static struct session *open_session(struct sessions *t, const struct request *r,
 				    const struct request_metrics *m, const char *client,
 				    uint64_t client_hash)
@@ -336,7 +330,7 @@ static int add_call(struct sessions *t, struct session *s, const struct request 
 	s->calls[s->ncalls++] = (struct session_call){ r->id, r->start_ns, r->first_token_ns,
 						       r->end_ns > r->start_ns ? r->end_ns : r->start_ns };
 	snprintf(s->response_id, sizeof(s->response_id), "%s", r->response_id);
-	s->tool_called = called_tool(r);
+	s->tool_called = request__called_tool(r);
 	if (m->consumer == CONSUMER_AGENT)
 		s->consumer = CONSUMER_AGENT;
 	if (r->end_ns > s->last_ns)

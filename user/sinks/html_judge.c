@@ -83,66 +83,40 @@ int html_consumers__table(struct buf *out, struct html_consumers *c, const struc
 }
 
 struct html_sessions {
-	struct sessions_row {
-		char comm[TS_COMM_LEN];
-		enum role role;
-		enum consumer consumer;
-		uint64_t n;
-		struct sample calls, total, between, share;
-	} rows[SESSION_GROUPS_MAX];
-	size_t nrows;
+	struct session_summary *sum; /* the summary's grouping and samples */
 };
 
 struct html_sessions *html_sessions__new(void)
 {
-	return calloc(1, sizeof(struct html_sessions));
+	struct html_sessions *s = calloc(1, sizeof(*s));
+
+	if (s && !(s->sum = session_summary__new())) {
+		free(s);
+		return NULL;
+	}
+	return s;
 }
 
 void html_sessions__free(struct html_sessions *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nrows; i++) {
-		sample__free(&s->rows[i].calls);
-		sample__free(&s->rows[i].total);
-		sample__free(&s->rows[i].between);
-		sample__free(&s->rows[i].share);
-	}
+	session_summary__free(s->sum);
 	free(s);
 }
 
 void html_sessions__add(struct html_sessions *s, const struct session *ss)
 {
-	struct sessions_row *r = NULL;
-	struct session_times t;
-
-	for (size_t i = 0; i < s->nrows && !r; i++) {
-		if (!strcmp(s->rows[i].comm, ss->comm) && s->rows[i].role == ss->role &&
-		    s->rows[i].consumer == ss->consumer)
-			r = &s->rows[i];
-	}
-	if (!r) {
-		r = &s->rows[s->nrows < SESSION_GROUPS_MAX ? s->nrows++ : SESSION_GROUPS_MAX - 1];
-		if (!r->n) {
-			memcpy(r->comm, ss->comm, sizeof(r->comm));
-			r->role = ss->role;
-			r->consumer = ss->consumer;
-		}
-	}
-	session__times(ss, &t);
-	r->n++;
-	sample__add(&r->calls, (double)ss->ncalls);
-	sample__add(&r->total, (double)t.total_ns / 1e6);
-	sample__add(&r->between, (double)t.between_ns / 1e6);
-	if (t.total_ns)
-		sample__add(&r->share, 100.0 * (double)t.model_ns / (double)t.total_ns);
+	session_summary__add(s->sum, ss);
 }
 
 int html_sessions__section(struct buf *out, struct html_sessions *s)
 {
+	size_t n;
+	struct session_group *g = session_summary__groups(s->sum, &n);
 	int err = 0;
 
-	if (!s->nrows)
+	if (!n)
 		return 0;
 	err |= buf__printf(out, PAGE_MAX,
 			   "<section id=\"sessions\"><h2>Agent sessions</h2><p class=\"measured\">A "
@@ -152,8 +126,8 @@ int html_sessions__section(struct buf *out, struct html_sessions *s)
 			   "process</th><th>role</th><th>consumer</th><th>sessions</th><th>calls "
 			   "p50</th><th>session p50</th><th>p90</th><th>max</th><th>between calls "
 			   "p50</th><th>inside calls p50</th></tr>");
-	for (size_t i = 0; i < s->nrows; i++) {
-		struct sessions_row *r = &s->rows[i];
+	for (size_t i = 0; i < n; i++) {
+		struct session_group *r = &g[i];
 		char comm[TS_COMM_LEN * 6], t[4][32];
 
 		err |= buf__printf(out, PAGE_MAX,

@@ -255,6 +255,19 @@ static json_t *server_timings_json(const struct server_timings *t)
 	return o;
 }
 
+/* The judgement (llm/judge.h): who reads it, the stream against reading, its SLOs. */
+static void judgement_json(json_t *o, const struct request *r, const struct request_metrics *m)
+{
+	json_object_set_new(o, "user_agent", str_or_null(r->user_agent));
+	json_object_set_new(o, "consumer", json_string(consumer__name(m->consumer)));
+	json_object_set_new(o, "consumer_evidence",
+			    m->consumer_evidence ? json_string(consumer_evidence__name(m->consumer_evidence))
+						: json_null());
+	json_object_set_new(o, "tokens_per_s", num_or_null(m->tokens_per_s));
+	json_object_set_new(o, "reading_headroom", num_or_null(m->reading_headroom));
+	json_object_set_new(o, "slo_met", m->slo_met < 0 ? json_null() : json_boolean(m->slo_met));
+}
+
 static char *request_json(const struct request *r, const struct request_metrics *mp, bool gaps)
 {
 	const struct request_metrics m = *mp;
@@ -335,15 +348,7 @@ static char *request_json(const struct request *r, const struct request_metrics 
 							    : json_null());
 	json_object_set_new(o, "complete", json_boolean(m.complete));
 	json_object_set_new(o, "error", str_or_null(r->error));
-	/* the judgement (llm/judge.h): who reads it, the stream against reading, its SLOs */
-	json_object_set_new(o, "user_agent", str_or_null(r->user_agent));
-	json_object_set_new(o, "consumer", json_string(consumer__name(m.consumer)));
-	json_object_set_new(o, "consumer_evidence",
-			    m.consumer_evidence ? json_string(consumer_evidence__name(m.consumer_evidence))
-						: json_null());
-	json_object_set_new(o, "tokens_per_s", num_or_null(m.tokens_per_s));
-	json_object_set_new(o, "reading_headroom", num_or_null(m.reading_headroom));
-	json_object_set_new(o, "slo_met", m.slo_met < 0 ? json_null() : json_boolean(m.slo_met));
+	judgement_json(o, r, &m);
 	if (r->role == ROLE_CLIENT) {
 		json_object_set_new(o, "server_id",
 				    r->server_id ? json_integer((json_int_t)r->server_id) : json_null());

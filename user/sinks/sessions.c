@@ -9,14 +9,6 @@
 #include "llm/judge.h"
 #include "sinks/sessions.h"
 
-struct session_group {
-	char comm[TS_COMM_LEN];
-	enum role role;
-	enum consumer consumer;
-	uint64_t n;
-	struct sample calls, total, model, between, share;
-};
-
 struct session_summary {
 	struct session_group g[SESSION_GROUPS_MAX];
 	size_t n;
@@ -73,6 +65,12 @@ void session_summary__add(struct session_summary *ss, const struct session *s)
 	sample__add(&g->between, (double)t.between_ns / 1e6);
 	if (t.total_ns)
 		sample__add(&g->share, 100.0 * (double)t.model_ns / (double)t.total_ns);
+}
+
+struct session_group *session_summary__groups(struct session_summary *ss, size_t *n)
+{
+	*n = ss->n;
+	return ss->g;
 }
 
 void session_summary__print(struct session_summary *ss, FILE *out)
