@@ -47,8 +47,9 @@ if [ -n "$missing" ]; then
 fi
 
 # The official SDK clients used by the integration tests, node-llama-cpp (a prebuilt CPU
-# llama.cpp: the real engine of the llama.cpp step tests) and playwright-core (it drives
-# Debian's chromium to open the HTML report), pinned by package-lock.json. Its
+# llama.cpp: the real engine of the llama.cpp step tests), playwright-core (it drives
+# Debian's chromium to open the HTML report) and the OpenTelemetry JS SDK (an instrumented
+# application for the --otlp test), pinned by package-lock.json. Its
 # GPU builds are optional packages (700 MB) and not installed; its install script would only
 # test the prebuilt binary. `npm install` with the lock file, not `npm ci`: the lock cannot
 # list the optional builds that node-llama-cpp names for other platforms and npm cannot
@@ -56,8 +57,10 @@ fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 nm="$here/tests/node/node_modules"
 if [ ! -d "$nm/openai" ] || [ ! -d "$nm/@anthropic-ai/sdk" ] || [ ! -d "$nm/node-llama-cpp" ] ||
-	[ ! -d "$nm/@node-llama-cpp/linux-x64" ] || [ ! -d "$nm/playwright-core" ]; then
-	echo "setup: installing test clients and engines from npm (openai, @anthropic-ai/sdk, node-llama-cpp, playwright-core)"
+	[ ! -d "$nm/@node-llama-cpp/linux-x64" ] || [ ! -d "$nm/playwright-core" ] ||
+	[ ! -d "$nm/@opentelemetry/sdk-trace-base" ] ||
+	[ ! -d "$nm/@opentelemetry/exporter-trace-otlp-proto" ]; then
+	echo "setup: installing test clients and engines from npm (openai, @anthropic-ai/sdk, node-llama-cpp, playwright-core, the OpenTelemetry JS SDK)"
 	(cd "$here/tests/node" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true \
 		npm install --omit=optional --no-audit --no-fund --loglevel=error)
 fi

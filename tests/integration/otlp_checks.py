@@ -10,6 +10,17 @@ an OTLP/HTTP receiver that decodes every export with the official OpenTelemetry 
 - The OpenTelemetry variables: the endpoint, the headers, the service name.
 - Faults: 503s then 200 (retried, delivered); a collector that never answers and one that is
   gone (nothing else stops, the spans dropped are counted).
+- A server traced without its client: its span leaves about 2 s after its end while the
+  tracer runs (it waited for a client that never came).
+- An application instrumented with the OpenTelemetry JS SDK (clients/otel_app.js), whose own
+  span the SDK exports to the same receiver: tokenscope's spans of its call are that span's
+  children, with its tracestate; a call whose context is not sampled is not sent, and counted.
+- An agent's loop (the openai SDK, clients/agent_loop.js): its calls are children of one
+  session span, whose times are the session record's.
+- --otlp-sample on the vLLM-shaped recording: the traces sent are those whose ids the ratio
+  keeps, a client and its server alike; --otlp-steps on the llama.cpp recording: each step a
+  span with its record's times, each request linked to its prefill's first step and each
+  token's producing step, as its record names them.
 """
 import json
 import os
@@ -18,7 +29,7 @@ import subprocess
 import time
 
 import plaintext_checks
-from plaintext_checks import DEBIAN_PYTHON, start_app, stop_all, wait_file
+from plaintext_checks import CLIENT_PYTHON, DEBIAN_PYTHON, start_app, stop_all, wait_file
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -62,7 +73,8 @@ def check_replay(ctx, work):
     recv, port, out = start_receiver(work, "replay")
     jsonl = os.path.join(work, "replay.jsonl")
     r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--otlp",
-                        f"http://127.0.0.1:{port}/v1/traces"], capture_output=True, text=True)
+                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-tokens"],
+                       capture_output=True, text=True)
     check(r.returncode == 0, f"otlp replay: report exits 0 ({r.stderr[-300:]})")
     records = [x for x in map(json.loads, open(jsonl)) if x.get("type") == "request"]
     spans = wait_spans(out, 1)
@@ -73,11 +85,12 @@ def check_replay(ctx, work):
     check(len(records) >= 30 and len(by_req) == len(records) and
           len(by_req) == len([s for s in spans if s["kind"] in (2, 3)]),
           f"otlp replay: one span per record ({len(by_req)} spans, {len(records)} records)")
-    exact = phases = joined = 0
+    exact = phases = joined = tokens = 0
     for rec_ in records:
         s = by_req.get(rec_["id"])
         if not s:
             continue
+        tokens += token_events_exact(s, rec_, offset)
         end = max(rec_["end_ns"] or 0, rec_["start_ns"])
         # the record's TTFT is rounded to the microsecond (half away from zero, in C), the
         # span's is not: within half a microsecond
@@ -105,6 +118,9 @@ def check_replay(ctx, work):
     check(exact == len(records), f"otlp replay: each span's kind, name, times (the "
           f"recording's clock pair, to the ns) and TTFT are its record's ({exact} of "
           f"{len(records)})")
+    check(tokens == len(records), f"otlp replay: each token event a span event at its time: "
+          f"the first at the record's first token, their gaps its ITL ({tokens} of "
+          f"{len(records)})")
     check(len(servers) >= 10 and phases == len(servers),
           f"otlp replay: each engine-wire server's phases are children of its lengths "
           f"({phases} of {len(servers)})")
@@ -113,6 +129,22 @@ def check_replay(ctx, work):
           f"({joined} of {len(clients)})")
     check("96 spans sent" in r.stderr or "spans sent" in r.stderr and " 0 dropped" in r.stderr,
           f"otlp replay: the run says what it sent ({r.stderr.strip()[-200:]})")
+
+
+def token_events_exact(span, rec, offset):
+    """The span's events: one per token event (128 at most, the rest counted), the first at
+    the record's first token, the largest gap between them its ITL's max (to the
+    microsecond)."""
+    ev = [e["time"] for e in span["events"] if e["name"] == "tokenscope.token"]
+    n = rec["token_events"]
+    if len(ev) != min(n, 128) or span["dropped_events"] != max(0, n - 128):
+        return False
+    if not n:
+        return True
+    gaps = sorted((b - a) / 1e6 for a, b in zip(ev, ev[1:]))
+    itl = rec.get("itl_ms") or {}
+    return ev[0] == rec["first_token_ns"] + offset and (
+        n > 128 or n < 2 or abs(gaps[-1] - itl["max"]) <= 0.0005 + 1e-9)
 
 
 def curl(port, model, traceparent=None):
@@ -214,15 +246,225 @@ def check_faults(ctx, work, app_port):
               f"otlp {name}: the summary warns and the metrics count the 2 spans ({dropped})")
 
 
+def check_server_alone(ctx, work, app):
+    """Only the server traced: its span waits for a client that never comes, then leaves by
+    the clock, while the tracer runs."""
+    check, Tracer = ctx["check"], ctx["Tracer"]
+    recv, port, out = start_receiver(work, "alone")
+    tracer = Tracer(os.path.join(work, "alone"), "--otlp", f"http://127.0.0.1:{port}/v1/traces",
+                    "--pid", str(app[0].pid))
+    check(curl(app[1], "fx-ttft10-itl5-n3-otlpalone"), "otlp alone: curl ran")
+    spans = wait_spans(out, 1, timeout=15)
+    rc, _, err = tracer.stop()
+    stop_all([recv])
+    recs = [x for x in map(json.loads, open(tracer.out)) if x.get("type") == "request"]
+    check(rc == 0 and len(recs) == 1 and len(spans) == 1 and
+          spans[0]["attributes"]["tokenscope.request_id"] == recs[0]["id"] and
+          spans[0]["kind"] == 2 and not spans[0]["parent_span_id"],
+          f"otlp alone: the server's span left while the tracer ran, the root of its trace "
+          f"({len(spans)} spans, {len(recs)} records)")
+
+
+def records_of(path):
+    lines = [json.loads(line) for line in open(path)]
+    return [x for x in lines if x.get("type") == "request"], \
+        [x for x in lines if x.get("type") == "session"]
+
+
+def check_app_and_agent(ctx, work):
+    """The JS SDK's app and the openai SDK's agent loop, against the TLS fixture."""
+    check, Tracer, root = ctx["check"], ctx["Tracer"], ctx["root"]
+    clients = os.path.join(root, "tests", "integration", "clients")
+    port_file = os.path.join(work, "tls.port")
+    server = subprocess.Popen([CLIENT_PYTHON, os.path.join(root, "tests", "fixtures",
+                                                           "llm_server.py"),
+                               "--cert", ctx["cert"], "--key", ctx["key"], "--truth",
+                               os.path.join(work, "tls.truth.jsonl"), "--port-file", port_file,
+                               "--lifetime", "300"], stdout=subprocess.DEVNULL)
+    recv, port, out = start_receiver(work, "apps")
+    url = f"http://127.0.0.1:{port}/v1/traces"
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=ctx["cert"])
+    try:
+        tls_port = wait_file(port_file, server, "the TLS fixture server")
+        tracer = Tracer(os.path.join(work, "apps"), "--otlp", url)
+        app = subprocess.run(["node", os.path.join(clients, "otel_app.js"), str(tls_port),
+                              "fx-ttft10-itl5-n4-otelapp", url], env=env, capture_output=True,
+                             text=True, timeout=120)
+        agent = subprocess.run(["node", os.path.join(clients, "agent_loop.js"), str(tls_port),
+                                "fx-ttft10-itl5-n3-otlpagent", "2"], env=env,
+                               capture_output=True, text=True, timeout=120)
+        rc, _, err = tracer.stop()
+    finally:
+        server.kill()
+    spans = wait_spans(out, 1)
+    stop_all([recv])
+    check(app.returncode == 0 and agent.returncode == 0 and rc == 0,
+          f"otlp apps: the app, the agent and the tracer ran ({app.stderr[-300:]} "
+          f"{agent.stderr[-300:]} {err[-300:]})")
+    if app.returncode or agent.returncode or rc:
+        return
+    recs, sessions = records_of(tracer.out)
+    by_req = {s["attributes"]["tokenscope.request_id"]: s for s in spans
+              if s["scope"] == "tokenscope" and "tokenscope.request_id" in s["attributes"]}
+    check_app(check, json.loads(app.stdout), recs, spans, by_req, err)
+    check_agent_session(check, recs, sessions, spans, by_req)
+
+
+def check_app(check, calls, recs, spans, by_req, err):
+    sampled, unsampled = calls
+    mine = [r for r in recs if r["model"] == "fx-ttft10-itl5-n4-otelapp"]
+    app_span = [s for s in spans if s["scope"] == "otel-app"]
+    check(len(app_span) == 1 and app_span[0]["span_id"] == sampled["span_id"] and
+          app_span[0]["trace_id"] == sampled["trace_id"],
+          f"otlp app: the JS SDK exported its sampled span, and only that ({app_span})")
+    first = sorted(mine, key=lambda r: r["start_ns"])
+    got = [by_req.get(r["id"]) for r in first]
+    check(len(first) == 4 and all(got[:2]) and not any(got[2:]),
+          f"otlp app: the sampled call's two records are sent, the unsampled call's not "
+          f"({[(r['role'], bool(g)) for r, g in zip(first, got)]})")
+    if len(first) != 4 or not all(got[:2]):
+        return
+    check(all(g["trace_id"] == sampled["trace_id"] and g["parent_span_id"] == sampled["span_id"]
+              and g["trace_state"] == sampled["tracestate"] == "vendor1=alpha,vendor2=beta"
+              for g in got[:2]),
+          f"otlp app: both ends of its call are children of the app's span, with its "
+          f"tracestate ({[(g['trace_id'], g['parent_span_id'], g['trace_state']) for g in got[:2]]}"
+          f" vs {sampled})")
+    # the app's clock (the JS SDK's: its time origin plus a monotonic count) and tokenscope's
+    # (CLOCK_MONOTONIC plus an offset read once) agree within a millisecond or two
+    a = app_span[0] if app_span else None
+    check(a and all(a["start"] - 2e6 <= g["start"] <= g["end"] <= a["end"] + 2e6 for g in got[:2]),
+          f"otlp app: its call's spans lie inside the app's span, within 2 ms "
+          f"({[(g['start'] - a['start'], a['end'] - g['end']) for g in got[:2]] if a else None})")
+    check(unsampled["traceparent"].endswith("-00") and "2 not sampled" in err,
+          f"otlp app: the unsampled call's 2 spans are counted ({err.strip()[-200:]})")
+
+
+def check_agent_session(check, recs, sessions, spans, by_req):
+    loop = [r for r in recs if r["model"] == "fx-ttft10-itl5-n3-otlpagent" and
+            r["role"] == "client"]
+    mine = [s for s in sessions if s["role"] == "client" and s["model"] ==
+            "fx-ttft10-itl5-n3-otlpagent"]
+    check(len(mine) == 1 and len(loop) == 5 and mine[0]["requests"] == 4,
+          f"otlp agent: one client session of the loop's 4 chained calls "
+          f"({[(s['requests'], s['role']) for s in mine]}, {len(loop)} records)")
+    if len(mine) != 1:
+        return
+    sess = mine[0]
+    ss = [s for s in spans if s["name"] == "tokenscope.session" and
+          s["attributes"].get("tokenscope.session.id") == sess["id"]]
+    if not check(len(ss) == 1, f"otlp agent: the session is a span ({len(ss)})"):
+        return
+    ss = ss[0]
+    calls = [by_req.get(i) for i in sess["request_ids"]]
+    check(all(c and c["trace_id"] == ss["trace_id"] and c["parent_span_id"] == ss["span_id"]
+              for c in calls),
+          f"otlp agent: each of its calls is the session span's child, in its trace "
+          f"({[(c and c['parent_span_id'], c and c['trace_id']) for c in calls]} vs "
+          f"{ss['span_id']} {ss['trace_id']})")
+    check(calls[0] and ss["start"] == calls[0]["start"] and
+          abs((ss["end"] - ss["start"]) / 1e6 - sess["total_ms"]) < 1e-3 and
+          ss["attributes"]["tokenscope.session.calls"] == 4,
+          f"otlp agent: the session span's times are the session record's "
+          f"({ss['start']}..{ss['end']} vs {sess['total_ms']} ms)")
+    servers = [r for r in recs if r["model"] == "fx-ttft10-itl5-n3-otlpagent" and
+               r["role"] == "server"]
+    client_of = {r.get("server_id"): r for r in loop}
+    check(len(servers) == 5 and all(
+        by_req.get(r["id"]) and r["id"] in client_of and
+        by_req[r["id"]]["parent_span_id"] == by_req[client_of[r["id"]]["id"]]["span_id"]
+        for r in servers),
+        "otlp agent: each server span is its client span's child")
+    plain = sorted(loop, key=lambda r: r["start_ns"])[-1]
+    check(plain["id"] not in sess["request_ids"] and by_req.get(plain["id"]) and
+          not by_req[plain["id"]]["parent_span_id"],
+          "otlp agent: the loop's last call, no part of the session, is a root")
+
+
+def trace_kept(trace_id, ratio):
+    return int(trace_id[18:], 16) < ratio * 2 ** 56
+
+
+def check_sampling(ctx, work, rec):
+    check, tokenscope = ctx["check"], ctx["tokenscope"]
+    recv, port, out = start_receiver(work, "sample")
+    jsonl = os.path.join(work, "sample.jsonl")
+    r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--otlp",
+                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-sample", "0.5"],
+                       capture_output=True, text=True)
+    spans = wait_spans(out, 1)
+    stop_all([recv])
+    records = [x for x in map(json.loads, open(jsonl)) if x.get("type") == "request"]
+    by_req = {s["attributes"].get("tokenscope.request_id"): s for s in spans
+              if "tokenscope.request_id" in s["attributes"]}
+    traces = {s["trace_id"] for s in spans}
+    unsent = [x for x in records if x["id"] not in by_req]
+    check(r.returncode == 0 and by_req and unsent and all(trace_kept(t, 0.5) for t in traces),
+          f"otlp sample: the traces sent are those whose ids 0.5 keeps ({len(by_req)} of "
+          f"{len(records)} records sent, {len(traces)} traces)")
+    pairs = [(x, x["server_id"]) for x in records if x["role"] == "client" and x.get("server_id")]
+    check(pairs and all((c["id"] in by_req) == (sid in by_req) for c, sid in pairs),
+          f"otlp sample: a client and its server are sent alike ({len(pairs)} pairs)")
+    check(f"{len(spans)} spans sent" in r.stderr and " not sampled" in r.stderr and
+          " 0 not sampled" not in r.stderr,
+          f"otlp sample: the run says what it sent and what it did not sample "
+          f"({r.stderr.strip()[-200:]})")
+
+
+def check_steps(ctx, work):
+    check, tokenscope = ctx["check"], ctx["tokenscope"]
+    rec = os.path.join(work, "llama.tsrec")
+    subprocess.run(f"gunzip -c {ctx['root']}/tests/fixtures/llama/capture.tsrec.gz > {rec}",
+                   shell=True, check=True)
+    recv, port, out = start_receiver(work, "steps")
+    jsonl = os.path.join(work, "steps.jsonl")
+    r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--gaps", "--otlp",
+                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-steps"],
+                       capture_output=True, text=True)
+    spans = wait_spans(out, 1)
+    stop_all([recv])
+    check(r.returncode == 0, f"otlp steps: report exits 0 ({r.stderr[-300:]})")
+    lines = [json.loads(line) for line in open(jsonl)]
+    steps = [x for x in lines if x.get("type") == "engine_step"]
+    records = [x for x in lines if x.get("type") == "request"]
+    offset = header_offset(rec)
+    step_spans = {(s["trace_id"], s["span_id"]): s for s in spans
+                  if s["name"].startswith("tokenscope.step ")}
+    by_start = {s["start"]: s for s in step_spans.values()}
+    exact = sum(1 for x in steps if by_start.get(x["start_ns"] + offset) and
+                by_start[x["start_ns"] + offset]["end"] == x["end_ns"] + offset and
+                by_start[x["start_ns"] + offset]["name"] == f"tokenscope.step {x['kind']}")
+    check(len(steps) >= 100 and len(step_spans) == len(steps) and exact == len(steps),
+          f"otlp steps: each step a span, its record's times and kind ({exact} of {len(steps)}, "
+          f"{len(step_spans)} spans)")
+    linked = 0
+    for x in records:
+        s = next((s for s in spans if s["attributes"].get("tokenscope.request_id") == x["id"]),
+                 None)
+        a = x.get("attribution") or {}
+        want = {a.get("prefill_start_ns")} | {g["step_start_ns"] for g in a.get("gaps", [])
+                                              if g.get("step_start_ns")}
+        got = {step_spans[(k["trace_id"], k["span_id"])]["start"] - offset
+               for k in (s or {}).get("links", []) if (k["trace_id"], k["span_id"]) in step_spans}
+        linked += bool(s) and len(s["links"]) == len(got) and got == want
+    check(len(records) >= 10 and linked == len(records),
+          f"otlp steps: each request links its prefill's first step and each token's producing "
+          f"step, as its record names them ({linked} of {len(records)})")
+
+
 def run_otlp_checks(ctx):
     root, work = ctx["root"], os.path.join(ctx["work"], "otlp")
     os.makedirs(work, exist_ok=True)
     plaintext_checks.FIXTURES = os.path.join(root, "tests", "fixtures")
     plaintext_checks.ROOT = root
     check_replay(ctx, work)
+    check_sampling(ctx, work, os.path.join(work, "vllm.tsrec"))
+    check_steps(ctx, work)
     app, app_port, _ = start_app(work, "asyncio")
     try:
         check_live(ctx, work, app_port)
         check_faults(ctx, work, app_port)
+        check_server_alone(ctx, work, (app, app_port))
     finally:
         stop_all([app])
+    check_app_and_agent(ctx, work)

@@ -8,6 +8,7 @@ here with protoc for python3-protobuf), never by hand, and each span written as 
 --answers: the status of each POST in turn (Retry-After: 1 with a 503); then 200.
 --hang: accept, never answer. The port it listens on goes to PORT_FILE once it is ready.
 """
+import gzip
 import http.server
 import importlib
 import json
@@ -60,8 +61,24 @@ def main():
         def log_message(self, *args):
             pass
 
+        def read_body(self):
+            """Content-Length or chunked (the OpenTelemetry JS SDK's exporter), gzip or not."""
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                body = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0], 16)
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+                    if size == 0:
+                        break
+            else:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.headers.get("Content-Encoding", "").lower() == "gzip":
+                body = gzip.decompress(body)
+            return body
+
         def do_POST(self):
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = self.read_body()
             if hang:
                 threading.Event().wait()
             with lock:
@@ -78,6 +95,13 @@ def main():
                                 out.write(json.dumps({
                                     "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
                                     "parent_span_id": s.parent_span_id.hex(), "name": s.name,
+                                    "trace_state": s.trace_state,
+                                    "links": [{"trace_id": k.trace_id.hex(),
+                                               "span_id": k.span_id.hex()} for k in s.links],
+                                    "dropped_links": s.dropped_links_count,
+                                    "events": [{"time": e.time_unix_nano, "name": e.name}
+                                               for e in s.events],
+                                    "dropped_events": s.dropped_events_count,
                                     "kind": s.kind, "start": s.start_time_unix_nano,
                                     "end": s.end_time_unix_nano, "attributes": attrs(s.attributes),
                                     "status": {"code": s.status.code, "message": s.status.message},

@@ -20,6 +20,7 @@
 #include "proto/grpc.h"
 #include "proto/h2.h"
 #include "proto/hpack.h"
+#include "stream/h2_head.h"
 #include "stream/h2conn.h"
 #include "stream/pipeline.h"
 #include "sinks/jsonl.h"
@@ -1015,6 +1016,36 @@ static void test_h2_frames_recognised(void **state)
 	assert_false(h2__looks_like_frames(text, sizeof(text) - 1));
 }
 
+static void field(struct h2_head *hd, const char *name, const char *value)
+{
+	struct hpack_field f = { name, value, strlen(name), strlen(value), true };
+
+	h2_head__field(hd, &f);
+}
+
+/* A request's header block as h2conn reads it: the path without its query, the trace context
+ * with its tracestate fields joined, a field named from before capture marking it partial. */
+static void test_h2_head_fields(void **state)
+{
+	struct h2_head hd = { 0 };
+	struct hpack_field unknown = { NULL, NULL, 0, 0, false };
+
+	(void)state;
+	field(&hd, ":method", "POST");
+	field(&hd, ":path", "/v1/chat/completions?key=SECRET");
+	field(&hd, "content-type", "application/grpc+proto");
+	field(&hd, "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+	field(&hd, "tracestate", "vendor1=alpha");
+	field(&hd, "tracestate", "vendor2=beta");
+	assert_true(hd.has_method && hd.has_path && !hd.partial);
+	assert_string_equal(hd.path, "/v1/chat/completions");
+	assert_true(h2_head__is_grpc(hd.ctype));
+	assert_false(h2_head__is_grpc("application/grpcx"));
+	assert_string_equal(hd.tracestate, "vendor1=alpha,vendor2=beta");
+	h2_head__field(&hd, &unknown);
+	assert_true(hd.partial);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1032,6 +1063,7 @@ int main(void)
 		cmocka_unit_test(test_h2_frame_too_large),
 		cmocka_unit_test(test_h2_floods),
 		cmocka_unit_test(test_h2_frames_recognised),
+		cmocka_unit_test(test_h2_head_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

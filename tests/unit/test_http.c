@@ -333,6 +333,47 @@ static void test_traceparent(void **state)
 	request__free(r);
 }
 
+static bool keep_tracestate(void *ctx, const struct http_head *h, uint64_t ts)
+{
+	(void)ts;
+	request__set_traceparent(ctx, h->traceparent);
+	assert_true(request__set_tracestate(ctx, h->tracestate));
+	return false;
+}
+
+/* tracestate: its headers joined, kept with a traceparent only, printable, and past 512
+ * characters cut after the last whole member. */
+static void test_tracestate(void **state)
+{
+	static const struct http_callbacks cb = { .on_head = keep_tracestate };
+	struct request *r = request__new();
+	struct http_parser *p = http_parser__new(true, &cb, r);
+	char req[] = "GET / HTTP/1.1\r\nHost: x\r\n"
+		     "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"
+		     "tracestate: vendor1=alpha\r\ntracestate: vendor2=beta\r\n\r\n";
+	char long_list[700] = "";
+
+	(void)state;
+	assert_int_equal(http_parser__feed(p, (uint8_t *)req, strlen(req), 1), HTTP_OK);
+	http_parser__free(p);
+	assert_string_equal(r->tracestate, "vendor1=alpha,vendor2=beta");
+	/* 30 members of 20 characters: 24 fit in 512 (with their commas), the 25th is cut */
+	for (int i = 0; i < 30; i++)
+		snprintf(long_list + strlen(long_list), sizeof(long_list) - strlen(long_list),
+			 "%svendor%02d=%011d", i ? "," : "", i, i);
+	assert_true(request__set_tracestate(r, long_list));
+	assert_int_equal(strlen(r->tracestate), 24 * 21 - 1);
+	assert_memory_equal(r->tracestate, long_list, 24 * 21 - 1);
+	assert_true(request__set_tracestate(r, "a=b\x01")); /* not a list: the one before stays */
+	assert_int_equal(strlen(r->tracestate), 24 * 21 - 1);
+	request__free(r);
+	/* without a traceparent there is no trace to carry it */
+	r = request__new();
+	assert_true(request__set_tracestate(r, "vendor1=alpha"));
+	assert_string_equal(r->tracestate, "");
+	request__free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_gap_inside_body_and_resync),
 		cmocka_unit_test(test_classifiers),
 		cmocka_unit_test(test_traceparent),
+		cmocka_unit_test(test_tracestate),
 	};
 
 	return cmocka_run_group_tests_name("http", tests, NULL, NULL);

@@ -176,6 +176,12 @@ static int wire_otlp(struct outputs *out)
 		fprintf(stderr, "tokenscope: --otlp: out of memory, or no thread\n");
 		return -1;
 	}
+	if (out->o->otlp_sample_set)
+		otlp__set_sample(out->otlp, out->o->otlp_sample);
+	otlp__set_steps(out->otlp, out->o->otlp_steps);
+	otlp__set_tokens(out->otlp, out->o->otlp_tokens);
+	if (out->o->session_idle_s)
+		otlp__set_session_idle(out->otlp, (uint64_t)out->o->session_idle_s * 1000000000ull);
 	return 0;
 }
 
@@ -192,9 +198,10 @@ static void stop_otlp(struct outputs *out)
 	otlp_health(out);
 	otlp_export__counts(out->otlp_export, &n);
 	fprintf(stderr, "tokenscope: otlp: %llu spans sent in %llu posts, %llu dropped, %llu "
-			"retries%s%s\n",
+			"retries, %llu not sampled%s%s\n",
 		(unsigned long long)n.spans_sent, (unsigned long long)n.posts,
 		(unsigned long long)n.spans_dropped, (unsigned long long)n.retries,
+		(unsigned long long)otlp__unsampled(out->otlp),
 		n.last_error[0] ? "; last error: " : "", n.last_error);
 }
 
@@ -294,6 +301,7 @@ int main(int argc, char **argv)
 	pipeline__set_exit_fn(out.pl, sinks__exit);
 	pipeline__set_sched_fn(out.pl, sinks__sched);
 	pipeline__set_session_fn(out.pl, sinks__session);
+	pipeline__set_time_fn(out.pl, sinks__time);
 	if (wire_outputs(&out))
 		goto cleanup;
 	if (o.replay_path) {

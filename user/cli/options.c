@@ -194,6 +194,22 @@ static int set_session_idle(struct options *o, const char *arg)
 	return 0;
 }
 
+static int set_otlp_sample(struct options *o, const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0 && v <= 1)) {
+		fprintf(stderr, "tokenscope: invalid --otlp-sample '%s' (a ratio, 0 to 1)\n", arg);
+		return -1;
+	}
+	o->otlp_sample = v;
+	o->otlp_sample_set = true;
+	return 0;
+}
+
 static int set_change_window(struct options *o, const char *arg)
 {
 	char *end;
@@ -279,6 +295,13 @@ static const struct opt_spec specs[] = {
 	{ "otlp", 0, "URL", FIELD(SET_PATH, otlp_url), true,
 	  "export each request as an OpenTelemetry span, its TTFT\nphases as children, over "
 	  "OTLP/HTTP to URL (\"env\": the\nOTEL_EXPORTER_OTLP_* variables; docs/otlp.md)" },
+	{ "otlp-sample", 0, "RATIO", FN(set_otlp_sample), true,
+	  "--otlp: send this share of the traces tokenscope starts\n(default 1); a request's "
+	  "own trace follows its header's\nsampled flag" },
+	{ "otlp-steps", 0, NULL, FIELD(SET_FLAG, otlp_steps), true,
+	  "--otlp: engine steps as spans, linked from the requests\nthey served" },
+	{ "otlp-tokens", 0, NULL, FIELD(SET_FLAG, otlp_tokens), true,
+	  "--otlp: each token event a span event (the first 128\nof a request)" },
 	{ "perfetto", 0, "FILE", FIELD(SET_PATH, perfetto_path), true,
 	  "write a Perfetto timeline of requests, tokens and engine\nsteps (ui.perfetto.dev)" },
 	{ "perfetto-max-mb", 0, "MB", FN(set_perfetto_max_mb), true,

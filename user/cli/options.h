@@ -45,6 +45,10 @@ struct options {
 	const char *perfetto_path; /* --perfetto FILE */
 	const char *html_path;	   /* --html FILE */
 	const char *otlp_url;	   /* --otlp URL ("env": the OTEL_ variables') */
+	double otlp_sample;	   /* --otlp-sample (otlp_sample_set: given) */
+	bool otlp_sample_set;
+	bool otlp_steps;	   /* --otlp-steps */
+	bool otlp_tokens;	   /* --otlp-tokens */
 	long perfetto_max_mb;
 	struct judge judge; /* --consumer, --slo, --reading-speed */
 	long session_idle_s; /* --session-idle (0: llm/session.h's default) */

@@ -38,6 +38,7 @@ struct request *request__new(void)
 		r->http_version = 1;
 		r->grpc_status = -1;
 		r->path = "";
+		r->tracestate = "";
 		r->model = "";
 		r->response_model = "";
 	}
@@ -104,6 +105,26 @@ void request__set_traceparent(struct request *r, const char *v)
 	r->traced = true;
 }
 
+bool request__set_tracestate(struct request *r, const char *v)
+{
+	size_t n = v ? strlen(v) : 0;
+
+	if (!r->traced || !n)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] < 0x20 || v[i] > 0x7e)
+			return true; /* not a tracestate */
+	}
+	if (n > HTTP_TRACESTATE_KEEP) { /* a member cut: the list up to the one before it */
+		n = HTTP_TRACESTATE_KEEP;
+		while (n && v[n] != ',')
+			n--;
+	}
+	while (n && (v[n - 1] == ',' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	return request__set_str(&r->tracestate, v, n);
+}
+
 bool request__set_path(struct request *r, const char *path)
 {
 	return request__set_str(&r->path, path, strlen(path));
@@ -161,6 +182,8 @@ void request__free(struct request *r)
 	free(r->conv);
 	if (*r->path)
 		free((char *)r->path);
+	if (*r->tracestate)
+		free((char *)r->tracestate);
 	if (*r->model)
 		free((char *)r->model);
 	if (*r->response_model)
@@ -251,6 +274,8 @@ void request__metrics(const struct request *r, struct request_metrics *m)
 	size_t ngaps = r->token_events ? r->token_events - 1 : 0;
 
 	m->complete = r->response_done && !r->lossy;
+	m->session = 0;
+	m->session_call = 0;
 	m->ttft_ms = m->tpot_ms = m->e2e_ms = NAN;
 	m->itl_p50_ms = m->itl_p90_ms = m->itl_p99_ms = m->itl_max_ms = NAN;
 

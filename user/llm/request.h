@@ -159,6 +159,7 @@ struct request {
 	uint8_t trace_id[16], parent_span_id[8];
 	uint8_t trace_flags;
 	bool traced;
+	const char *tracestate; /* its vendors' list with it (request__set_tracestate), or "" */
 	/* who sent it, as the request says (llm/judge.h): its User-Agent, cut to
 	 * REQ_USER_AGENT_MAX - 1 bytes ("" none); whether it offered tools, and whether its last
 	 * message is a tool's result (an agent's loop going on) */
@@ -203,6 +204,10 @@ bool request__set_path(struct request *r, const char *path);
  * first four fields read as 00's): trace_id, parent_span_id, trace_flags, traced. A value
  * not well formed, or with an all-zero id, leaves the request untraced. */
 void request__set_traceparent(struct request *r, const char *value);
+/* From a tracestate header's value (the headers joined), for a request traced by its
+ * traceparent: kept where it is printable ASCII, to its last whole member within
+ * HTTP_TRACESTATE_KEEP characters. Returns false only out of memory. */
+bool request__set_tracestate(struct request *r, const char *value);
 /* Its User-Agent header's value, cut; a byte outside printable ASCII becomes '?' (the value
  * is printed as text, and a cut never splits a character). */
 void request__set_user_agent(struct request *r, const char *value);
@@ -261,6 +266,10 @@ struct request_metrics {
 	enum consumer_evidence consumer_evidence;
 	double tokens_per_s, reading_headroom;
 	int slo_met;
+	/* the agent session it opened or continued (llm/session.h: the session's key; 0: none)
+	 * and its place there (0: it opened it) */
+	uint64_t session;
+	uint32_t session_call;
 };
 
 void request__metrics(const struct request *r, struct request_metrics *m);

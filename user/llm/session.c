@@ -24,7 +24,7 @@ struct sessions {
 	struct session *oldest, *newest; /* by their last call */
 	size_t nopen;
 	struct slot index[INDEX_SLOTS];
-	uint64_t next_id;
+	uint64_t next_id, next_key;
 	uint64_t evicted;
 };
 
@@ -301,6 +301,7 @@ static struct session *open_session(struct sessions *t, const struct request *r,
 	s->client_hash = client_hash;
 	snprintf(s->model, sizeof(s->model), "%s", request__model(r));
 	s->consumer = m->consumer;
+	s->key = ++t->next_key;
 	append_session(t, s);
 	t->nopen++;
 	return s;
@@ -349,7 +350,7 @@ static int add_call(struct sessions *t, struct session *s, const struct request 
 	return 0;
 }
 
-void sessions__request(struct sessions *t, const struct request *r, const struct request_metrics *m)
+void sessions__request(struct sessions *t, const struct request *r, struct request_metrics *m)
 {
 	char client[SESSION_CLIENT_MAX];
 	enum session_chain by = CHAIN_CONVERSATION;
@@ -373,7 +374,10 @@ void sessions__request(struct sessions *t, const struct request *r, const struct
 		s->chained[by]++;
 	else if (!(s = open_session(t, r, m, client, client_hash)))
 		return;
-	add_call(t, s, r, m);
+	if (add_call(t, s, r, m))
+		return;
+	m->session = s->key;
+	m->session_call = (uint32_t)(s->ncalls - 1);
 }
 
 /* Least recently called first: the idle ones are at the front. */

@@ -37,7 +37,8 @@ struct session_call {
 };
 
 struct session {
-	uint64_t id; /* in the run, in the order sessions ended */
+	uint64_t id;  /* in the run, in the order sessions ended */
+	uint64_t key; /* in the run, in the order sessions opened: request_metrics.session */
 	uint32_t pid;
 	char comm[TS_COMM_LEN];
 	enum role role;
@@ -76,8 +77,9 @@ struct sessions;
 struct sessions *sessions__new(session_fn fn, void *ctx);
 void sessions__free(struct sessions *t);
 void sessions__set_idle(struct sessions *t, uint64_t idle_ns);
-/* A finished request, judged (m: its consumer), in the order requests finished. */
-void sessions__request(struct sessions *t, const struct request *r, const struct request_metrics *m);
+/* A finished request, judged (m: its consumer), in the order requests finished; m gains the
+ * session it opened or continued (session, session_call; 0, 0 for none). */
+void sessions__request(struct sessions *t, const struct request *r, struct request_metrics *m);
 /* Record time now: sessions idle past the idle time end. */
 void sessions__tick(struct sessions *t, uint64_t now);
 /* A process exited: the sessions it was the client of end. */

@@ -261,6 +261,19 @@ static bool has_token(const char *v, const char *token)
 	return false;
 }
 
+void http__append_list(char *dst, size_t cap, const char *value, size_t n)
+{
+	size_t have = strlen(dst);
+
+	if (have && have + 1 < cap)
+		dst[have++] = ',';
+	if (have + 1 >= cap)
+		return;
+	n = n < cap - 1 - have ? n : cap - 1 - have;
+	memcpy(dst + have, value, n);
+	dst[have + n] = 0;
+}
+
 enum http_encoding http__encoding_of(const char *v)
 {
 	if (!*v || !strcasecmp(v, "identity"))
@@ -326,6 +339,8 @@ static bool parse_header(struct http_parser *p, char *l)
 			p->head->ctype = t;
 	} else if (!strcasecmp(l, "traceparent")) {
 		snprintf(p->head->traceparent, sizeof(p->head->traceparent), "%s", v);
+	} else if (!strcasecmp(l, "tracestate")) {
+		http__append_list(p->head->tracestate, sizeof(p->head->tracestate), v, strlen(v));
 	} else if (!strcasecmp(l, "user-agent") && p->requests) {
 		snprintf(p->head->user_agent, sizeof(p->head->user_agent), "%s", v);
 	}

@@ -28,6 +28,11 @@ enum http_ctype { HTTP_CT_OTHER = 0, HTTP_CT_SSE, HTTP_CT_NDJSON, HTTP_CT_JSON }
 /* room for a traceparent as sent, cut one past its four fields: enough to tell whether more
  * follows (request__set_traceparent judges it) */
 #define HTTP_TRACEPARENT_ROOM (HTTP_TRACEPARENT_LEN + 2)
+/* a tracestate's list as sent (its headers joined by commas), cut one past the 512 characters
+ * W3C Trace Context has every tracer keep: enough to tell that more followed
+ * (request__set_tracestate cuts at a member's end) */
+#define HTTP_TRACESTATE_KEEP 512
+#define HTTP_TRACESTATE_ROOM (HTTP_TRACESTATE_KEEP + 2)
 
 struct http_head {
 	char method[HTTP_METHOD_MAX];
@@ -38,6 +43,7 @@ struct http_head {
 	enum http_encoding encoding;
 	enum http_ctype ctype;
 	char traceparent[HTTP_TRACEPARENT_ROOM]; /* W3C trace context, as sent ("" none) */
+	char tracestate[HTTP_TRACESTATE_ROOM];	 /* and its vendors' list ("" none) */
 	char user_agent[HTTP_USER_AGENT_MAX];	 /* requests: as sent, cut ("" none) */
 	uint64_t start_ns; /* time of the event that held the first byte */
 };
@@ -87,6 +93,9 @@ const char *http_error__str(enum http_error e);
 bool http__is_credential(const char *name, size_t n);
 /* Content-Encoding and Content-Type values, as the response body's reader wants them. */
 enum http_encoding http__encoding_of(const char *value);
+/* A list header sent again (tracestate): value after what dst holds, a comma between, cut to
+ * cap - 1 bytes. */
+void http__append_list(char *dst, size_t cap, const char *value, size_t n);
 enum http_ctype http__ctype_of(const char *value);
 
 /* A request's start line begins data (used to find the role of a connection): a method of

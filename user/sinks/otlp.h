@@ -6,16 +6,17 @@
  *
  * A server request without a traceparent of its own waits (OTLP_HOLD_NS of record time) for a
  * client record joined to it: the two then share one trace, the server span the client's
- * child. Span times are Unix epoch nanoseconds: the records' CLOCK_MONOTONIC plus an offset
+ * child. An agent session's untraced calls hang under the session's span (otlp_sessions.c);
+ * engine steps are spans of their own, linked from the requests they served (otlp_steps.c). Span times are Unix epoch nanoseconds: the records' CLOCK_MONOTONIC plus an offset
  * read once (live: bracketed by two monotonic reads, half their distance its error; a replay:
  * the recording's header).
  */
 #ifndef TS_OTLP_H
 #define TS_OTLP_H
 
-#include <stdint.h>
-
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "llm/request.h"
 #include "sinks/sink.h"
@@ -33,10 +34,21 @@ typedef void (*otlp_send_fn)(void *ctx, const void *part, size_t len, uint64_t n
 struct otlp *otlp__new(otlp_send_fn send, void *ctx);
 /* CLOCK_REALTIME minus CLOCK_MONOTONIC, and how far off that may be (ns). */
 void otlp__set_clock(struct otlp *o, int64_t real_minus_mono, uint64_t err_ns);
+/* --otlp-sample: the share of the traces tokenscope starts that are sent (1: all; a request
+ * that carries its trace is sent as its header's sampled flag says). */
+void otlp__set_sample(struct otlp *o, double ratio);
+/* --otlp-steps: engine steps as spans, linked from the requests they served. */
+void otlp__set_steps(struct otlp *o, bool on);
+/* --otlp-tokens: each token event a span event of its request's span. */
+void otlp__set_tokens(struct otlp *o, bool on);
+/* --session-idle: how long an agent's first call waits for its session (otlp_sessions.c). */
+void otlp__set_session_idle(struct otlp *o, uint64_t idle_ns);
 void otlp__request(struct otlp *o, const struct request *r, const struct request_metrics *m);
 /* Every held span out. */
 void otlp__flush(struct otlp *o);
 uint64_t otlp__clock_error_ns(const struct otlp *o);
+/* Spans not sent because their trace was not sampled. */
+uint64_t otlp__unsampled(const struct otlp *o);
 void otlp__free(struct otlp *o);
 
 extern const struct sink_ops otlp_sink;

@@ -47,6 +47,16 @@ void sinks__session(void *ctx, const struct session *s)
 	}
 }
 
+void sinks__time(void *ctx, uint64_t handed_to)
+{
+	struct sinks *l = ctx;
+
+	for (int i = 0; i < l->n; i++) {
+		if (l->v[i].ops->on_time)
+			l->v[i].ops->on_time(l->v[i].self, handed_to);
+	}
+}
+
 void sinks__exit(void *ctx, uint32_t pid)
 {
 	struct sinks *s = ctx;

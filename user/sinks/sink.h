@@ -24,6 +24,9 @@ struct sink_ops {
 	void (*on_sched)(void *self, const struct engine_sched *s);
 	/* A client's chained calls ended (llm/session.h). NULL: none */
 	void (*on_session)(void *self, const struct session *s);
+	/* Record time moved on: every request that ended before handed_to was handed on
+	 * (pipeline.h's time_fn). NULL: none */
+	void (*on_time)(void *self, uint64_t handed_to);
 	/* The run ended (not called for one that failed): write what is written at the end.
 	 * Returns 0, or -1 having said why. NULL: nothing to write. */
 	int (*finish)(void *self, const struct health *h);
@@ -47,6 +50,7 @@ void sinks__step(void *ctx, const struct engine_step *st);
 void sinks__exit(void *ctx, uint32_t pid);
 void sinks__sched(void *ctx, const struct engine_sched *s);
 void sinks__session(void *ctx, const struct session *s);
+void sinks__time(void *ctx, uint64_t handed_to);
 /* Every output's finish, each called even when one before failed. Returns 0, or -1. */
 int sinks__finish(struct sinks *s, const struct health *h);
 

@@ -11,6 +11,7 @@
 #include "proto/http1.h"
 #include "llm/dialect.h"
 #include "llm/grpc_dialect.h"
+#include "stream/h2_head.h"
 #include "stream/h2conn.h"
 #include "stream/response.h"
 
@@ -48,15 +49,6 @@ struct h2conn {
 	int cur_dir;	      /* the direction being fed, for the framer callbacks */
 	bool spoke[2];	      /* bytes were seen in that direction */
 	bool blocks_seen;     /* a header block was decoded */
-};
-
-/* One header block's fields that matter, copied out of the decoder. */
-struct h2_head {
-	char method[HTTP_METHOD_MAX], path[HTTP_PATH_MAX], ctype[64], encoding[24];
-	char grpc_encoding[16], grpc_status[8], grpc_message[REQ_ERROR_MAX];
-	char traceparent[HTTP_TRACEPARENT_ROOM], user_agent[HTTP_USER_AGENT_MAX];
-	int status;
-	bool has_method, has_path, has_status, partial;
 };
 
 /* ---- streams ---- */
@@ -177,67 +169,6 @@ static struct h2_stream *unseen(struct h2conn *h, const struct h2_frame *f)
 
 /* ---- header blocks ---- */
 
-static void copy_value(char *dst, size_t cap, const struct hpack_field *f)
-{
-	size_t n = f->vlen < cap - 1 ? f->vlen : cap - 1;
-
-	memcpy(dst, f->value, n);
-	dst[n] = 0;
-}
-
-static bool name_is(const struct hpack_field *f, const char *want)
-{
-	return f->nlen == strlen(want) && !memcmp(f->name, want, f->nlen);
-}
-
-static void on_field(void *ctx, const struct hpack_field *f)
-{
-	struct h2_head *hd = ctx;
-
-	if (!f->known) {
-		hd->partial = true;
-		return;
-	}
-	if (name_is(f, ":method")) {
-		copy_value(hd->method, sizeof(hd->method), f);
-		hd->has_method = true;
-	} else if (name_is(f, ":path")) {
-		char *q;
-
-		copy_value(hd->path, sizeof(hd->path), f);
-		q = strchr(hd->path, '?'); /* the query string may carry keys */
-		if (q)
-			*q = 0;
-		hd->has_path = true;
-	} else if (name_is(f, ":status")) {
-		char v[8];
-
-		copy_value(v, sizeof(v), f);
-		hd->status = atoi(v);
-		hd->has_status = hd->status >= 100 && hd->status <= 999;
-	} else if (name_is(f, "content-type")) {
-		copy_value(hd->ctype, sizeof(hd->ctype), f);
-	} else if (name_is(f, "content-encoding")) {
-		copy_value(hd->encoding, sizeof(hd->encoding), f);
-	} else if (name_is(f, "grpc-encoding")) {
-		copy_value(hd->grpc_encoding, sizeof(hd->grpc_encoding), f);
-	} else if (name_is(f, "grpc-status")) {
-		copy_value(hd->grpc_status, sizeof(hd->grpc_status), f);
-	} else if (name_is(f, "grpc-message")) {
-		copy_value(hd->grpc_message, sizeof(hd->grpc_message), f);
-	} else if (name_is(f, "traceparent")) {
-		copy_value(hd->traceparent, sizeof(hd->traceparent), f);
-	} else if (name_is(f, "user-agent")) {
-		copy_value(hd->user_agent, sizeof(hd->user_agent), f);
-	}
-}
-
-static bool is_grpc(const char *ctype)
-{
-	return !strncasecmp(ctype, "application/grpc", 16) &&
-	       (!ctype[16] || ctype[16] == '+' || ctype[16] == ';');
-}
-
 static void on_request_message(void *ctx, const uint8_t *data, size_t len, uint64_t ts)
 {
 	struct h2_stream *s = ctx;
@@ -267,10 +198,12 @@ static void request_head(struct h2conn *h, const struct h2_frame *f, const struc
 	r->headers_partial = hd->partial || !hd->has_path;
 	snprintf(r->method, sizeof(r->method), "%s", hd->has_method ? hd->method : "");
 	request__set_traceparent(r, hd->traceparent);
+	if (!request__set_tracestate(r, hd->tracestate))
+		h->sink->counts->no_memory++;
 	request__set_user_agent(r, hd->user_agent);
 	if (hd->has_path && !request__set_path(r, hd->path))
 		h->sink->counts->no_memory++;
-	s->grpc = is_grpc(hd->ctype);
+	s->grpc = h2_head__is_grpc(hd->ctype);
 	s->grpc_gzip = !strcasecmp(hd->grpc_encoding, "gzip");
 	if (s->grpc) {
 		r->api = grpc_dialect__from_path(r->path);
@@ -295,7 +228,7 @@ static void response_head(struct h2conn *h, struct h2_stream *s, const struct h2
 	if (!s->response_begun && hd->has_status && hd->status < 200)
 		return; /* interim (100 Continue, 103): the real head follows */
 	if (!s->response_begun) {
-		bool grpc = s->grpc || is_grpc(hd->ctype);
+		bool grpc = s->grpc || h2_head__is_grpc(hd->ctype);
 
 		s->response_begun = true;
 		head.status = hd->has_status ? hd->status : 0;
@@ -347,7 +280,7 @@ static void on_headers(void *ctx, const struct h2_frame *f, uint8_t *block, size
 	h->blocks_seen = true;
 	if (truncated)
 		hpack__lose(hp); /* the table followed bytes we did not keep */
-	if (truncated || hpack__decode(hp, block, len, on_field, &hd) < 0) {
+	if (truncated || hpack__decode(hp, block, len, h2_head__field, &hd) < 0) {
 		h->counts->hpack_errors++;
 		hd.partial = true;
 	}

@@ -144,6 +144,8 @@ static struct request *queue_request(struct http1conn *c, const struct http_head
 	}
 	snprintf(r->method, sizeof(r->method), "%s", h->method);
 	request__set_traceparent(r, h->traceparent);
+	if (!request__set_tracestate(r, h->tracestate))
+		c->host.sink->counts->no_memory++;
 	request__set_user_agent(r, h->user_agent);
 	if (!request__set_path(r, h->path))
 		c->host.sink->counts->no_memory++; /* reported without its path */

@@ -36,6 +36,7 @@
  * ended 2.5 ms later), and matching needs a server's record before its client's. */
 #define REORDER_NS (100ull * 1000000ull)
 #define SWEEP_EVERY_NS (10ull * 1000000000ull)
+#define TIME_EVERY_NS 1000000000ull /* time_fn's beat */
 
 struct pipeline {
 	request_fn fn;
@@ -43,6 +44,7 @@ struct pipeline {
 	exit_fn on_exit;
 	sched_fn on_sched;
 	session_fn on_session;
+	time_fn on_time;
 	void *ctx;
 	struct cuda_steps *cuda; /* the CUDA step source */
 	struct llama_models models; /* llama.cpp: each context's model */
@@ -52,6 +54,7 @@ struct pipeline {
 	struct jdoc json; /* the dialects' JSON document (sink.json) */
 	uint64_t last_ts; /* of the newest record: the end of a replayed capture */
 	uint64_t next_sweep_ns; /* when idle streams are looked for next (record time) */
+	uint64_t next_time_ns;	/* when on_time is called next (record time) */
 	struct attrib *attr;
 	struct engine_wire_set wires; /* each engine wire's reader (engine_wires[]) */
 	struct identities idents; /* processes in a container or pod, and which */
@@ -663,6 +666,13 @@ int pipeline__feed(struct pipeline *p, void *rec, size_t size)
 		sessions__tick(p->sessions, p->last_ts);
 		p->next_sweep_ns = p->last_ts + SWEEP_EVERY_NS;
 	}
+	if (p->on_time && p->last_ts >= p->next_time_ns) {
+		/* a request is held at most this long past its end (settle queue) */
+		if (p->next_time_ns)
+			p->on_time(p->ctx, p->last_ts > ATTRIB_SETTLE_NS ?
+					       p->last_ts - ATTRIB_SETTLE_NS : 0);
+		p->next_time_ns = p->last_ts + TIME_EVERY_NS;
+	}
 	k = record_kind__of(h->type);
 	if (!k || size < k->min_size || k->handle(p, rec, size)) {
 		p->h.bad_events++;
@@ -704,6 +714,11 @@ void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn)
 void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn)
 {
 	p->on_sched = fn;
+}
+
+void pipeline__set_time_fn(struct pipeline *p, time_fn fn)
+{
+	p->on_time = fn;
 }
 
 void pipeline__set_session_fn(struct pipeline *p, session_fn fn)

@@ -42,6 +42,10 @@ struct pipeline;
 /* A process exited, and none of its requests is waiting any more (same ctx). */
 typedef void (*exit_fn)(void *ctx, uint32_t pid);
 
+/* Record time moved on (about once a second of it): every request that ended before
+ * handed_to has been handed on (same ctx). */
+typedef void (*time_fn)(void *ctx, uint64_t handed_to);
+
 /* One step's scheduler stats from an engine wire (same ctx). */
 typedef void (*sched_fn)(void *ctx, const struct engine_sched *s);
 
@@ -95,6 +99,7 @@ void pipeline__set_otlp_counts(struct pipeline *p, uint64_t sent, uint64_t dropp
 			       uint64_t retries, uint64_t failures);
 void pipeline__set_exit_fn(struct pipeline *p, exit_fn fn);
 void pipeline__set_sched_fn(struct pipeline *p, sched_fn fn);
+void pipeline__set_time_fn(struct pipeline *p, time_fn fn);
 /* A client's chained calls ended (llm/session.h; same ctx). */
 void pipeline__set_session_fn(struct pipeline *p, session_fn fn);
 /* The session tracker: the options set its idle time before the first record. */
