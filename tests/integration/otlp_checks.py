@@ -10,6 +10,8 @@ an OTLP/HTTP receiver that decodes every export with the official OpenTelemetry 
 - The OpenTelemetry variables: the endpoint, the headers, the service name.
 - Faults: 503s then 200 (retried, delivered); a collector that never answers and one that is
   gone (nothing else stops, the spans dropped are counted).
+- curl -> nginx (TLS) -> uvicorn, every end traced: one trace, each span the child of the
+  one before; with traceparent, all four under the header's span.
 - A server traced without its client: its span leaves about 2 s after its end while the
   tracer runs (it waited for a client that never came).
 - An application instrumented with the OpenTelemetry JS SDK (clients/otel_app.js), whose own
@@ -265,6 +267,54 @@ def check_server_alone(ctx, work, app):
           f"({len(spans)} spans, {len(recs)} records)")
 
 
+def check_nginx(ctx, work, app_port):
+    """curl -> nginx (TLS) -> uvicorn, every end traced: one trace. Without a header, the
+    curl span is its root, nginx's server span its child, nginx's call upstream that span's
+    child, and uvicorn's span the call's child; with one, all four under the header's span."""
+    check, Tracer = ctx["check"], ctx["Tracer"]
+    nginx, nport = plaintext_checks.start_nginx(work, app_port, ctx["cert"], ctx["key"])
+    recv, port, out = start_receiver(work, "nginx")
+    try:
+        tracer = Tracer(os.path.join(work, "nginx"), "--otlp", f"http://127.0.0.1:{port}/v1/traces",
+                        "--port", str(nport), "--port", str(app_port))
+        body = json.dumps({"model": "fx-ttft10-itl5-n3-otlpnginx", "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]})
+        ok = True
+        for tp in (None, f"00-{TRACE}-{PARENT}-01"):
+            args = ["curl", "-sSk", "-N", "-o", "/dev/null",
+                    f"https://127.0.0.1:{nport}/v1/chat/completions",
+                    "-H", "content-type: application/json", "-d", body]
+            ok &= subprocess.run(args + (["-H", f"traceparent: {tp}"] if tp else []),
+                                 timeout=60).returncode == 0
+        rc, _, err = tracer.stop()
+    finally:
+        stop_all([nginx])
+    spans = wait_spans(out, 8)
+    stop_all([recv])
+    check(ok and rc == 0, f"otlp nginx: curl and the tracer ran ({err[-300:]})")
+    recs = sorted((x for x in map(json.loads, open(tracer.out)) if x.get("type") == "request"),
+                  key=lambda x: x["start_ns"])
+    by_req = {s["attributes"].get("tokenscope.request_id"): s for s in spans}
+    # per call, by start: curl, nginx's server record, nginx's call upstream, uvicorn's
+    order = [("curl", "client"), ("nginx", "server"), ("nginx", "client"), ("python3", "server")]
+    first, second = recs[:4], recs[4:]
+    got = [[by_req.get(x["id"]) for x in call] for call in (first, second)]
+    check(len(recs) == 8 and [(x["comm"], x["role"]) for x in first] == order and
+          [(x["comm"], x["role"]) for x in second] == order and all(all(g) for g in got),
+          f"otlp nginx: 4 records a call, each a span "
+          f"({[(x['comm'], x['role'], x['id'] in by_req) for x in recs]})")
+    if len(recs) != 8 or not all(all(g) for g in got):
+        return
+    a = got[0]
+    check(not a[0]["parent_span_id"] and all(a[k]["trace_id"] == a[0]["trace_id"] and
+                                             a[k]["parent_span_id"] == a[k - 1]["span_id"]
+                                             for k in range(1, 4)),
+          "otlp nginx: without a header one trace, curl -> nginx -> its call upstream -> "
+          "uvicorn, each the child of the one before")
+    check(all(g["trace_id"] == TRACE and g["parent_span_id"] == PARENT for g in got[1]),
+          "otlp nginx: with traceparent, all four under the header's span")
+
+
 def records_of(path):
     lines = [json.loads(line) for line in open(path)]
     return [x for x in lines if x.get("type") == "request"], \
@@ -465,6 +515,7 @@ def run_otlp_checks(ctx):
         check_live(ctx, work, app_port)
         check_faults(ctx, work, app_port)
         check_server_alone(ctx, work, (app, app_port))
+        check_nginx(ctx, work, app_port)
     finally:
         stop_all([app])
     check_app_and_agent(ctx, work)

@@ -159,46 +159,123 @@ static void phase_spans(struct otlp *o, const struct request *r, struct spans *s
 	}
 }
 
-/* Held servers whose client did not come within OTLP_HOLD_NS of handed_to: their place now
- * (a root trace, or their session's). */
-static void release(struct otlp *o, uint64_t handed_to, bool all)
+/* ---- held: servers waiting for their clients, joined clients for their proxies ---- */
+
+static struct spans *take(struct otlp *o, size_t i)
 {
-	size_t kept = 0, n = o->nheld;
-	struct spans *out[HELD_MAX];
-	size_t nout = 0;
+	struct spans *s = o->held[i];
 
-	for (size_t i = 0; i < n; i++) {
-		struct spans *s = o->held[i];
-
-		if (all || s->end_ns + OTLP_HOLD_NS < handed_to)
-			out[nout++] = s;
-		else
-			o->held[kept++] = s;
-	}
-	o->nheld = kept;
-	for (size_t i = 0; i < nout; i++) {
-		if (!otlp__place(o, out[i]))
-			otlp__emit(o, out[i]);
-	}
+	memmove(&o->held[i], &o->held[i + 1], (o->nheld - i - 1) * sizeof(*o->held));
+	o->nheld--;
+	return s;
 }
 
-/* A client joined to a held server: the server's spans into the client's trace, its own
- * span the client's child. */
-static void adopt(struct otlp *o, const struct request *client, const struct spans *c)
+/* s, a span of parent's trace: parent's request span its parent */
+static void child_of(struct spans *s, const struct spans *parent)
 {
-	for (size_t i = 0; i < o->nheld; i++) {
-		struct spans *s = o->held[i];
+	memcpy(s->trace, parent->trace, 16);
+	s->sampled = parent->sampled;
+	memcpy(s->d[0].parent, parent->d[0].id, 8);
+	s->d[0].has_parent = true;
+}
 
-		if (s->request_id != client->server_id)
-			continue;
-		memcpy(s->trace, c->trace, 16);
-		s->sampled = c->sampled;
-		memcpy(s->d[0].parent, c->d[0].id, 8);
-		s->d[0].has_parent = true;
-		memmove(&o->held[i], &o->held[i + 1], (o->nheld - i - 1) * sizeof(*o->held));
-		o->nheld--;
-		otlp__emit(o, s);
+/* The held server record of a proxy that relayed inner on: inner's process, inner begun
+ * inside it (the latest such). */
+static struct spans *take_proxy(struct otlp *o, const struct spans *inner)
+{
+	size_t best = o->nheld;
+
+	for (size_t i = 0; i < o->nheld; i++) {
+		const struct spans *h = o->held[i];
+
+		if (h->role == ROLE_SERVER && h->pid == inner->pid &&
+		    h->start_ns <= inner->start_ns && inner->start_ns <= h->end_ns &&
+		    (best == o->nheld || h->start_ns > o->held[best]->start_ns))
+			best = i;
+	}
+	return best < o->nheld ? take(o, best) : NULL;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct spans *x = *(struct spans *const *)a, *y = *(struct spans *const *)b;
+
+	return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* Server record sv and the clients tokenscope joined to it, out as one trace. The client
+ * that began first (the person's or the program's, in front of any proxy) is its root, or a
+ * call of its session; each later one (a proxy's call on) is the child of that proxy's server
+ * record where it is held, else of the client before it; sv the last one's child. */
+static void settle_group(struct otlp *o, struct spans *sv)
+{
+	struct spans *node[2 * GROUP_MAX + 1];
+	struct spans *c[GROUP_MAX];
+	size_t n = 0, nn = 0;
+	bool first_held;
+
+	for (size_t i = 0; i < o->nheld && n < GROUP_MAX;) {
+		if (o->held[i]->role == ROLE_CLIENT && o->held[i]->server_id == sv->request_id)
+			c[n++] = take(o, i);
+		else
+			i++;
+	}
+	if (!n) {
+		if (!otlp__place(o, sv))
+			otlp__emit(o, sv);
 		return;
+	}
+	qsort(c, n, sizeof(*c), by_start);
+	first_held = otlp__place(o, c[0]);
+	node[nn++] = c[0];
+	for (size_t k = 1; k < n; k++) {
+		struct spans *proxy = take_proxy(o, c[k]);
+
+		if (proxy)
+			node[nn++] = proxy;
+		node[nn++] = c[k];
+	}
+	node[nn++] = sv;
+	for (size_t k = 1; k < nn; k++)
+		child_of(node[k], node[k - 1]);
+	for (size_t k = first_held ? 1 : 0; k < nn; k++)
+		otlp__emit(o, node[k]);
+}
+
+/* Held item i out: with its group where it is a server's or a joined client's whose server
+ * is held; else alone (a root, or its session's). */
+static void settle(struct otlp *o, size_t i)
+{
+	struct spans *s = take(o, i);
+
+	if (s->role == ROLE_CLIENT) {
+		for (size_t j = 0; j < o->nheld; j++) {
+			if (o->held[j]->role == ROLE_SERVER &&
+			    o->held[j]->request_id == s->server_id) {
+				struct spans *sv = take(o, j);
+
+				o->held[o->nheld++] = s; /* back, for its group to take */
+				settle_group(o, sv);
+				return;
+			}
+		}
+		if (!otlp__place(o, s))
+			otlp__emit(o, s);
+		return;
+	}
+	settle_group(o, s);
+}
+
+/* Held items whose hold (OTLP_HOLD_NS past their end) is over by handed_to, or all. */
+static void release(struct otlp *o, uint64_t handed_to, bool all)
+{
+	for (size_t i = 0; i < o->nheld;) {
+		if (all || o->held[i]->end_ns + OTLP_HOLD_NS < handed_to) {
+			settle(o, i);
+			i = 0; /* its group may have taken others */
+		} else {
+			i++;
+		}
 	}
 }
 
@@ -217,6 +294,8 @@ void otlp__request(struct otlp *o, const struct request *r, const struct request
 	s->session = m->session;
 	s->session_call = m->session_call;
 	s->agent = m->consumer == CONSUMER_AGENT;
+	s->start_ns = r->start_ns;
+	s->server_id = r->role == ROLE_CLIENT ? r->server_id : 0;
 	otlp__resource(o, r->pid, r->comm, r, &s->resource);
 	request_span(o, r, m, s);
 	if (r->role == ROLE_SERVER && r->attr && r->attr->ok)
@@ -226,16 +305,15 @@ void otlp__request(struct otlp *o, const struct request *r, const struct request
 		s->sampled = r->trace_flags & 1;
 		if (*r->tracestate)
 			s->tracestate = strdup(r->tracestate);
-	} else if (r->role == ROLE_SERVER) { /* its client's, if one comes */
+	} else if (r->role == ROLE_SERVER || s->server_id) {
+		/* a server waits for its clients, a joined client for its server's group */
 		if (o->nheld == HELD_MAX)
-			release(o, 0, true);
+			settle(o, 0);
 		o->held[o->nheld++] = s;
 		return;
 	} else {
 		held = otlp__place(o, s);
 	}
-	if (r->role == ROLE_CLIENT && r->server_id && !r->traced)
-		adopt(o, r, s);
 	if (!held)
 		otlp__emit(o, s);
 }
@@ -334,9 +412,20 @@ static void on_step(void *self, const struct engine_step *st)
 	otlp__step(self, st);
 }
 
+/* A session ended: its calls still held go out first, into it. */
 static void on_session(void *self, const struct session *s)
 {
-	otlp__session_end(self, s);
+	struct otlp *o = self;
+
+	for (size_t i = 0; i < o->nheld;) {
+		if (o->held[i]->session == s->key && o->held[i]->role == s->role) {
+			settle(o, i);
+			i = 0;
+		} else {
+			i++;
+		}
+	}
+	otlp__session_end(o, s);
 }
 
 static void on_process_exit(void *self, uint32_t pid)

@@ -4,9 +4,10 @@
  * phases as child spans, in the trace its traceparent header names; encoded as OTLP/HTTP
  * protobuf (base/pbwrite.h) and handed to the sending side (otlp_export.h).
  *
- * A server request without a traceparent of its own waits (OTLP_HOLD_NS of record time) for a
- * client record joined to it: the two then share one trace, the server span the client's
- * child. An agent session's untraced calls hang under the session's span (otlp_sessions.c);
+ * A server request without a traceparent of its own waits (OTLP_HOLD_NS of record time) for
+ * the client records joined to it, and a joined client for its server's group: they share one
+ * trace, the first client its root, a proxy's server record between its clients, the server
+ * the last one's child. An agent session's untraced calls hang under the session's span (otlp_sessions.c);
  * engine steps are spans of their own, linked from the requests they served (otlp_steps.c). Span times are Unix epoch nanoseconds: the records' CLOCK_MONOTONIC plus an offset
  * read once (live: bracketed by two monotonic reads, half their distance its error; a replay:
  * the recording's header).

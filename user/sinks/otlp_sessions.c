@@ -132,21 +132,9 @@ static void session_span(struct otlp *o, struct otlp_session *st, const struct s
 
 void otlp__session_end(struct otlp *o, const struct session *sess)
 {
-	size_t at, kept = 0;
+	size_t at;
 	struct otlp_session *st;
 
-	/* its servers still waiting for a client (the run's or their process's end): theirs now */
-	for (size_t i = 0; i < o->nheld; i++) {
-		struct spans *s = o->held[i];
-
-		if (s->session == sess->key && s->role == sess->role) {
-			if (!otlp__place(o, s))
-				otlp__emit(o, s);
-		} else {
-			o->held[kept++] = s;
-		}
-	}
-	o->nheld = kept;
 	if (!(st = find(o, sess->key, &at)))
 		return;
 	if (st->first) /* no other call of it went through here: out alone */

@@ -37,7 +37,8 @@
 enum { KIND_INTERNAL = 1, KIND_SERVER = 2, KIND_CLIENT = 3 };
 
 #define SPANS_MAX 6	 /* a request and its phases */
-#define HELD_MAX 4096	 /* server requests waiting for their client */
+#define HELD_MAX 4096	 /* servers waiting for their clients, clients for their groups */
+#define GROUP_MAX 8	 /* clients joined to one server: a client and its proxies' calls */
 #define LINKS_MAX 128	 /* a request's links to steps (the SDKs' default limit) */
 
 /* What id_of's n says: a request's spans are 0 to SPANS_MAX - 1 */
@@ -56,7 +57,8 @@ struct draft {
 
 /* A request's spans (or a session's, or a step's: one), ready but for their trace. */
 struct spans {
-	uint64_t request_id, end_ns;
+	uint64_t request_id, start_ns, end_ns;
+	uint64_t server_id;    /* a client's joined server record (0: none) */
 	uint32_t pid;
 	enum role role;
 	uint64_t session;      /* request_metrics.session, session_call */
