@@ -11,7 +11,8 @@ libmicrohttpd-dev prometheus python3-hypercorn protobuf-compiler chromium
 libnghttp2-dev nghttp2-client python3-grpcio python3-grpc-tools python3-httpx python3-h2
 libncurses-dev tmux golang-go libcapstone-dev binutils
 qemu-system-x86 busybox-static cpio mandoc dpkg-dev debhelper lintian python3-yaml
-python3-msgpack libnetfilter-conntrack-dev nftables iproute2 python3-pytest"
+python3-msgpack libnetfilter-conntrack-dev nftables iproute2 python3-pytest
+podman runc catatonit containerd docker.io"
 # qemu-system-x86, busybox-static, cpio: the kernel matrix (tests/kernels) boots Debian's
 # kernels with a busybox initramfs
 # mandoc: make man lints tokenscope(1); make install-check renders it
@@ -22,6 +23,9 @@ python3-msgpack libnetfilter-conntrack-dev nftables iproute2 python3-pytest"
 # libnetfilter-conntrack-dev: joins through NAT (user/capture/nat.c); nftables, iproute2: the
 # network namespace checks build namespaces, a veth pair and a DNAT rule
 # (tests/integration/netns_checks.py)
+# podman, runc, catatonit (a pod's infra container), containerd (ctr), docker.io: the real
+# container runtimes whose containers tokenscope names (tests/integration/containers_checks.py;
+# RUNLEVEL=1 below keeps dockerd and containerd from starting system-wide)
 # make bench measures a peer, bpftrace, in the same run
 [ "${1:-}" = bench ] && need="$need bpftrace"
 command -v node >/dev/null 2>&1 || need="$need nodejs"

@@ -14,6 +14,7 @@
 #include "base/container.h"
 
 #define ID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define ID2 "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 #define UID "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"
 #define UID_ "1f2e3d4c_5b6a_4978_8695_a4b3c2d1e0f9"
 
@@ -33,6 +34,11 @@ static void test_layouts(void **state)
 		{ "/system.slice/docker-" ID ".scope", ID, "docker", "" },
 		{ "/docker/" ID, ID, "cgroupfs", "" },
 		{ "/machine.slice/libpod-" ID ".scope/container", ID, "podman", "" },
+		/* podman on cgroupfs, alone and in a pod (seen live: tests/integration) */
+		{ "/libpod_parent/libpod-" ID, ID, "podman", "" },
+		{ "/libpod_parent/" ID2 "/libpod-" ID, ID, "podman", "" },
+		/* containerd's ctr on cgroupfs: its default namespace, the id it was given */
+		{ "/default/tokenscope-sse.1", "tokenscope-sse.1", "containerd", "" },
 		/* the pod's own slice (its sandbox's processes, or a process of the pod itself) */
 		{ "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_ ".slice", "",
 		  NULL, UID },
@@ -40,6 +46,8 @@ static void test_layouts(void **state)
 	static const char *const none[] = {
 		"/", "/system.slice/nginx.service", "/user.slice/user-0.slice/session-3.scope",
 		"/system.slice/docker-0123.scope", /* too short */
+		"/libpod_parent/" ID2, /* a podman pod's own cgroup: no container */
+		"/default/-x", "/default/a/b", "/other/" "name",
 		"/system.slice/docker-0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.scope",
 		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podnot-a-uid.slice",
 		"",

@@ -38,6 +38,27 @@ static bool pod_uid_at(const char *s, char *out)
 	return true;
 }
 
+/* A containerd container id, the whole rest of the path: letters and digits in runs joined
+ * by '.', '_' or '-' (containerd's identifier rule), at most CONTAINER_ID_LEN. */
+static bool ctr_id(const char *s, struct container_ids *ids)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > CONTAINER_ID_LEN || !isalnum((unsigned char)s[0]) ||
+	    !isalnum((unsigned char)s[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		bool sep = s[i] == '.' || s[i] == '_' || s[i] == '-';
+
+		if (!isalnum((unsigned char)s[i]) && !(sep && isalnum((unsigned char)s[i + 1])))
+			return false;
+	}
+	memcpy(ids->container_id, s, n);
+	ids->container_id[n] = 0;
+	ids->runtime = "containerd";
+	return true;
+}
+
 bool container__from_cgroup(const char *path, struct container_ids *ids)
 {
 	static const struct {
@@ -48,7 +69,8 @@ bool container__from_cgroup(const char *path, struct container_ids *ids)
 		{ "docker-", "docker" },
 		{ "libpod-", "podman" },
 	};
-	const char *seg = path, *next;
+	const char *seg = path, *next, *prev = NULL;
+	size_t prev_n = 0;
 
 	memset(ids, 0, sizeof(*ids));
 	/* each path segment, last wins: a container's scope is below its pod's slice */
@@ -70,24 +92,32 @@ bool container__from_cgroup(const char *path, struct container_ids *ids)
 					p = q + 4;
 		if (p && p + POD_UID_LEN <= seg + n && !pod_uid_at(p, ids->pod_uid))
 			ids->pod_uid[0] = 0;
-		/* <runtime>-<64 hex>.scope */
+		/* <runtime>-<64 hex>.scope (systemd), <runtime>-<64 hex> (podman on cgroupfs) */
 		for (size_t i = 0; i < sizeof(scopes) / sizeof(scopes[0]); i++) {
 			size_t l = strlen(scopes[i].prefix);
 
-			if (n == l + CONTAINER_ID_LEN + 6 && !strncmp(seg, scopes[i].prefix, l) &&
-			    hex_run(seg + l, CONTAINER_ID_LEN) &&
-			    !strncmp(seg + l + CONTAINER_ID_LEN, ".scope", 6)) {
+			if ((n == l + CONTAINER_ID_LEN ||
+			     (n == l + CONTAINER_ID_LEN + 6 &&
+			      !strncmp(seg + l + CONTAINER_ID_LEN, ".scope", 6))) &&
+			    !strncmp(seg, scopes[i].prefix, l) && hex_run(seg + l, CONTAINER_ID_LEN)) {
 				memcpy(ids->container_id, seg + l, CONTAINER_ID_LEN);
 				ids->container_id[CONTAINER_ID_LEN] = 0;
 				ids->runtime = scopes[i].runtime;
 			}
 		}
-		/* the cgroupfs driver: a bare 64-hex segment (below pod<uid>, or /docker/<id>) */
-		if (n == CONTAINER_ID_LEN && hex_run(seg, n)) {
+		/* the cgroupfs driver: a bare 64-hex segment (below pod<uid>, or /docker/<id>); below
+		 * podman's libpod_parent it is a podman pod's, not a container's */
+		if (n == CONTAINER_ID_LEN && hex_run(seg, n) &&
+		    !(prev && prev_n == 13 && !strncmp(prev, "libpod_parent", 13))) {
 			memcpy(ids->container_id, seg, n);
 			ids->container_id[n] = 0;
 			ids->runtime = "cgroupfs";
 		}
+		/* containerd's ctr on cgroupfs: /<namespace>/<id>, its default namespace's */
+		if (!prev && n == 7 && !strncmp(seg, "default", 7) && next && ctr_id(next + 1, ids))
+			return true;
+		prev = seg;
+		prev_n = n;
 	}
 	return ids->container_id[0] || ids->pod_uid[0];
 }
