@@ -19,6 +19,7 @@ import os
 import subprocess
 import time
 
+import plaintext_checks
 from plaintext_checks import DEBIAN_PYTHON
 from unix_checks import curl_args
 
@@ -191,6 +192,66 @@ def start_ctr(cd, rootfs, root, work, name):
     return ident, p
 
 
+def check_nat(ctx, work, pm, rootfs):
+    """podman's bridge: the FastAPI server in a container, its port published on the host's
+    loopback (-p 127.0.0.1:PORT:8000, a DNAT rule); curl on the host calls the published
+    port, and a client in a second container calls the server's bridge address (no NAT).
+    Each client record is joined to the server's record (server_id), with nat where NAT
+    changed its connection (the server's ends as the server sees them) and none where it did
+    not; the server's records never carry nat, and each record names its own container."""
+    check, Tracer, run, root = ctx["check"], ctx["Tracer"], ctx["run"], ctx["root"]
+    port = plaintext_checks.free_port()
+    rc, cid, err = pm.run("run", "-d", "-p", f"127.0.0.1:{port}:8000", "-v", "/usr:/usr:ro",
+                          "-v", f"{root}:{root}:ro", "-v", f"{work}:{work}", "--rootfs", rootfs,
+                          *app_cmd(root, work, "natsrv"), "--host", "0.0.0.0", "--port", "8000")
+    if not check(rc == 0, f"containers nat: podman published a server's port ({err[-300:]})"):
+        return
+    pm.made.append(("container", cid))
+    wait_port(os.path.join(work, "natsrv.port"), "the published server")
+    rc, ip, err = pm.run("inspect", "-f", "{{.NetworkSettings.IPAddress}}", cid)
+    check(rc == 0 and ip, f"containers nat: the server's bridge address ({ip} {err[-200:]})")
+    tracer = Tracer(os.path.join(work, "nat"))
+    n = 3
+    for i in range(n):
+        check(run(curl_args(f"fx-ttft10-itl5-n3-natpub{i}") +
+                  [f"http://127.0.0.1:{port}/v1/chat/completions"]),
+              f"containers nat: curl to the published port ran ({i})")
+    body = json.dumps({"model": "fx-ttft10-itl5-n3-natbridge", "stream": True,
+                       "messages": [{"role": "user", "content": "hi"}]})
+    client = ("import sys, urllib.request\n"
+              "for i in range(int(sys.argv[2])):\n"
+              "    r = urllib.request.Request(sys.argv[1], data=sys.argv[3].encode(),\n"
+              "                               headers={'content-type': 'application/json'})\n"
+              "    urllib.request.urlopen(r).read()\n")
+    rc, ccid, err = pm.run("run", "-d", "-v", "/usr:/usr:ro", "--rootfs", rootfs,
+                           DEBIAN_PYTHON, "-c", client,
+                           f"http://{ip}:8000/v1/chat/completions", str(n), body)
+    if rc == 0:
+        pm.made.append(("container", ccid))
+        check(pm.run("wait", ccid)[1] == "0", "containers nat: the bridge client ran")
+    rc, _, err = tracer.stop()
+    check(rc == 0, f"containers nat: tokenscope exited 0 ({err[-300:]})")
+    reqs = [r for r in map(json.loads, open(tracer.out)) if r.get("type") == "request"]
+    servers = {r["id"]: r for r in reqs if r["role"] == "server"}
+    pub = [r for r in reqs if r["role"] == "client" and "natpub" in r["model"]]
+    bridge = [r for r in reqs if r["role"] == "client" and "natbridge" in r["model"]]
+    check(len(servers) == 2 * n and all(r["nat"] is None and r["container_id"] == cid
+                                        for r in servers.values()),
+          f"containers nat: the server's {2 * n} records carry no nat and name its container "
+          f"({[(r['nat'], r['container_id'] == cid) for r in servers.values()]})")
+    check(len(pub) == n and all(
+        r["nat"] and r["nat"]["peer"] == f"{ip}:8000" and r["container_id"] is None and
+        servers.get(r["server_id"], {}).get("model") == r["model"] for r in pub),
+        f"containers nat: each client of the published port has its DNAT (the server at "
+        f"{ip}:8000) and is joined to its server's record "
+        f"({[(r['nat'], r['server_id']) for r in pub]})")
+    check(len(bridge) == n and all(
+        r["nat"] is None and r["container_id"] == ccid and
+        servers.get(r["server_id"], {}).get("model") == r["model"] for r in bridge),
+        f"containers nat: each bridge client (no NAT) has none, names its own container and is "
+        f"joined to its server's record ({[(r['nat'], r['server_id']) for r in bridge]})")
+
+
 def run_containers_checks(ctx):
     check, Tracer, run = ctx["check"], ctx["Tracer"], ctx["run"]
     root, work = ctx["root"], os.path.join(ctx["work"], "containers")
@@ -232,6 +293,7 @@ def run_containers_checks(ctx):
                   f"containers: curl to the {name} server ran")
         rc, _, err = tracer.stop()
         check(rc == 0, f"containers: tokenscope exited 0 ({err[-300:]})")
+        check_nat(ctx, work, pm, rootfs)
     finally:
         pm.close()
         if cd:

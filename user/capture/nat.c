@@ -2,6 +2,7 @@
 /* Connections that NAT changed, from their conntrack entries (capture/nat.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -39,8 +40,9 @@ struct nat {
 	bool other_off;	    /* other namespaces are not ours to enter (said once) */
 	bool loaded;	    /* nf_conntrack is loaded */
 	uint64_t checked_ns; /* when that was last looked at */
+	bool localnet;	     /* an interface routes loopback addresses (route_localnet) */
 	/* the lookup in progress */
-	int family;
+	const struct ts_sock_addr *query;
 	bool found;
 	struct ts_sock_addr reply;
 };
@@ -74,45 +76,92 @@ void nat__free(struct nat *n)
 	free(n);
 }
 
+/* Whether an interface lets loopback addresses be routed (route_localnet), which a DNAT of
+ * a loopback address to another host needs (podman's and CNI's ports published on
+ * 127.0.0.1, kube-proxy's NodePorts on localhost). */
+static bool any_route_localnet(void)
+{
+	DIR *d = opendir("/proc/sys/net/ipv4/conf");
+	struct dirent *e;
+	bool on = false;
+
+	if (!d)
+		return false;
+	while (!on && (e = readdir(d))) {
+		char path[300], v = '0';
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/route_localnet", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			on = read(fd, &v, 1) == 1 && v == '1';
+			close(fd);
+		}
+	}
+	closedir(d);
+	return on;
+}
+
 /* Without conntrack loaded no connection can have been translated, and a query would load it
- * (netlink asks for its module): nothing is looked up then. */
+ * (netlink asks for its module): nothing is looked up then. Looked at again each second, with
+ * whether a loopback address can be translated. */
 static bool conntrack_loaded(struct nat *n, uint64_t now)
 {
 	if (!n->checked_ns || now - n->checked_ns >= NAT_MODULE_RECHECK_NS) {
 		n->checked_ns = now;
 		n->loaded = !access("/sys/module/nf_conntrack", F_OK);
+		n->localnet = n->loaded && any_route_localnet();
 	}
 	return n->loaded;
 }
 
-/* The entry's reply direction: its source is the server as it really is, its destination
- * the client as the server sees it. */
+/* The entry the query asked for, where its original direction is the socket's own view (the
+ * socket began the connection: a client): its reply direction, whose source is the server as
+ * it really is and whose destination the client as the server sees it. A query also finds an
+ * entry by its reply direction (the socket accepted the connection: a server, which sees its
+ * peer as NAT left it): not a translation of its own. Every message of the answer is read
+ * (NFCT_CB_CONTINUE), so that none is left on the socket for the next query to take. */
 static int on_entry(enum nf_conntrack_msg_type type, struct nf_conntrack *ct, void *data)
 {
 	struct nat *n = data;
 	struct ts_sock_addr *r = &n->reply;
+	const struct ts_sock_addr *q = n->query;
 
+	(void)type;
+	if (n->found || nfct_get_attr_u8(ct, ATTR_L3PROTO) != q->family ||
+	    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_SRC)) != q->lport ||
+	    ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST)) != q->rport)
+		return NFCT_CB_CONTINUE;
 	memset(r, 0, sizeof(*r));
-	r->family = (uint16_t)n->family;
-	if (n->family == AF_INET) {
-		uint32_t src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC),
+	r->family = q->family;
+	if (q->family == AF_INET) {
+		uint32_t osrc = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC),
+			 odst = nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST),
+			 src = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC),
 			 dst = nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST);
 
+		if (memcmp(&osrc, q->laddr, 4) || memcmp(&odst, q->raddr, 4))
+			return NFCT_CB_CONTINUE;
 		memcpy(r->raddr, &src, sizeof(src));
 		memcpy(r->laddr, &dst, sizeof(dst));
 	} else {
-		const void *src = nfct_get_attr(ct, ATTR_REPL_IPV6_SRC),
+		const void *osrc = nfct_get_attr(ct, ATTR_ORIG_IPV6_SRC),
+			   *odst = nfct_get_attr(ct, ATTR_ORIG_IPV6_DST),
+			   *src = nfct_get_attr(ct, ATTR_REPL_IPV6_SRC),
 			   *dst = nfct_get_attr(ct, ATTR_REPL_IPV6_DST);
 
-		if (!src || !dst)
-			return NFCT_CB_STOP;
+		if (!osrc || !odst || !src || !dst || memcmp(osrc, q->laddr, 16) ||
+		    memcmp(odst, q->raddr, 16))
+			return NFCT_CB_CONTINUE;
 		memcpy(r->raddr, src, sizeof(r->raddr));
 		memcpy(r->laddr, dst, sizeof(r->laddr));
 	}
 	r->rport = ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_SRC));
 	r->lport = ntohs(nfct_get_attr_u16(ct, ATTR_REPL_PORT_DST));
 	n->found = true;
-	return NFCT_CB_STOP;
+	return NFCT_CB_CONTINUE;
 }
 
 static struct nfct_handle *open_handle(struct nat *n)
@@ -224,7 +273,7 @@ static int lookup(struct nat *n, uint32_t netns, uint32_t pid, const struct ts_s
 	nfct_set_attr_u8(ct, ATTR_L4PROTO, IPPROTO_TCP);
 	nfct_set_attr_u16(ct, ATTR_PORT_SRC, htons(a->lport));
 	nfct_set_attr_u16(ct, ATTR_PORT_DST, htons(a->rport));
-	n->family = a->family;
+	n->query = a;
 	n->found = false;
 	rc = nfct_query(h, NFCT_Q_GET, ct);
 	nfct_destroy(ct);
@@ -233,8 +282,8 @@ static int lookup(struct nat *n, uint32_t netns, uint32_t pid, const struct ts_s
 	return rc == 0 && n->found;
 }
 
-/* A connection to a loopback address: no Service address, and no lookup (a query per
- * connection is a short-lived client's largest cost but one). */
+/* A connection to a loopback address: no lookup unless an interface routes loopback
+ * addresses (a query per connection is a short-lived client's largest cost but one). */
 static bool loopback_peer(const struct ts_sock_addr *a)
 {
 	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
@@ -273,8 +322,8 @@ void nat__note(struct nat *n, struct pipeline *pl, const void *rec)
 	} else {
 		return;
 	}
-	if (n->off || (a->family != AF_INET && a->family != AF_INET6) || loopback_peer(a) ||
-	    !conntrack_loaded(n, now))
+	if (n->off || (a->family != AF_INET && a->family != AF_INET6) ||
+	    !conntrack_loaded(n, now) || (loopback_peer(a) && !n->localnet))
 		return;
 	/* in the socket's namespace (a rule in the pod's own), then in the tracer's (the node's:
 	 * kube-proxy's rules) */

@@ -7,8 +7,11 @@
  * stream's socket) up once, when it is first seen, in the socket's network namespace (where a
  * rule in the pod's own namespace put it) and then in the tracer's own (where kube-proxy's
  * rules put it), and sends what it found as a record (TS_REC_SOCK_NAT), so that a replay
- * joins the same. Nothing is looked up while conntrack is not loaded (no NAT can exist, and a
- * query must not load it), nor for a connection to a loopback address (no Service has one).
+ * joins the same. Only a socket that began its connection (a client: the entry's original
+ * direction is its own view) is translated; a server's socket finds the entry by its reply
+ * direction and is not. Nothing is looked up while conntrack is not loaded (no NAT can exist,
+ * and a query must not load it), nor for a connection to a loopback address unless an
+ * interface routes loopback addresses (route_localnet: a port published on 127.0.0.1).
  *
  * Needs CAP_NET_ADMIN (conntrack's netlink), and CAP_SYS_ADMIN to look in another namespace
  * (setns); without them such connections stay unjoined, said once, never joined wrongly.
