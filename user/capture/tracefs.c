@@ -2,9 +2,11 @@
 /*
  * A tracepoint's id is in tracefs, at events/CATEGORY/NAME/id. Where tracefs is mounted
  * (/sys/kernel/tracing, or debugfs's tracing/) that is read. Where it is not, tokenscope
+ * makes a tracefs mount attached nowhere (fsopen and fsmount, Linux 5.2) and opens its events
+ * directory: nothing is written, so it works under a read-only root (the DaemonSet's), and the
+ * mount table is as it was, even if tokenscope is killed. On a kernel without those calls it
  * mounts one in a fresh temporary directory, opens its events directory and detaches the
- * mount at once: the open directory keeps it readable for this process, and the host's mount
- * table is as it was, even if tokenscope is killed.
+ * mount at once: the open directory keeps it readable for this process.
  */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
@@ -22,6 +24,30 @@
 
 static int events_dir = -1;
 
+/* A tracefs mount attached nowhere, its events directory opened; -1 with errno (ENOSYS: the
+ * kernel has no fsopen). */
+static int detached_events(void)
+{
+	int fs = (int)syscall(SYS_fsopen, "tracefs", FSOPEN_CLOEXEC), mnt, fd, err;
+
+	if (fs < 0)
+		return -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) ||
+	    (mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)) < 0) {
+		err = errno;
+		close(fs);
+		errno = err;
+		return -1;
+	}
+	close(fs);
+	fd = openat(mnt, "events", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	err = errno;
+	close(mnt);
+	errno = err;
+	return fd;
+}
+
 static int open_events_dir(void)
 {
 	static const char *const mounted[] = { "/sys/kernel/tracing/events",
@@ -34,6 +60,9 @@ static int open_events_dir(void)
 		if (fd >= 0)
 			return fd;
 	}
+	fd = detached_events();
+	if (fd >= 0 || errno != ENOSYS)
+		return fd;
 	if (!mkdtemp(tmp))
 		return -1;
 	if (mount("tracefs", tmp, "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) {
