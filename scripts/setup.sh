@@ -12,7 +12,7 @@ libnghttp2-dev nghttp2-client python3-grpcio python3-grpc-tools python3-httpx py
 libncurses-dev tmux golang-go libcapstone-dev binutils
 qemu-system-x86 busybox-static cpio mandoc dpkg-dev debhelper lintian python3-yaml
 python3-msgpack libnetfilter-conntrack-dev nftables iproute2 python3-pytest
-podman runc catatonit containerd docker.io"
+podman runc catatonit containerd docker.io mmdebstrap"
 # qemu-system-x86, busybox-static, cpio: the kernel matrix (tests/kernels) boots Debian's
 # kernels with a busybox initramfs
 # mandoc: make man lints tokenscope(1); make install-check renders it
@@ -25,7 +25,8 @@ podman runc catatonit containerd docker.io"
 # (tests/integration/netns_checks.py)
 # podman, runc, catatonit (a pod's infra container), containerd (ctr), docker.io: the real
 # container runtimes whose containers tokenscope names (tests/integration/containers_checks.py;
-# RUNLEVEL=1 below keeps dockerd and containerd from starting system-wide)
+# RUNLEVEL=1 below keeps dockerd and containerd from starting system-wide); mmdebstrap: the
+# Debian 12 base the DaemonSet's image is built on (tests/integration/daemonset_checks.py)
 # make bench measures a peer, bpftrace, in the same run
 [ "${1:-}" = bench ] && need="$need bpftrace"
 command -v node >/dev/null 2>&1 || need="$need nodejs"

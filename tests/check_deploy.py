@@ -116,7 +116,8 @@ def main():
     if bad:
         return 1
     print(f"deploy: the DaemonSet (hostPID, capabilities {','.join(caps)}, BTF, bpffs, tracefs, "
-          f"metrics :9464) matches the unit, the Dockerfile and package {version}; not run here")
+          f"metrics :9464) matches the unit, the Dockerfile and package {version} (run: the "
+          f"daemonset integration phase)")
     return 0
 
 

@@ -3,7 +3,7 @@
 # copy of the tree (its .deb lands beside the copy, not beside the checkout), linted with
 # lintian (an error or a warning fails), installed with dpkg -i, run (its version, then a
 # 2-second live trace that must start every family and end 0), removed with dpkg -r; a
-# failing step still removes it. Needs root (dpkg, the trace): `make package-check`, part of
+# failing step still removes it. The .deb stays in .output/package/ for `make deploy-run`. Needs root (dpkg, the trace): `make package-check`, part of
 # `make test`.
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,6 +24,8 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 (cd "$work/src" && dpkg-buildpackage -b -us -uc) >"$work/build.log" 2>&1 ||
 	{ tail -n 30 "$work/build.log"; fail "dpkg-buildpackage"; }
 deb=$(ls "$work"/tokenscope_*_amd64.deb)
+# kept for the image that deploy-run builds from it (tests/check_deploy_run.sh)
+mkdir -p .output/package && rm -f .output/package/tokenscope_*_amd64.deb && cp "$deb" .output/package/
 rc=0
 lint=$(lintian --fail-on error,warning "$work"/tokenscope_*_amd64.changes 2>&1) || rc=$?
 lint=$(printf '%s\n' "$lint" | grep -v '^running with root' || true)

@@ -53,13 +53,13 @@ def wait_port(path, what, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if os.path.exists(path) and open(path).read().strip().isdigit():
-            return
+            return int(open(path).read().strip())
         time.sleep(0.05)
     raise SystemExit(f"{what} did not start")
 
 
-def out_of(cmd, env=None, timeout=120):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+def out_of(cmd, env=None, timeout=120, cwd=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     return r.returncode, r.stdout.strip(), r.stderr.strip()
 
 
@@ -69,14 +69,17 @@ class Podman:
         with open(conf, "w") as f:
             f.write(CONTAINERS_CONF)
         self.env = dict(os.environ, CONTAINERS_CONF=conf)
-        self.made = []  # ("pod" | "container", id)
+        self.made = []  # ("pod" | "container", id), ("kube", the manifest played)
 
-    def run(self, *args):
-        return out_of(["podman", *args], env=self.env)
+    def run(self, *args, cwd=None):
+        return out_of(["podman", *args], env=self.env, cwd=cwd)
 
     def close(self):
         for kind, ident in reversed(self.made):
-            self.run("pod" if kind == "pod" else "container", "rm", "-f", ident)
+            if kind == "kube":
+                self.run("kube", "down", ident)
+            else:
+                self.run("pod" if kind == "pod" else "container", "rm", "-f", ident)
 
 
 class Containerd:

@@ -6,7 +6,8 @@ attribution of TTFT and token gaps to GPU steps (attribution_checks.py), the Pro
 endpoint (metrics_checks.py), and llama.cpp's own steps on a real llama.cpp
 (llama_checks.py), HTTP/2 and gRPC (h2_checks.py), Unix sockets (unix_checks.py), vLLM's
 engine wire (vllm_wire_checks.py), the real llama-server (llama_server_checks.py), container and pod identity (identity_checks.py)
-and from the real runtimes (containers_checks.py),
+and from the real runtimes (containers_checks.py), the DaemonSet's pod run as written
+(daemonset_checks.py),
 network namespaces in the join (netns_checks.py), who reads each reply and its SLOs
 (judge_checks.py), why TTFT changed between two runs of the real llama-server
 (compare_checks.py),
@@ -37,6 +38,7 @@ from unix_checks import run_unix_checks
 from vllm_wire_checks import run_vllm_wire_checks
 from identity_checks import run_identity_checks
 from containers_checks import run_containers_checks
+from daemonset_checks import run_daemonset_checks
 from netns_checks import run_netns_checks
 from otlp_checks import run_otlp_checks
 from judge_checks import run_judge_checks
@@ -250,7 +252,8 @@ PHASES = {"tls": run_tls_checks, "gpu": run_gpu_checks, "plaintext": run_plainte
           "attribution": run_attribution_checks, "metrics": run_metrics_checks,
           "llama": run_llama_checks, "llama_server": run_llama_server_checks,
           "h2": run_h2_checks, "unix": run_unix_checks, "vllm_wire": run_vllm_wire_checks,
-          "identity": run_identity_checks, "containers": run_containers_checks, "netns": run_netns_checks, "top": run_top_checks,
+          "identity": run_identity_checks, "containers": run_containers_checks,
+          "daemonset": run_daemonset_checks, "netns": run_netns_checks, "top": run_top_checks,
           "go": run_go_checks, "otlp": run_otlp_checks, "judge": run_judge_checks,
           "compare": run_compare_checks}
 
