@@ -304,11 +304,16 @@ def run_containers_checks(ctx):
         if dk:
             dk.close()
     reqs = [r for r in map(json.loads, open(tracer.out)) if r.get("type") == "request"]
+    pod_name = f"tokenscope-{os.getpid()}"
     for name, (cid, runtime) in want.items():
         srv = [r for r in reqs if r["role"] == "server" and r["model"].endswith(f"ct{name}")]
         cli = [r for r in reqs if r["role"] == "client" and r["model"].endswith(f"ct{name}")]
         check(len(srv) == 1 and srv[0]["container_id"] == cid and not srv[0]["k8s_pod_uid"],
               f"containers: the {name} server's record names its container as {runtime} "
               f"reports it ({[r['container_id'] for r in srv]}, want {cid})")
+        pod = pod_name if name == "podpod" else None
+        check(len(srv) == 1 and srv[0]["k8s_pod_name"] == pod,
+              f"containers: the {name} server's record names its pod ({pod}: "
+              f"{[r['k8s_pod_name'] for r in srv]})")
         check(len(cli) == 1 and cli[0]["container_id"] is None,
               f"containers: curl's record ({name}, on the host) names none")

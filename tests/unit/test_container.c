@@ -46,7 +46,7 @@ static void test_layouts(void **state)
 	static const char *const none[] = {
 		"/", "/system.slice/nginx.service", "/user.slice/user-0.slice/session-3.scope",
 		"/system.slice/docker-0123.scope", /* too short */
-		"/libpod_parent/" ID2, /* a podman pod's own cgroup: no container */
+		"/libpod_parent/" ID2, /* a podman pod's own cgroup: no container, no uid */
 		"/default/-x", "/default/a/b", "/other/" "name",
 		"/system.slice/docker-0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.scope",
 		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podnot-a-uid.slice",
@@ -64,6 +64,11 @@ static void test_layouts(void **state)
 		else
 			assert_null(ids.runtime);
 	}
+	/* in a podman pod: the container's, and that it is in a pod (its name: HOSTNAME) */
+	container__from_cgroup("/libpod_parent/" ID2 "/libpod-" ID, &ids);
+	assert_true(ids.podman_pod);
+	container__from_cgroup("/libpod_parent/libpod-" ID, &ids);
+	assert_false(ids.podman_pod);
 	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
 		assert_false(container__from_cgroup(none[i], &ids));
 		assert_string_equal(ids.container_id, "");

@@ -107,11 +107,14 @@ bool container__from_cgroup(const char *path, struct container_ids *ids)
 		}
 		/* the cgroupfs driver: a bare 64-hex segment (below pod<uid>, or /docker/<id>); below
 		 * podman's libpod_parent it is a podman pod's, not a container's */
-		if (n == CONTAINER_ID_LEN && hex_run(seg, n) &&
-		    !(prev && prev_n == 13 && !strncmp(prev, "libpod_parent", 13))) {
-			memcpy(ids->container_id, seg, n);
-			ids->container_id[n] = 0;
-			ids->runtime = "cgroupfs";
+		if (n == CONTAINER_ID_LEN && hex_run(seg, n)) {
+			if (prev && prev_n == 13 && !strncmp(prev, "libpod_parent", 13)) {
+				ids->podman_pod = true;
+			} else {
+				memcpy(ids->container_id, seg, n);
+				ids->container_id[n] = 0;
+				ids->runtime = "cgroupfs";
+			}
 		}
 		/* containerd's ctr on cgroupfs: /<namespace>/<id>, its default namespace's */
 		if (!prev && n == 7 && !strncmp(seg, "default", 7) && next && ctr_id(next + 1, ids))

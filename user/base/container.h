@@ -21,6 +21,7 @@ struct container_ids {
 	const char *runtime; /* "containerd", "cri-o", "docker", "podman", "cgroupfs"; NULL */
 	/* container_id: 64 hex, but for ctr's, the id it was given (at most 64 characters) */
 	char pod_uid[POD_UID_LEN + 1];		 /* "" when none */
+	bool podman_pod; /* in a podman pod (its cgroup below the pod's, which names no uid) */
 };
 
 /* Reads path (a cgroup v2 path, "/kubepods.slice/..."), filling ids. Returns whether it named

@@ -96,6 +96,7 @@ void identity__note(struct pipeline *pl, uint32_t pid, struct ts_rec_proc_identi
 	pfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (pfd < 0)
 		return;
+	memset(&ids, 0, sizeof(ids));
 	if (read_small(pfd, "cgroup", buf, sizeof(buf), false) > 0 && cgroup_ids(buf, &ids)) {
 		snprintf(id.container_id, sizeof(id.container_id), "%s", ids.container_id);
 		snprintf(id.runtime, sizeof(id.runtime), "%s", ids.runtime ? ids.runtime : "");
@@ -109,9 +110,10 @@ void identity__note(struct pipeline *pl, uint32_t pid, struct ts_rec_proc_identi
 		}
 		close(root);
 	}
-	/* a pod's name, where the process is in one (a host process's HOSTNAME is the host's);
-	 * nothing else of its environment (credentials among it) outlives this */
-	if (id.pod_uid[0] || id.k8s_namespace[0]) {
+	/* a pod's name, where the process is in one (Kubernetes and podman set HOSTNAME to it; a
+	 * host process's is the host's); nothing else of its environment (credentials among it)
+	 * outlives this */
+	if (id.pod_uid[0] || id.k8s_namespace[0] || ids.podman_pod) {
 		n = read_small(pfd, "environ", env, sizeof(env), false);
 		if (n > 0)
 			hostname_of(env, (size_t)n, id.pod_name, sizeof(id.pod_name));
