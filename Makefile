@@ -318,7 +318,7 @@ demo: deps
 
 bench: deps
 	$(Q)./scripts/setup.sh bench
-	$(Q)$(MAKE) -s all fixtures gpu-testbed $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
+	$(Q)$(MAKE) -s all fixtures gpu-testbed llama-server $(OUTPUT)/sslbench $(OUTPUT)/gpubench \
 		$(OUTPUT)/sockbench $(OUTPUT)/llamabench $(OUTPUT)/gotlsbench $(OUTPUT)/topbench
 	$(Q)./bench/run.sh
 

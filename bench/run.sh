@@ -22,13 +22,12 @@ sb=.output/sockbench
 lb=.output/llamabench
 stats="python3 bench/stats.py"
 work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
-trap '[ -z "$tracer$server" ] || kill $tracer $server 2>/dev/null; rm -rf "$work"' EXIT
-tracer= server=
+trap '[ -z "$tracer$server$servers" ] || kill $tracer $server $servers 2>/dev/null; rm -rf "$work"' EXIT
+tracer= server= servers=
 
-# BENCH_ONLY: the sections to run (default all): calls start pipeline h2 memory fork names
-# engine top
-# exec
-want() { case " ${BENCH_ONLY:-calls start pipeline h2 memory fork names engine top exec} " in *" $1 "*) ;; *) return 1 ;; esac; }
+# BENCH_ONLY: the sections to run (default all): servers calls start pipeline h2 memory fork
+# names engine top exec
+want() { case " ${BENCH_ONLY:-servers calls start pipeline h2 memory fork names engine top exec} " in *" $1 "*) ;; *) return 1 ;; esac; }
 median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # a process's CPU time so far, every thread, in ns (schedstat: time on a CPU)
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ t += $1 } END { printf "%.0f\n", t }'; }
@@ -129,6 +128,98 @@ traced_set() {
 	grep -o 'capture: events=[0-9]* bytes=[0-9]* drops=[0-9]*' "$work/stdout" |
 		sed 's/.*drops=//' >>"$work/ssl_t_lost"
 }
+
+if want servers; then
+# What a user's server loses: real servers under a streaming load, untraced and traced (the
+# default options: every process, plaintext capture on; the tracer started on the running
+# servers, as an operator does), interleaved, the order alternating from round to round.
+SERVER_ROUNDS=${BENCH_SERVER_ROUNDS:-8}
+# tokenscope's CPU (every thread), peak RSS and the round's tokens, over each traced round
+stop_tracer_cpu() { # FILE TOKENS
+	echo "$(cpu_ns "$tracer") $(awk '/VmHWM/ { print $2 }' /proc/"$tracer"/status) $2" >>"$1"
+	stop_tracer
+}
+paired_rounds() { # NAME COMMAND...: "untraced traced" lines of the command's output, per round
+	name=$1
+	shift
+	: >"$work/$name"
+	for r in $(seq "$SERVER_ROUNDS"); do
+		for k in $([ $((r % 2)) = 0 ] && echo u t || echo t u); do
+			[ "$k" = u ] || start_tracer
+			"$@" >"$work/$name.$k"
+			[ "$k" = u ] ||
+				stop_tracer_cpu "$work/$name.cpu" "$(awk '{ print $5 }' "$work/$name.$k")"
+		done
+		paste -d' ' "$work/$name.u" "$work/$name.t" >>"$work/$name"
+	done
+}
+# column C of both halves of NAME's rounds (server_load.py prints 5 columns)
+column_pair() { awk -v c="$2" '{ print $c, $(c + 5) }' "$work/$1" >"$work/$1.$2"; }
+echo "  what a user's server loses, traced over untraced (medians of per-round ratios, 95 % intervals):"
+# The real llama-server (make llama-server; the tests' tiny model, one thread), 4 and 16
+# slots: 128 streamed chat completions of 48 tokens, 16 at a time.
+lsdir=$(./scripts/llama_server.sh | tail -n 1)
+for slots in 4 16; do
+	lport=$((18600 + slots))
+	LD_LIBRARY_PATH="$lsdir/bin" "$lsdir/bin/llama-server" -m tests/fixtures/.gen/tiny.gguf \
+		--host 127.0.0.1 --port $lport -np $slots -c $((1024 * slots)) -t 1 -tb 1 \
+		--no-webui >"$work/llama-server.log" 2>&1 &
+	servers=$!
+	until curl -sf "http://127.0.0.1:$lport/health" >/dev/null; do
+		kill -0 "$servers" 2>/dev/null || { tail "$work/llama-server.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	url="http://127.0.0.1:$lport/v1/chat/completions"
+	python3 bench/server_load.py "$url" tiny 16 16 48 >/dev/null # warm
+	paired_rounds ls$slots python3 bench/server_load.py "$url" tiny 128 16 48
+	kill "$servers"
+	wait "$servers" 2>/dev/null || true
+	servers=
+	for c in 1 3 4; do column_pair ls$slots $c; done
+	$stats paired "llama-server, $slots slots: tokens/s" tokens/s "$work/ls$slots.1"
+	$stats paired "  request latency p50" ms "$work/ls$slots.3"
+	$stats paired "  request latency p99" ms "$work/ls$slots.4"
+done
+# tokenscope itself over those traced rounds: CPU per 1 000 streamed tokens, peak RSS
+cat "$work/ls4.cpu" "$work/ls16.cpu" | awk '{ print $1 / $3 * 1000 / 1e6, $2 }' | sort -n |
+	awk '{ c[NR] = $1; if ($2 > rss) rss = $2 } END {
+		printf "  tokenscope on llama-server: %.2f ms of CPU per 1 000 streamed tokens (median of %d rounds, %.2f to %.2f); peak RSS %d KiB\n", c[int((NR + 1) / 2)], NR, c[1], c[NR], rss }'
+# nginx terminating TLS in front of uvicorn (the FastAPI fixture, asyncio), both ends
+# captured: SSE streams of 16 tokens (1 ms apart) at saturation, 32 at a time, 400 a round
+# (Python's ssl client, on the same two cores); then h2load's HTTP/1.1 load over TLS, 16
+# connections, 1 000 requests a round.
+/usr/bin/python3 tests/fixtures/fastapi_app.py --port-file "$work/app.port" \
+	--truth "$work/app.truth" >/dev/null 2>&1 &
+servers=$!
+until [ -s "$work/app.port" ]; do sleep 0.1; done
+nport=18640
+mkdir -p "$work/nginx"
+sed -e "s|WORK|$work/nginx|g" -e "s|APP|$(cat "$work/app.port")|" -e "s|PORT|$nport|" \
+	-e "s|CERT|$(pwd)/$cert|" -e "s|KEY|$(pwd)/$key|" bench/nginx_front.conf \
+	>"$work/nginx/nginx.conf"
+nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g "daemon off;" 2>"$work/nginx/stderr" &
+servers="$servers $!"
+until curl -sk "https://127.0.0.1:$nport/" -o /dev/null; do sleep 0.1; done
+front="https://127.0.0.1:$nport/v1/chat/completions"
+python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 32 32 16 "$cert" >/dev/null
+paired_rounds front python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 400 32 16 \
+	"$cert"
+for c in 2 4; do column_pair front $c; done
+$stats paired "nginx (TLS) -> uvicorn SSE: requests/s" requests/s "$work/front.2"
+$stats paired "  request latency p99" ms "$work/front.4"
+printf '{"model":"fx-ttft1-itl1-n16-bench","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
+	>"$work/h2load.body"
+h2load_rps() { # requests/s, in server_load.py's five columns
+	h2load --h1 -n 1000 -c 16 -H 'content-type: application/json' -d "$work/h2load.body" \
+		"$front" 2>/dev/null | awk '/^finished in/ { gsub(/,/, "", $4); print $4, 0, 0, 0, 0 }'
+}
+paired_rounds h2load h2load_rps
+column_pair h2load 1
+$stats paired "h2load over TLS (16 connections): requests/s" requests/s "$work/h2load.1"
+kill $servers
+wait $servers 2>/dev/null || true
+servers=
+fi
 
 if want calls; then
 echo "tokenscope bench: $ROUNDS rounds (each: untraced, bare and traced runs, interleaved), $N calls a run"
