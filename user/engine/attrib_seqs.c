@@ -327,6 +327,8 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
 
 	second->steps = 0;
 	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
+		if (p->v[k].start < r->start_ns)
+			continue; /* begun before the request came: no step of its prompt */
 		if (model && p->v[k].model != model)
 			continue; /* another model's context */
 		if (p->v[k].embed)
