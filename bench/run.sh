@@ -134,9 +134,11 @@ if want servers; then
 # default options: every process, plaintext capture on; the tracer started on the running
 # servers, as an operator does), interleaved, the order alternating from round to round.
 SERVER_ROUNDS=${BENCH_SERVER_ROUNDS:-8}
-# tokenscope's CPU (every thread), peak RSS and the round's tokens, over each traced round
-stop_tracer_cpu() { # FILE TOKENS
-	echo "$(cpu_ns "$tracer") $(awk '/VmHWM/ { print $2 }' /proc/"$tracer"/status) $2" >>"$1"
+# tokenscope's CPU (every thread) from its start's end to 2 s after the load (a request is
+# attributed 1.5 s after it ended: the settle queue), its peak RSS, the round's tokens
+stop_tracer_cpu() { # FILE TOKENS CPU_AT_START
+	sleep 2
+	echo "$(($(cpu_ns "$tracer") - $3)) $(awk '/VmHWM/ { print $2 }' /proc/"$tracer"/status) $2" >>"$1"
 	stop_tracer
 }
 paired_rounds() { # NAME COMMAND...: "untraced traced" lines of the command's output, per round
@@ -145,10 +147,10 @@ paired_rounds() { # NAME COMMAND...: "untraced traced" lines of the command's ou
 	: >"$work/$name"
 	for r in $(seq "$SERVER_ROUNDS"); do
 		for k in $([ $((r % 2)) = 0 ] && echo u t || echo t u); do
-			[ "$k" = u ] || start_tracer
+			[ "$k" = u ] || { start_tracer && c0=$(cpu_ns "$tracer"); }
 			"$@" >"$work/$name.$k"
-			[ "$k" = u ] ||
-				stop_tracer_cpu "$work/$name.cpu" "$(awk '{ print $5 }' "$work/$name.$k")"
+			[ "$k" = u ] || stop_tracer_cpu "$work/$name.cpu" \
+				"$(awk '{ print $5 }' "$work/$name.$k")" "$c0"
 		done
 		paste -d' ' "$work/$name.u" "$work/$name.t" >>"$work/$name"
 	done
