@@ -9,7 +9,7 @@
     ports           kube play maps container ports, which it refuses with hostNetwork; with
                     hostNetwork the port is the node's own, and the test reads it there;
     readinessProbe  kube play runs no readiness probe; the test makes the probe's GET;
-    hostPID         kube play ignores it before podman 4.5 (its pod gets a PID namespace of
+    hostPID         kube play ignores it before podman 4.4 (its pod gets a PID namespace of
                     its own); the same container is run again by `podman run`, its options
                     translated from the manifest mechanically, hostPID as --pid host.
 - Checked: podman ran each with the spec's rights (the host's network namespace, and PID
