@@ -12,7 +12,9 @@ runs here, and curl on the host calls it.
 
 No image is pulled: each container's root is a folder whose /usr is the host's, read-only
 (or, for docker, an image imported from that folder). Checked: each server's records carry the
-container id the runtime itself reports (never a pod's id); curl's records carry none.
+container id the runtime itself reports (never a pod's id) and, in a podman pod, the pod's
+name; curl's records carry none. Then podman's bridge (check_nat): a published port and a
+client in a second container, each joined to its server, with nat only where NAT was.
 """
 import json
 import os

@@ -142,7 +142,8 @@ def wait_started(pm, name, timeout=60):
     deadline = time.monotonic() + timeout
     logs = ""
     while time.monotonic() < deadline:
-        logs = pm.run("logs", name)[2] + pm.run("logs", name)[1]
+        _, out, err = pm.run("logs", name)
+        logs = err + out
         if "Hit Ctrl-C to end." in logs:
             return logs
         time.sleep(0.2)

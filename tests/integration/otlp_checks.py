@@ -67,20 +67,32 @@ def header_offset(rec_gz_or_plain):
     return real - mono
 
 
-def check_replay(ctx, work):
-    check, tokenscope = ctx["check"], ctx["tokenscope"]
-    rec = os.path.join(work, "vllm.tsrec")
-    subprocess.run(f"gunzip -c {ctx['root']}/tests/fixtures/vllm/capture.tsrec.gz > {rec}",
+def fixture_recording(ctx, work, name):
+    """tests/fixtures/NAME/capture.tsrec.gz, unpacked into work."""
+    rec = os.path.join(work, f"{name}.tsrec")
+    subprocess.run(f"gunzip -c {ctx['root']}/tests/fixtures/{name}/capture.tsrec.gz > {rec}",
                    shell=True, check=True)
-    recv, port, out = start_receiver(work, "replay")
-    jsonl = os.path.join(work, "replay.jsonl")
-    r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--otlp",
-                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-tokens"],
-                       capture_output=True, text=True)
-    check(r.returncode == 0, f"otlp replay: report exits 0 ({r.stderr[-300:]})")
-    records = [x for x in map(json.loads, open(jsonl)) if x.get("type") == "request"]
+    return rec
+
+
+def replay_to_receiver(ctx, work, name, rec, *args):
+    """`tokenscope report REC -q -o NAME.jsonl ARGS --otlp` to a receiver of its own: the run,
+    its JSON Lines path and the spans received (all of them: report waits for its exports)."""
+    recv, port, out = start_receiver(work, name)
+    jsonl = os.path.join(work, f"{name}.jsonl")
+    r = subprocess.run([ctx["tokenscope"], "report", rec, "-q", "-o", jsonl, *args, "--otlp",
+                        f"http://127.0.0.1:{port}/v1/traces"], capture_output=True, text=True)
     spans = wait_spans(out, 1)
     stop_all([recv])
+    return r, jsonl, spans
+
+
+def check_replay(ctx, work):
+    check = ctx["check"]
+    rec = fixture_recording(ctx, work, "vllm")
+    r, jsonl, spans = replay_to_receiver(ctx, work, "replay", rec, "--otlp-tokens")
+    check(r.returncode == 0, f"otlp replay: report exits 0 ({r.stderr[-300:]})")
+    records = [x for x in map(json.loads, open(jsonl)) if x.get("type") == "request"]
     offset = header_offset(rec)
     by_req = {s["attributes"].get("tokenscope.request_id"): s for s in spans
               if "tokenscope.request_id" in s["attributes"]}
@@ -436,14 +448,8 @@ def trace_kept(trace_id, ratio):
 
 
 def check_sampling(ctx, work, rec):
-    check, tokenscope = ctx["check"], ctx["tokenscope"]
-    recv, port, out = start_receiver(work, "sample")
-    jsonl = os.path.join(work, "sample.jsonl")
-    r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--otlp",
-                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-sample", "0.5"],
-                       capture_output=True, text=True)
-    spans = wait_spans(out, 1)
-    stop_all([recv])
+    check = ctx["check"]
+    r, jsonl, spans = replay_to_receiver(ctx, work, "sample", rec, "--otlp-sample", "0.5")
     records = [x for x in map(json.loads, open(jsonl)) if x.get("type") == "request"]
     by_req = {s["attributes"].get("tokenscope.request_id"): s for s in spans
               if "tokenscope.request_id" in s["attributes"]}
@@ -462,17 +468,9 @@ def check_sampling(ctx, work, rec):
 
 
 def check_steps(ctx, work):
-    check, tokenscope = ctx["check"], ctx["tokenscope"]
-    rec = os.path.join(work, "llama.tsrec")
-    subprocess.run(f"gunzip -c {ctx['root']}/tests/fixtures/llama/capture.tsrec.gz > {rec}",
-                   shell=True, check=True)
-    recv, port, out = start_receiver(work, "steps")
-    jsonl = os.path.join(work, "steps.jsonl")
-    r = subprocess.run([tokenscope, "report", rec, "-q", "-o", jsonl, "--gaps", "--otlp",
-                        f"http://127.0.0.1:{port}/v1/traces", "--otlp-steps"],
-                       capture_output=True, text=True)
-    spans = wait_spans(out, 1)
-    stop_all([recv])
+    check = ctx["check"]
+    rec = fixture_recording(ctx, work, "llama")
+    r, jsonl, spans = replay_to_receiver(ctx, work, "steps", rec, "--gaps", "--otlp-steps")
     check(r.returncode == 0, f"otlp steps: report exits 0 ({r.stderr[-300:]})")
     lines = [json.loads(line) for line in open(jsonl)]
     steps = [x for x in lines if x.get("type") == "engine_step"]
