@@ -190,9 +190,13 @@ static void test_engine_outputs_place_every_event(void **state)
 						  (k == 4 || k == 7 ? 7500 * US : 300 * US));
 		r->end_ns = r->last_token_ns + 100 * US;
 		r->engine_out_ts = calloc(outs, sizeof(*r->engine_out_ts));
+		r->engine_out_tokens = calloc(outs, sizeof(*r->engine_out_tokens));
 		assert_non_null(r->engine_out_ts);
-		for (size_t i = 0; i < outs; i++)
+		assert_non_null(r->engine_out_tokens);
+		for (size_t i = 0; i < outs; i++) {
 			r->engine_out_ts[i] = step_start(2 + (int)i, 4) + 4 * MS + 50 * US;
+			r->engine_out_tokens[i] = 1;
+		}
 		r->engine_outs = outs;
 		r->engine_output_ns = r->engine_out_ts[0];
 		attrib__first_token(a, r);
@@ -208,6 +212,74 @@ static void test_engine_outputs_place_every_event(void **state)
 						 step_start(3 + (int)g, 4));
 		} else {
 			/* placed by the events (one a step, here right), and said so */
+			assert_true(at->estimated & EST_TOKEN_STEPS);
+		}
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
+/* A server that falls behind and merges: the engine's outputs 0..11 come from steps 2..13, one
+ * a step; the six events carry outputs up to 2, 3, 4, 7, 8 and 11, each written just after its
+ * last output was made. The first token is output 0's, of step 2, however late the first
+ * event. With usage on every chunk (vLLM's continuous_usage_stats: tokens so far 3, 4, 5, 8,
+ * 9, 12) every event is on its last output's step, known. Without it (or with
+ * counts that end inside an output, which no server sends), what the outputs allow leaves
+ * some events more than one step: those gaps say they are inferred, and every gap, inferred
+ * or not, lies within those bounds. */
+static void test_merged_events(void **state)
+{
+	static const size_t last[6] = { 2, 3, 4, 7, 8, 11 };
+	static const uint32_t counts[3][6] = { { 3, 4, 5, 8, 9, 12 }, { 0 }, { 3, 4, 6, 8, 9, 12 } };
+
+	for (int c = 0; c < 3; c++) {
+		struct attrib *a = new_attrib();
+		struct request *r = server_request(1, T0 + 1 * MS);
+		const struct attribution *at;
+		size_t inferred = 0;
+
+		steps(a, ENGINE_PID, 20, 4);
+		r->engine_outs = 12;
+		r->engine_out_ts = calloc(12, sizeof(*r->engine_out_ts));
+		r->engine_out_tokens = calloc(12, sizeof(*r->engine_out_tokens));
+		assert_non_null(r->engine_out_ts);
+		assert_non_null(r->engine_out_tokens);
+		for (size_t j = 0; j < 12; j++) {
+			r->engine_out_ts[j] = step_start(2 + (int)j, 4) + 4 * MS + 50 * US;
+			r->engine_out_tokens[j] = 1;
+		}
+		r->engine_output_ns = r->engine_out_ts[0];
+		for (size_t i = 0; i < 6; i++) {
+			request__token(r, step_start(2 + (int)last[i], 4) + 4 * MS + 300 * US);
+			if (counts[c][i])
+				request__event_tokens(r, counts[c][i]);
+			if (!i)
+				attrib__first_token(a, r);
+		}
+		r->end_ns = r->last_token_ns + 100 * US;
+		attrib__finished(a, r);
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_true(at->ok);
+		assert_int_equal(at->prefill_start_ns, step_start(2, 4));
+		assert_int_equal(at->emit_ns, r->first_token_ns - (step_start(2, 4) + 4 * MS));
+		assert_int_equal(at->ngaps, 5);
+		for (size_t g = 0; g < at->ngaps; g++) {
+			const struct attrib_gap *gp = &at->gaps[g];
+			uint64_t right = step_start(2 + (int)last[g + 1], 4);
+
+			inferred += gp->step_inferred;
+			if (!gp->step_inferred)
+				assert_int_equal(gp->producer_start_ns, right);
+			/* within the bounds: from output g + 1's step to its own last output's */
+			assert_true(gp->producer_start_ns >= step_start(3 + (int)g, 4) &&
+				    gp->producer_start_ns <= right);
+		}
+		if (c == 0) {
+			assert_int_equal(inferred, 0);
+			assert_false(at->estimated & EST_TOKEN_STEPS);
+		} else {
+			assert_true(inferred > 0);
 			assert_true(at->estimated & EST_TOKEN_STEPS);
 		}
 		request__free(r);
@@ -596,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_late_server),
 		cmocka_unit_test(test_engine_output_bounds_first_step),
 		cmocka_unit_test(test_engine_outputs_place_every_event),
+		cmocka_unit_test(test_merged_events),
 		cmocka_unit_test(test_stream_interval),
 		cmocka_unit_test(test_server_falling_behind),
 		cmocka_unit_test(test_server_streams_every_token),

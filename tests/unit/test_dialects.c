@@ -390,6 +390,54 @@ static void test_paths_name_their_api(void **state)
 		assert_true(named[a]);
 }
 
+/* vLLM's usage on every chunk (stream_options.continuous_usage_stats): each token event keeps
+ * its own count so far (what ties a merged event to the engine's outputs it carried); the
+ * role-only chunk and the usage-only last chunk are no events, and a stream without it keeps
+ * none. */
+static void test_usage_on_every_chunk(void **state)
+{
+	static const char *const events[] = {
+		"{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],"
+		"\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":0,\"total_tokens\":9}}",
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],"
+		"\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1,\"total_tokens\":10}}",
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b c d\"}}],"
+		"\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4,\"total_tokens\":13}}",
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"e\"}}]}",
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"f\"},\"finish_reason\":\"length\"}],"
+		"\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":6,\"total_tokens\":15}}",
+		"{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":6,"
+		"\"total_tokens\":15}}",
+	};
+	static const uint32_t want[] = { 1, 4, 0, 6 };
+	struct jdoc doc = { 0 };
+
+	for (int with = 0; with < 2; with++) {
+		struct request *r = request__new();
+
+		assert_non_null(r);
+		assert_true(request__set_path(r, "/v1/chat/completions"));
+		dialect__request_head(r);
+		for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+			if (!with && i != 3) /* only the chunk without usage */
+				continue;
+			dialect__stream_event(&doc, r, "", events[i], strlen(events[i]), T0 + i * MS);
+		}
+		if (with) {
+			assert_int_equal(r->token_events, 4);
+			assert_non_null(r->event_tokens);
+			for (size_t i = 0; i < 4; i++)
+				assert_int_equal(r->event_tokens[i], want[i]);
+			assert_int_equal(r->output_tokens.v, 6);
+		} else {
+			assert_int_equal(r->token_events, 1);
+			assert_null(r->event_tokens);
+		}
+		request__free(r);
+	}
+	jdoc__free(&doc);
+}
+
 /* Every LLM API carries its OpenTelemetry names, which metrics label its requests with: a
  * dialect added without them would export empty gen_ai_* labels. Only an unknown API and a
  * gRPC method that is no LLM API have none. */
@@ -567,6 +615,7 @@ int main(void)
 		cmocka_unit_test(test_embeddings),
 		cmocka_unit_test(test_http_error_status),
 		cmocka_unit_test(test_otel_names),
+		cmocka_unit_test(test_usage_on_every_chunk),
 		cmocka_unit_test(test_gzip_sse),
 		cmocka_unit_test(test_unsupported_encoding),
 	};

@@ -238,16 +238,15 @@ static int split(struct attrib *a, struct engine_procs *e, struct request *r, co
 {
 	size_t ne = r->token_events, sft, ps;
 	size_t *q = calloc(ne, sizeof(*q));
-	bool moved;
+	bool *inferred = calloc(ne ? ne : 1, sizeof(*inferred));
 
-	if (!q) {
+	if (!q || !inferred) {
+		free(q);
+		free(inferred);
 		snprintf(at->error, sizeof(at->error), "out of memory");
 		return -1;
 	}
-	if (attrib_align_tokens(v, n, r, attrib_server_every_token(a, r->pid), q, &moved)) {
-		if (moved)
-			at->estimated |= EST_TOKEN_STEPS;
-	} else {
+	if (!attrib_align_tokens(v, n, r, attrib_server_every_token(a, r->pid), q, inferred)) {
 		uint64_t t = r->first_token_ns;
 
 		for (size_t i = 0; i < ne; i++) {
@@ -255,12 +254,17 @@ static int split(struct attrib *a, struct engine_procs *e, struct request *r, co
 				t += r->gaps_ns[i - 1];
 			q[i] = attrib_latest_seen(v, n, t);
 		}
-		if (ne)
-			q[0] = attrib_engine_output_bound(v, n, r, q[0]);
+		attrib_bound_by_outputs(v, n, r, q, inferred);
 	}
-	sft = q[0];
+	for (size_t i = 0; i < ne; i++) {
+		if (inferred[i])
+			at->estimated |= EST_TOKEN_STEPS;
+	}
+	/* the first token's step: the first output's, where the first event carried several */
+	sft = ne ? attrib_engine_output_bound(v, n, r, q[0]) : n;
 	if (sft == n || v[sft].start < r->start_ns) {
 		free(q);
+		free(inferred);
 		snprintf(at->error, sizeof(at->error),
 			 "no engine step began between the request's arrival and its first token");
 		return -1;
@@ -285,6 +289,7 @@ static int split(struct attrib *a, struct engine_procs *e, struct request *r, co
 		at->gaps = calloc(ne - 1, sizeof(*at->gaps));
 		if (!at->gaps) {
 			free(q);
+			free(inferred);
 			snprintf(at->error, sizeof(at->error), "out of memory");
 			return -1;
 		}
@@ -306,9 +311,11 @@ static int split(struct attrib *a, struct engine_procs *e, struct request *r, co
 			}
 		}
 		gp->producer_start_ns = q[g + 1] < n ? v[q[g + 1]].start : 0;
+		gp->step_inferred = inferred[g + 1];
 		attrib_close_gap(at, gp, dec);
 	}
 	free(q);
+	free(inferred);
 	if (at->ninterfered_by)
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);
 	return 0;

@@ -206,15 +206,45 @@ size_t attrib_engine_output_bound(const struct window_step *v, size_t n, const s
 }
 
 /*
- * The engine's own outputs for the request (vLLM's engine wire), one per event: output i was
- * made at engine time out_ts[i], right after the step that made its tokens, so event i's step
- * is the latest the host saw complete by then, however late the server wrote it. More outputs
- * than events (a stream interval, or a server fallen behind, merging them) say how many steps
- * made the tokens but not which event carried which: an output reaches the server some time
- * after it is made, and a server a step behind writes an event after the next output was
- * made without carrying it. False where it cannot be (not one output per event, an output
- * made after its event was written or before the request arrived: another clock's; two
- * events on one step).
+ * Which of the engine's outputs for the request (vLLM's engine wire: one a step, with that
+ * step's tokens) each token event carried last, into o: one output per event, or the stream's
+ * own count of tokens so far at every event (usage on every chunk) against the outputs' token
+ * counts, each event ending on a whole output (a late server merges whole outputs). False
+ * where neither says so, or the counts do not fit the outputs.
+ */
+static bool outputs_carried(const struct request *r, size_t *o)
+{
+	size_t ne = r->token_events, j = 0;
+	uint64_t sum = 0;
+
+	if (!ne || r->engine_outs < ne)
+		return false;
+	if (r->engine_outs == ne) {
+		for (size_t i = 0; i < ne; i++)
+			o[i] = i;
+		return true;
+	}
+	if (!r->event_tokens || !r->engine_out_tokens)
+		return false;
+	for (size_t i = 0; i < ne; i++) {
+		uint64_t so_far = i < r->event_tokens_cap ? r->event_tokens[i] : 0;
+
+		while (j < r->engine_outs && sum + r->engine_out_tokens[j] < so_far)
+			sum += r->engine_out_tokens[j++];
+		if (!so_far || j == r->engine_outs || sum + r->engine_out_tokens[j] != so_far)
+			return false;
+		o[i] = j;
+		sum += r->engine_out_tokens[j++];
+	}
+	return true;
+}
+
+/*
+ * Each event on the step of the output it carried last (outputs_carried): output j was made
+ * at engine time out_ts[j], right after the step that made its tokens, so the event's step is
+ * the latest the host saw complete by then, however late the server wrote it. False where it
+ * cannot be (an output made after its event was written or before the request arrived:
+ * another clock's; two events on one step).
  */
 static bool align_by_outputs(const struct window_step *v, size_t n, const struct request *r,
 			     size_t *q)
@@ -222,10 +252,10 @@ static bool align_by_outputs(const struct window_step *v, size_t n, const struct
 	size_t ne = r->token_events;
 	uint64_t t = r->first_token_ns;
 
-	if (r->engine_outs != ne || !ne)
+	if (!outputs_carried(r, q))
 		return false;
 	for (size_t i = 0; i < ne; i++) {
-		uint64_t made = r->engine_out_ts[i];
+		uint64_t made = r->engine_out_ts[q[i]];
 		size_t k;
 
 		if (i)
@@ -237,6 +267,64 @@ static bool align_by_outputs(const struct window_step *v, size_t n, const struct
 			return false;
 		q[i] = k;
 	}
+	return true;
+}
+
+/*
+ * More engine outputs than events and nothing to say which event carried which (a server
+ * fallen behind merged them, and its chunks state no count): what bounds each event's last
+ * output. Event i (from 0) carried at least i + 1 outputs, the ones after it at least one
+ * each, and none made after it was written. Each event is moved into its bounds' steps (the
+ * nearest to where it was, still one step after the other), and is inferred (inferred[i])
+ * where they are more than one step. Where the bounds do not hold together (another clock's,
+ * or steps they cannot order), q is left as it was and every event is inferred. False where
+ * there are no such outputs (nothing changed).
+ */
+bool attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct request *r,
+			     size_t *q, bool *inferred)
+{
+	size_t ne = r->token_events, nout = r->engine_outs, hi = 0;
+	uint64_t t = r->first_token_ns;
+	size_t *b, *slo, *shi;
+
+	if (!ne || nout <= ne || !r->engine_out_ts || !(b = malloc(3 * ne * sizeof(*b))))
+		return false;
+	slo = b + ne;
+	shi = slo + ne;
+	for (size_t i = 0; i < ne; i++) {
+		size_t most = nout - (ne - i); /* the later events' at least one each */
+
+		if (i)
+			t += r->gaps_ns[i - 1];
+		while (hi + 1 < nout && r->engine_out_ts[hi + 1] <= t)
+			hi++;
+		if (r->engine_out_ts[i] > t)
+			goto apart;
+		slo[i] = attrib_latest_seen(v, n, r->engine_out_ts[i]);
+		shi[i] = attrib_latest_seen(v, n, r->engine_out_ts[hi < most ? hi : most]);
+		if (slo[i] == n || shi[i] == n)
+			goto apart;
+		b[i] = q[i] < slo[i] ? slo[i] : q[i] > shi[i] ? shi[i] : q[i];
+	}
+	for (size_t i = ne - 1; i-- > 0;) { /* each before the next, */
+		if (b[i] >= b[i + 1])
+			b[i] = b[i + 1] > slo[i] ? b[i + 1] - 1 : slo[i];
+	}
+	for (size_t i = 1; i < ne; i++) { /* and after the one before */
+		if (b[i] <= b[i - 1])
+			b[i] = b[i - 1] + 1;
+		if (b[i] > shi[i])
+			goto apart;
+	}
+	memcpy(q, b, ne * sizeof(*q));
+	for (size_t i = 0; i < ne; i++)
+		inferred[i] = slo[i] != shi[i];
+	free(b);
+	return true;
+apart:
+	free(b);
+	for (size_t i = 0; i < ne; i++)
+		inferred[i] = true;
 	return true;
 }
 
@@ -259,11 +347,11 @@ static bool align_by_outputs(const struct window_step *v, size_t n, const struct
  * had one streamed so (server_every_token: a stream interval is the server's setting, and a
  * server that falls behind its engine, writing ever later, looks like one), or when the
  * events say so themselves (lag_grew).
- * Returns false when that is not consistent with a first step that began after arrival
- * (then the latest-seen rule is used throughout).
+ * moved[i]: event i was moved off its latest seen step. Returns false when that is not
+ * consistent with a first step that began after arrival.
  */
-bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,
-			 bool server_every_token, size_t *q, bool *moved)
+static bool align_by_writes(const struct window_step *v, size_t n, const struct request *r,
+			    bool server_every_token, size_t *q, bool *moved)
 {
 	size_t ne = r->token_events, s0 = n, lag, grid, phase = 0;
 	/* the steps that made its tokens: the engine's outputs, where its wire was read (a
@@ -274,9 +362,6 @@ bool attrib_align_tokens(const struct window_step *v, size_t n, const struct req
 	uint64_t t = r->first_token_ns;
 	bool one_each;
 
-	*moved = false;
-	if (align_by_outputs(v, n, r, q))
-		return true;
 	for (size_t i = 0; i < ne; i++) {
 		size_t ls;
 
@@ -297,7 +382,7 @@ bool attrib_align_tokens(const struct window_step *v, size_t n, const struct req
 		for (size_t i = 0; i < ne; i++) {
 			if (i == 0 && v[s0].start < r->start_ns)
 				return false;
-			*moved |= s0 + i != q[i];
+			moved[i] = s0 + i != q[i];
 			q[i] = s0 + i;
 		}
 		return true;
@@ -336,10 +421,35 @@ bool attrib_align_tokens(const struct window_step *v, size_t n, const struct req
 			want = q[i - 1] + 1;
 		if (want > q[i])
 			return false;
-		*moved |= want != q[i];
+		moved[i] = want != q[i];
 		q[i] = want;
 	}
 	return true;
+}
+
+/*
+ * Which step produced each token event, into q: by the engine's outputs where they say which
+ * event carried which (align_by_outputs); else by the server's writes (align_by_writes),
+ * then kept within what the engine's outputs allow (attrib_bound_by_outputs). inferred[i]
+ * (where not NULL): event i's step is inferred, not known: moved off its latest seen step
+ * where no outputs bound it, else bounded to more than one step. Returns false where the
+ * writes do not place the events (then the latest-seen rule is used throughout).
+ */
+bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,
+			 bool server_every_token, size_t *q, bool *inferred)
+{
+	size_t ne = r->token_events;
+	bool *moved = inferred ? inferred : malloc((ne ? ne : 1) * sizeof(*moved)), ok = true;
+
+	if (!moved)
+		return false;
+	memset(moved, 0, ne * sizeof(*moved));
+	if (!align_by_outputs(v, n, r, q) &&
+	    (ok = align_by_writes(v, n, r, server_every_token, q, moved)))
+		attrib_bound_by_outputs(v, n, r, q, moved);
+	if (moved != inferred)
+		free(moved);
+	return ok;
 }
 
 /* Whether most of this server's requests with a token count had one token per event. */
@@ -385,7 +495,6 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	uint64_t from = r->start_ns > LOOKBACK_NS ? r->start_ns - LOOKBACK_NS : 0;
 	size_t lo = 0, hi = a->nfts, *q;
 	struct window_step *v = NULL;
-	bool moved;
 	long n;
 
 	if (r->api == API_OPENAI_EMBEDDINGS) {
@@ -419,8 +528,8 @@ void attrib__finished(struct attrib *a, const struct request *r)
 	n = attrib_gather_steps(a, &at, from, end, &v, at.error, sizeof(at.error));
 	q = n > 0 ? calloc(r->token_events, sizeof(*q)) : NULL;
 	if (q && attrib_align_tokens(v, (size_t)n, r, attrib_server_every_token(a, r->pid), q,
-				     &moved))
-		a->fts[lo].step_start = v[q[0]].start;
+				     NULL))
+		a->fts[lo].step_start = v[attrib_engine_output_bound(v, (size_t)n, r, q[0])].start;
 	free(q);
 	free(v);
 }

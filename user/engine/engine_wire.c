@@ -64,13 +64,14 @@ uint64_t engine_wire_set__first_output(const struct engine_wire_set *s, const st
 }
 
 size_t engine_wire_set__outputs(const struct engine_wire_set *s, const struct request *r,
-				uint64_t **ts)
+				uint64_t **ts, uint32_t **tokens)
 {
 	size_t n = 0;
 
 	*ts = NULL;
+	*tokens = NULL;
 	for (size_t i = 0; i < engine_nwires && !n; i++)
-		n = engine_wires[i]->outputs(s->r[i], r, ts);
+		n = engine_wires[i]->outputs(s->r[i], r, ts, tokens);
 	return n;
 }
 

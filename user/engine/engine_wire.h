@@ -75,9 +75,10 @@ struct engine_wire_ops {
 	bool (*attribute)(void *w, struct request *r);
 	/* The engine's time of the request's first output (0: none seen). */
 	uint64_t (*first_output)(const void *w, const struct request *r);
-	/* The engine's time of each output that carried its tokens, in order, into *ts (the
-	 * caller frees it): their count (0: none, or not known one by one). */
-	size_t (*outputs)(const void *w, const struct request *r, uint64_t **ts);
+	/* The engine's time of each output that carried its tokens, in order, into *ts, and
+	 * how many tokens each carried, into *tokens (the caller frees both): their count (0:
+	 * none, or not known one by one). */
+	size_t (*outputs)(const void *w, const struct request *r, uint64_t **ts, uint32_t **tokens);
 	/* Forget engine requests finished long before ts. */
 	void (*prune)(void *w, uint64_t ts);
 	void (*counts)(const void *w, struct engine_wire_counts *out);
@@ -109,7 +110,7 @@ bool engine_wire_set__attribute(struct engine_wire_set *s, struct request *r);
 uint64_t engine_wire_set__first_output(const struct engine_wire_set *s, const struct request *r);
 /* The first wire's outputs of the request (see outputs). */
 size_t engine_wire_set__outputs(const struct engine_wire_set *s, const struct request *r,
-				uint64_t **ts);
+				uint64_t **ts, uint32_t **tokens);
 void engine_wire_set__prune(struct engine_wire_set *s, uint64_t ts);
 /* Each wire's counts, in the order of engine_wires[]. */
 void engine_wire_set__counts(const struct engine_wire_set *s,

@@ -75,6 +75,7 @@ void vllm_wire__free(struct vllm_wire *w)
 
 		w->oldest = q->newer;
 		free(q->out_ts);
+		free(q->out_tokens);
 		free(q);
 	}
 	free(w);
@@ -254,30 +255,37 @@ static int read_cached(const uint8_t *p, const uint8_t *end, int64_t *n, bool *f
 	return 0;
 }
 
-/* The time of output q->steps (before it is counted), where kept: past VW_OUTPUTS_KEPT, or
- * without memory (counted), the request's outputs are cut and none is used. */
-static void keep_output(struct vllm_wire *w, struct vw_req *q, uint64_t ts)
+/* The time and token count of output q->steps (before it is counted), where kept: past
+ * VW_OUTPUTS_KEPT, or without memory (counted), the request's outputs are cut and none is
+ * used. */
+static void keep_output(struct vllm_wire *w, struct vw_req *q, uint64_t ts, uint32_t tokens)
 {
 	if (q->out_cut)
 		return;
 	if (q->steps >= q->out_cap) {
 		uint32_t cap = q->out_cap ? q->out_cap * 2 : 64;
 		uint64_t *t;
+		uint32_t *n;
 
 		if (cap > VW_OUTPUTS_KEPT) {
 			q->out_cut = true;
 			return;
 		}
 		t = realloc(q->out_ts, cap * sizeof(*t));
-		if (!t) {
+		if (t)
+			q->out_ts = t;
+		n = t ? realloc(q->out_tokens, cap * sizeof(*n)) : NULL;
+		if (n)
+			q->out_tokens = n;
+		if (!t || !n) {
 			w->n.no_memory++;
 			q->out_cut = true;
 			return;
 		}
-		q->out_ts = t;
 		q->out_cap = cap;
 	}
 	q->out_ts[q->steps] = ts;
+	q->out_tokens[q->steps] = tokens;
 }
 
 /*
@@ -361,7 +369,7 @@ static int read_output(struct vllm_wire *w, const uint8_t **p, const uint8_t *en
 	if (toks.type == MP_ARRAY && toks.len) {
 		if (!q->first_output_ns)
 			q->first_output_ns = ts;
-		keep_output(w, q, ts);
+		keep_output(w, q, ts, toks.len);
 		q->steps++;
 		q->tokens += toks.len;
 	}

@@ -77,10 +77,11 @@ bool vllm_wire__attribute(struct vllm_wire *w, struct request *r);
  * without joining anything; 0 when none was seen or w is NULL. */
 uint64_t vllm_wire__first_output(const struct vllm_wire *w, const struct request *r);
 /* The outputs of a server request's one engine request (not n>1's several), in order: the
- * engine's time of each outputs message that carried its tokens, copied into *ts (the caller
- * frees it). Returns their count; 0 when there is no such request, its outputs were cut, or
- * w is NULL. */
-size_t vllm_wire__outputs(const struct vllm_wire *w, const struct request *r, uint64_t **ts);
+ * engine's time of each outputs message that carried its tokens and how many, copied into
+ * *ts and *tokens (the caller frees them). Returns their count; 0 when there is no such
+ * request, its outputs were cut, or w is NULL. */
+size_t vllm_wire__outputs(const struct vllm_wire *w, const struct request *r, uint64_t **ts,
+			  uint32_t **tokens);
 /* Forget engine requests finished (or silent) long before ts. */
 void vllm_wire__prune(struct vllm_wire *w, uint64_t ts);
 const struct vllm_wire_counts *vllm_wire__counts(const struct vllm_wire *w);

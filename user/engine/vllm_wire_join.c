@@ -73,18 +73,27 @@ static void only_request(struct vw_req *q, void *ctx)
 	*one = *one ? NULL : q; /* a second: n>1's children, none used */
 }
 
-size_t vllm_wire__outputs(const struct vllm_wire *w, const struct request *r, uint64_t **ts)
+size_t vllm_wire__outputs(const struct vllm_wire *w, const struct request *r, uint64_t **ts,
+			  uint32_t **tokens)
 {
 	struct vw_req *q = NULL;
 
 	*ts = NULL;
+	*tokens = NULL;
 	if (!w || !r->response_id[0] || !vllm_wire__seen(w) ||
 	    each_engine_request(w, r, only_request, &q) != 1 || !q || q->out_cut || !q->steps)
 		return 0;
 	*ts = malloc(q->steps * sizeof(**ts));
-	if (!*ts)
+	*tokens = malloc(q->steps * sizeof(**tokens));
+	if (!*ts || !*tokens) {
+		free(*ts);
+		free(*tokens);
+		*ts = NULL;
+		*tokens = NULL;
 		return 0;
+	}
 	memcpy(*ts, q->out_ts, q->steps * sizeof(**ts));
+	memcpy(*tokens, q->out_tokens, q->steps * sizeof(**tokens));
 	return q->steps;
 }
 

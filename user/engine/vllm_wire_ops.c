@@ -31,9 +31,10 @@ static uint64_t ops_first_output(const void *w, const struct request *r)
 	return vllm_wire__first_output(w, r);
 }
 
-static size_t ops_outputs(const void *w, const struct request *r, uint64_t **ts)
+static size_t ops_outputs(const void *w, const struct request *r, uint64_t **ts,
+			  uint32_t **tokens)
 {
-	return vllm_wire__outputs(w, r, ts);
+	return vllm_wire__outputs(w, r, ts, tokens);
 }
 
 static void ops_prune(void *w, uint64_t ts)

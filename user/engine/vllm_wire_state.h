@@ -44,9 +44,10 @@ struct vw_req {
 	int64_t prompt_tokens, cached_tokens;
 	uint32_t steps;
 	uint64_t tokens;
-	/* each output that carried its tokens: the outputs message's engine time (steps of them,
-	 * at most VW_OUTPUTS_KEPT; out_cut: more came, and none is used) */
+	/* each output that carried its tokens: the outputs message's engine time and how many
+	 * (steps of them, at most VW_OUTPUTS_KEPT; out_cut: more came, and none is used) */
 	uint64_t *out_ts;
+	uint32_t *out_tokens;
 	uint32_t out_cap;
 	bool out_cut;
 	int finish_reason;

@@ -158,6 +158,7 @@ static void drop(struct vllm_wire *w, struct vw_req *q)
 		w->newest = q->older;
 	w->nreqs--;
 	free(q->out_ts);
+	free(q->out_tokens);
 	free(q);
 }
 

@@ -35,6 +35,8 @@ struct attrib_gap {
 	bool interfered;       /* one of them carried another request's prefill */
 	uint64_t producer_start_ns; /* first launch of the step that produced the token event
 				       ending the gap (the latest seen complete before it) */
+	bool step_inferred; /* that step is inferred: neither the engine's outputs nor the
+			       stream's counts say which it was (attrib_align.c) */
 	/* llama.cpp: the sequence's positions went back inside the gap (a context shift, or
 	 * tokens removed): shift_ns is its steps' time re-evaluating what was kept (0 where the
 	 * engine shifted the cache in place), part of decode_ns */

@@ -204,8 +204,14 @@ static void openai_chunk(struct request *r, const struct jval *o, uint64_t ts, b
 	}
 	openai_usage(r, get(o, "usage"));
 	server_timings(r, get(o, "timings"));
-	if (text)
+	if (text) {
+		const struct jval *so_far = get(get(o, "usage"), "completion_tokens");
+
 		request__token(r, ts);
+		/* usage on every chunk (vLLM's continuous_usage_stats): this event's own count */
+		if (jv_is(so_far, J_INT) && so_far->i > 0)
+			request__event_tokens(r, (uint64_t)so_far->i);
+	}
 }
 
 static bool chat_path(const char *path)

@@ -178,8 +178,10 @@ void request__free(struct request *r)
 	if (!r)
 		return;
 	free(r->gaps_ns);
+	free(r->event_tokens);
 	free(r->engine_out_ts);
 	free(r->conv);
+	free(r->engine_out_tokens);
 	if (*r->path)
 		free((char *)r->path);
 	if (*r->tracestate)
@@ -210,6 +212,24 @@ void request__token(struct request *r, uint64_t ts)
 	}
 	r->last_token_ns = ts;
 	r->token_events++;
+}
+
+void request__event_tokens(struct request *r, uint64_t so_far)
+{
+	size_t had = r->event_tokens_cap;
+
+	if (!r->token_events || !so_far || so_far > UINT32_MAX)
+		return;
+	if (!array__reserve((void **)&r->event_tokens, &r->event_tokens_cap, r->token_events,
+			    sizeof(*r->event_tokens))) {
+		free(r->event_tokens); /* the counts are a help, not a need: none is used */
+		r->event_tokens = NULL;
+		r->event_tokens_cap = 0;
+		return;
+	}
+	/* the events before that stated none */
+	memset(r->event_tokens + had, 0, (r->event_tokens_cap - had) * sizeof(*r->event_tokens));
+	r->event_tokens[r->token_events - 1] = (uint32_t)so_far;
 }
 
 void request__set_user_agent(struct request *r, const char *value)

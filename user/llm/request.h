@@ -130,9 +130,10 @@ struct request {
 	 * the HTTP server writes late (attrib_align.c); 0 = not seen */
 	uint64_t engine_output_ns;
 	/* the engine's outputs for it, in order (an engine wire, one engine request): when
-	 * each was made (the engine's clock); one per token event places each event on its step
-	 * however late the server wrote it (attrib_align.c) */
+	 * each was made (the engine's clock) and how many tokens it carried; what ties token
+	 * events to the steps that made them when the server merged outputs (attrib_align.c) */
 	uint64_t *engine_out_ts;
+	uint32_t *engine_out_tokens;
 	size_t engine_outs;
 	bool stream_end_seen;	 /* [DONE], message_stop, response.completed, done:true, ... */
 
@@ -140,6 +141,12 @@ struct request {
 	uint64_t token_events;
 	uint64_t *gaps_ns; /* token_events - 1 inter-token gaps */
 	size_t gaps_cap;
+	/* the stream's own count of output tokens so far, at each token event (vLLM's usage on
+	 * every chunk, `continuous_usage_stats`): which of the engine's outputs each event carried
+	 * when the server merged them (attrib_align.c); 0 where an event stated none, NULL where
+	 * none did */
+	uint32_t *event_tokens;
+	size_t event_tokens_cap;
 
 	/* usage, as the stream reported it */
 	struct opt_u64 output_tokens;
@@ -216,6 +223,8 @@ void request__set_user_agent(struct request *r, const char *value);
 bool request__called_tool(const struct request *r);
 /* A token-bearing event arrived at ts. */
 void request__token(struct request *r, uint64_t ts);
+/* The output tokens so far that the last token event's own chunk stated (event_tokens). */
+void request__event_tokens(struct request *r, uint64_t so_far);
 /* Record the first error only: later ones are consequences. */
 void request__error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *role__name(enum role r);

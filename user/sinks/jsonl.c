@@ -187,6 +187,7 @@ static json_t *attribution_json(const struct attribution *a, bool gaps)
 			}
 			json_object_set_new(go, "step_start_ns",
 					    json_integer((json_int_t)g->producer_start_ns));
+			json_object_set_new(go, "step_inferred", json_boolean(g->step_inferred));
 			json_array_append_new(v, go);
 		}
 		json_object_set_new(o, "gaps", v);

@@ -70,7 +70,7 @@ struct pipeline {
 /* ---- a finished request, from its connection to the sinks ---- */
 
 /* What an engine wire says of a server request's outputs: the first one's time, and each
- * one's (for the alignment of token events to steps). */
+ * one's time and tokens (for the alignment of token events to steps). */
 static void engine_outputs(struct pipeline *p, struct request *r)
 {
 	uint64_t first = engine_wire_set__first_output(&p->wires, r);
@@ -78,7 +78,9 @@ static void engine_outputs(struct pipeline *p, struct request *r)
 	if (first)
 		r->engine_output_ns = first;
 	free(r->engine_out_ts);
-	r->engine_outs = engine_wire_set__outputs(&p->wires, r, &r->engine_out_ts);
+	free(r->engine_out_tokens);
+	r->engine_outs = engine_wire_set__outputs(&p->wires, r, &r->engine_out_ts,
+						  &r->engine_out_tokens);
 }
 
 /* Its client <-> server join, and a server's TTFT split. */
