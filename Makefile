@@ -322,7 +322,8 @@ bench: deps
 		$(OUTPUT)/sockbench $(OUTPUT)/llamabench $(OUTPUT)/gotlsbench $(OUTPUT)/topbench
 	$(Q)./bench/run.sh
 
-$(OUTPUT)/bare.bpf.o: bench/bare.bpf.c vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
+$(OUTPUT)/bare.bpf.o $(OUTPUT)/floor.bpf.o: $(OUTPUT)/%.bpf.o: bench/%.bpf.c \
+		vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -c $< -o $@
 
@@ -356,7 +357,8 @@ $(OUTPUT)/gotlsbench: bench/gotls.go | $(OUTPUT)
 	$(Q)env GO111MODULE=off CGO_ENABLED=0 GOCACHE=$(abspath $(OUTPUT))/go-cache GOFLAGS= \
 		go build -trimpath -o $@ $<
 
-$(OUTPUT)/sockbench: bench/sockbench.c user/capture/tracefs.c $(OUTPUT)/bare.skel.h
+$(OUTPUT)/sockbench: bench/sockbench.c user/capture/tracefs.c $(OUTPUT)/bare.skel.h \
+		$(OUTPUT)/floor.skel.h
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) bench/sockbench.c user/capture/tracefs.c $(LDLIBS_STATIC) -o $@
 

@@ -96,6 +96,9 @@ untraced_set() {
 			bare_run $place $cmd >"$work/$name.b1" </dev/null
 			$cmd >"$work/$name.u1" </dev/null
 		fi
+		# the socket rows under the floor capturer too (bench/floor.bpf.c)
+		# shellcheck disable=SC2086
+		[ "$place" != tp ] || $sb floor $cmd >"$work/$name.f1" </dev/null
 	done
 	$sb bulk "$BULK" >"$work/bulk.u1"
 	# the peer: bpftrace copying what each call moved (bench/peer_ssl.bt)
@@ -141,22 +144,54 @@ stop_tracer_cpu() { # FILE TOKENS CPU_AT_START
 	echo "$(($(cpu_ns "$tracer") - $3)) $(awk '/VmHWM/ { print $2 }' /proc/"$tracer"/status) $2" >>"$1"
 	stop_tracer
 }
-paired_rounds() { # NAME COMMAND...: "untraced traced" lines of the command's output, per round
+# NAME COMMAND...: "untraced traced" lines of the command's output, per round. With BARE (a
+# command prefix), a third arm: the load under bare probes, empty programs at tokenscope's
+# places ("untraced traced bare"); the arms' order rotates from round to round.
+paired_rounds() {
 	name=$1
 	shift
 	: >"$work/$name"
 	for r in $(seq "$SERVER_ROUNDS"); do
-		for k in $([ $((r % 2)) = 0 ] && echo u t || echo t u); do
-			[ "$k" = u ] || { start_tracer && c0=$(cpu_ns "$tracer"); }
-			"$@" >"$work/$name.$k"
-			[ "$k" = u ] || stop_tracer_cpu "$work/$name.cpu" \
-				"$(awk '{ print $5 }' "$work/$name.$k")" "$c0"
+		if [ -n "${BARE:-}" ]; then
+			arms=$(echo u t b u t | cut -d' ' -f$((r % 3 + 1))-$((r % 3 + 3)))
+		elif [ $((r % 2)) = 0 ]; then
+			arms="u t"
+		else
+			arms="t u"
+		fi
+		for k in $arms; do
+			case $k in
+			u) "$@" >"$work/$name.u" ;;
+			b)
+				# shellcheck disable=SC2086
+				$BARE "$@" >"$work/$name.b"
+				;;
+			t)
+				start_tracer && c0=$(cpu_ns "$tracer")
+				"$@" >"$work/$name.t"
+				stop_tracer_cpu "$work/$name.cpu" "$(awk '{ print $5 }' "$work/$name.t")" "$c0"
+				;;
+			esac
 		done
-		paste -d' ' "$work/$name.u" "$work/$name.t" >>"$work/$name"
+		if [ -z "${BARE:-}" ]; then
+			paste -d' ' "$work/$name.u" "$work/$name.t" >>"$work/$name"
+		else
+			paste -d' ' "$work/$name.u" "$work/$name.t" "$work/$name.b" >>"$work/$name"
+		fi
 	done
 }
-# column C of both halves of NAME's rounds (server_load.py prints 5 columns)
-column_pair() { awk -v c="$2" '{ print $c, $(c + 5) }' "$work/$1" >"$work/$1.$2"; }
+# column C of both halves of NAME's rounds (server_load.py prints 5 columns); of the arms with
+# bare probes (untraced and bare; bare and traced), where there are
+column_pair() {
+	awk -v c="$2" '{ print $c, $(c + 5) }' "$work/$1" >"$work/$1.$2"
+	awk -v c="$2" 'NF >= 15 { print $c, $(c + 10) }' "$work/$1" >"$work/$1.$2.bare"
+	awk -v c="$2" 'NF >= 15 { print $(c + 10), $(c + 5) }' "$work/$1" >"$work/$1.$2.own"
+}
+# the arms with bare probes of NAME's column C: what they alone cost, and tokenscope beyond them
+bare_rows() { # NAME C UNIT
+	$stats paired "  the same under bare probes" "$3" "$work/$1.$2.bare" untraced bare
+	$stats paired "  tokenscope over the bare probes" "$3" "$work/$1.$2.own" bare traced
+}
 echo "  what a user's server loses, traced over untraced (medians of per-round ratios, 95 % intervals):"
 # The real llama-server (make llama-server; the tests' tiny model, one thread), 4 and 16
 # slots: 128 streamed chat completions of 48 tokens, 16 at a time.
@@ -204,20 +239,31 @@ servers="$servers $!"
 until curl -sk "https://127.0.0.1:$nport/" -o /dev/null; do sleep 0.1; done
 front="https://127.0.0.1:$nport/v1/chat/completions"
 python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 32 32 16 "$cert" >/dev/null
+# The bare arm: empty programs where tokenscope's TLS and plaintext probes run on these paths
+# (an entry and a return uprobe on libssl's SSL_write, SSL_read and their _ex forms, in every
+# process; the enter and exit tracepoints of read and write), what any tracer placed there pays
+BARE="$bench pair $libssl SSL_write,SSL_read,SSL_write_ex,SSL_read_ex $sb bare"
 paired_rounds front python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 400 32 16 \
 	"$cert"
 for c in 2 4; do column_pair front $c; done
 $stats paired "nginx (TLS) -> uvicorn SSE: requests/s" requests/s "$work/front.2"
+bare_rows front 2 requests/s
 $stats paired "  request latency p99" ms "$work/front.4"
+# tokenscope itself over the front end's traced rounds: its CPU per 1 000 streamed tokens (of
+# the round's 6 400, each crossing four captured sockets) against the servers' and load's
+awk '{ print $1 / $3 * 1000 / 1e6 }' "$work/front.cpu" | sort -n | awk '{ c[NR] = $1 } END {
+	printf "  tokenscope on the front end: %.2f ms of CPU per 1 000 streamed tokens (median of %d rounds, %.2f to %.2f)\n", c[int((NR + 1) / 2)], NR, c[1], c[NR] }' 
 printf '{"model":"fx-ttft1-itl1-n16-bench","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
 	>"$work/h2load.body"
-h2load_rps() { # requests/s, in server_load.py's five columns
-	h2load --h1 -n 1000 -c 16 -H 'content-type: application/json' -d "$work/h2load.body" \
-		"$front" 2>/dev/null | awk '/^finished in/ { gsub(/,/, "", $4); print $4, 0, 0, 0, 0 }'
-}
-paired_rounds h2load h2load_rps
+# requests/s, in server_load.py's five columns (a command, not a function: the bare arm
+# runs it under its probes)
+h2load_rps='h2load --h1 -n 1000 -c 16 -H "content-type: application/json" -d "$1" "$2" 2>/dev/null |
+	awk "/^finished in/ { gsub(/,/, \"\", \$4); print \$4, 0, 0, 0, 0 }"'
+paired_rounds h2load bash -c "$h2load_rps" h2load "$work/h2load.body" "$front"
+BARE=
 column_pair h2load 1
 $stats paired "h2load over TLS (16 connections): requests/s" requests/s "$work/h2load.1"
+bare_rows h2load 1 requests/s
 kill $servers
 wait $servers 2>/dev/null || true
 servers=
@@ -231,7 +277,7 @@ sed "s|LIBSSL|$libssl|g" bench/peer_ssl.bt >"$work/peer.bt"
 : >"$work/ssl_cpu"
 : >"$work/ssl.bt"
 : >"$work/bulk.rows"
-workloads | while IFS='|' read -r name cmd place; do : >"$work/$name.rows"; done
+workloads | while IFS='|' read -r name cmd place; do : >"$work/$name.rows"; : >"$work/$name.floor"; done
 for r in $(seq "$ROUNDS"); do
 	if [ $((r % 2)) = 0 ]; then
 		untraced_set
@@ -242,6 +288,8 @@ for r in $(seq "$ROUNDS"); do
 	fi
 	workloads | while IFS='|' read -r name cmd place; do
 		echo "$(cat "$work/$name.u1") $(cat "$work/$name.b1") $(cat "$work/$name.t1")" >>"$work/$name.rows"
+		[ "$place" != tp ] ||
+			echo "$(cat "$work/$name.u1") $(cat "$work/$name.f1") $(cat "$work/$name.t1")" >>"$work/$name.floor"
 	done
 	echo "$(cat "$work/ssl.u1") $(cat "$work/ssl.b1") $(cat "$work/ssl.bt1")" >>"$work/ssl.bt"
 	echo "$(cat "$work/bulk.u1") $(cat "$work/bulk.t1")" >>"$work/bulk.rows"
@@ -271,6 +319,11 @@ $stats cost "Unix socket, not HTTP (ignored)" "$work/unix.rows"
 $stats cost "TCP, HTTP (both calls captured)" "$work/http.rows"
 echo "    (a write + read of 120 bytes; bare: empty programs on the enter and exit tracepoints"
 echo "    of read and write, the very four tokenscope's run on for these calls)"
+echo "  the same calls against the floor capturer (bench/floor.bpf.c: the least any tracer pays"
+echo "  that copies what each call moved into a ring record; tokenscope captures only HTTP):"
+$stats cost "TCP, HTTP (both calls captured)" "$work/http.floor" 1 floor
+$stats cost "Unix socket, not HTTP (ignored)" "$work/unix.floor" 1 floor
+$stats cost "TCP, not HTTP (ignored socket)" "$work/tcp.floor" 1 floor
 $stats paired "bulk TCP, $((BULK >> 20)) MiB, not HTTP" MB/s "$work/bulk.rows"
 fi
 
@@ -283,6 +336,32 @@ printf "  start (exec to every probe attached): %d ms [%d, %d]; Ctrl-C to exit: 
 	"$(cut -d' ' -f1 "$work/startstop" | median)" "$(cut -d' ' -f1 "$work/startstop" | sort -n | head -n 1)" \
 	"$(cut -d' ' -f1 "$work/startstop" | sort -n | tail -n 1)" \
 	"$(cut -d' ' -f2 "$work/startstop" | median)" "$(cut -d' ' -f3 "$work/startstop" | median)"
+# On a busy host, as an operator starts it: libssl and libcudart (a Python process that loaded
+# both), llama.cpp (the real llama-server, idle) and a Go TLS program (the Go SSE server)
+# mapped, and a CPU hog on one of the two CPUs; 20 starts, the median and the p95 (nearest
+# rank), and one more start's phases
+python3 -c 'import ctypes, ssl, sys, time; ctypes.CDLL(sys.argv[1]); time.sleep(1e6)' \
+	"$libcudart" &
+busy="$!"
+lsdir=$(./scripts/llama_server.sh | tail -n 1)
+LD_LIBRARY_PATH="$lsdir/bin" "$lsdir/bin/llama-server" -m tests/fixtures/.gen/tiny.gguf \
+	--host 127.0.0.1 --port 18699 -t 1 --no-webui >/dev/null 2>&1 &
+busy="$busy $!"
+tests/fixtures/.gen/go/sseserver-stripped -cert "$cert" -key "$key" \
+	-port-file "$work/go.port" -truth "$work/go.truth" >/dev/null 2>&1 &
+busy="$busy $!"
+until [ -s "$work/go.port" ] && curl -sf http://127.0.0.1:18699/health >/dev/null; do sleep 0.1; done
+taskset -c $(($(nproc) - 1)) sh -c 'while :; do :; done' &
+hog=$!
+python3 bench/start_time.py ./tokenscope 20 | cut -d' ' -f1 | sort -n >"$work/start.busy"
+printf "  start on a busy host (those libraries mapped, a CPU hog on one CPU): %d ms median, p95 %d ms (20 starts, %d to %d)\n" \
+	"$(median <"$work/start.busy")" "$(sed -n 19p "$work/start.busy")" \
+	"$(head -n 1 "$work/start.busy")" "$(tail -n 1 "$work/start.busy")"
+./tokenscope -q -v -d 1 2>"$work/start.busy.v" >/dev/null
+while detaching; do sleep 0.01; done
+sed -n 's/^tokenscope: start: /  its phases (one busy start): /p' "$work/start.busy.v"
+kill $hog $busy
+wait $hog $busy 2>/dev/null || true
 # where the start goes: one more run, its phases (-v) and each family's verifier time
 # (TOKENSCOPE_VERIFIER_STATS: the kernel's own count, summed over the family's programs)
 TOKENSCOPE_VERIFIER_STATS=1 ./tokenscope -q -v -d 1 2>"$work/start.v" >/dev/null

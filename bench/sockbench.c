@@ -10,6 +10,9 @@
  *   sockbench bare CMD...   run CMD with an empty tracepoint program on the enter and exit of
  *                           read and write (every process): the yardstick, on the very
  *                           tracepoints whose tracing cost is compared with it
+ *   sockbench floor CMD...  run CMD under the floor capturer (bench/floor.bpf.c) on the same
+ *                           four tracepoints, its ring drained here as a tracer would; fails
+ *                           where it captured nothing
  * Prints nanoseconds per iteration (bulk: MB/s).
  */
 #include <bpf/libbpf.h>
@@ -25,6 +28,7 @@
 
 #include "bare.skel.h"
 #include "capture/tracefs.h"
+#include "floor.skel.h"
 
 #define MSG 120
 
@@ -133,10 +137,11 @@ static int bulk(long total)
 	return got == total ? 0 : 1;
 }
 
+static const char *const rw_tps[] = { "sys_enter_read", "sys_exit_read", "sys_enter_write",
+				       "sys_exit_write" };
+
 static int bare(char **cmd)
 {
-	static const char *const tps[] = { "sys_enter_read", "sys_exit_read", "sys_enter_write",
-					   "sys_exit_write" };
 	struct bpf_link *links[4] = { 0 };
 	struct bare_bpf *skel = bare_bpf__open_and_load();
 	int status = 1;
@@ -147,9 +152,9 @@ static int bare(char **cmd)
 		return 1;
 	}
 	for (int i = 0; i < 4; i++) {
-		links[i] = tracefs__attach_to(skel->progs.bare_tp, "syscalls", tps[i]);
+		links[i] = tracefs__attach_to(skel->progs.bare_tp, "syscalls", rw_tps[i]);
 		if (!links[i]) {
-			fprintf(stderr, "sockbench: cannot attach to %s\n", tps[i]);
+			fprintf(stderr, "sockbench: cannot attach to %s\n", rw_tps[i]);
 			goto out;
 		}
 	}
@@ -167,6 +172,59 @@ out:
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+static int counted(void *ctx, void *data, size_t size)
+{
+	(*(unsigned long *)ctx)++;
+	return 0;
+}
+
+/* CMD under the floor capturer: what any tracer that copies each call's bytes pays. */
+static int floor_run(char **cmd)
+{
+	struct bpf_link *links[4] = { 0 };
+	struct floor_bpf *skel = floor_bpf__open_and_load();
+	struct ring_buffer *rb = NULL;
+	unsigned long records = 0;
+	int status = 1;
+	pid_t child;
+
+	if (!skel) {
+		fprintf(stderr, "sockbench: cannot load the floor capturer (root?)\n");
+		return 1;
+	}
+	for (int i = 0; i < 4; i++) {
+		links[i] = tracefs__attach_to(i % 2 ? skel->progs.floor_exit : skel->progs.floor_enter,
+					      "syscalls", rw_tps[i]);
+		if (!links[i]) {
+			fprintf(stderr, "sockbench: cannot attach to %s\n", rw_tps[i]);
+			goto out;
+		}
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.floor_ring), counted, &records, NULL);
+	if (!rb)
+		goto out;
+	child = fork();
+	if (child == 0) {
+		execvp(cmd[0], cmd);
+		_exit(127);
+	}
+	while (child > 0 && waitpid(child, &status, WNOHANG) == 0) {
+		usleep(20000); /* the records wake no one: drained every 20 ms */
+		ring_buffer__consume(rb);
+	}
+	ring_buffer__consume(rb);
+	if (!records) {
+		fprintf(stderr, "sockbench: the floor capturer captured nothing\n");
+		status = 1 << 8;
+	}
+out:
+	ring_buffer__free(rb);
+	for (int i = 0; i < 4; i++)
+		bpf_link__destroy(links[i]);
+	floor_bpf__destroy(skel);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int fds[2];
@@ -174,8 +232,10 @@ int main(int argc, char **argv)
 
 	if (argc >= 3 && !strcmp(argv[1], "bare"))
 		return bare(argv + 2);
+	if (argc >= 3 && !strcmp(argv[1], "floor"))
+		return floor_run(argv + 2);
 	if (argc != 3 || (n = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: sockbench pipe|tcp|unix|http N | bulk BYTES | bare CMD...\n");
+		fprintf(stderr, "usage: sockbench pipe|tcp|unix|http N | bulk BYTES | bare|floor CMD...\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "bulk"))

@@ -5,9 +5,11 @@ replacement, 2 000 times, a fixed seed so that a rerun on the same numbers print
 A figure whose interval does not resolve it is printed as "within noise", with why; no
 negative cost and no ratio against a yardstick the run could not measure is ever printed.
 
-  stats.py cost LABEL FILE [PER]   FILE: "untraced bare traced" per round, ns per iteration;
-                                   PER: traced calls per iteration (default 1). The cost the
-                                   bare probe adds, the cost tokenscope adds, their ratio.
+  stats.py cost LABEL FILE [PER [YARDSTICK]]  FILE: "untraced yardstick traced" per round,
+                                   ns per iteration; PER: traced calls per iteration (default
+                                   1); YARDSTICK: its name (default "bare": the bare probe).
+                                   The cost the yardstick adds, the cost tokenscope adds,
+                                   their ratio.
   stats.py paired LABEL UNIT FILE [A B]  FILE: "untraced traced" per round (a rate or a
                                    time); traced over untraced, per round and then the
                                    median. A and B name the two columns (untraced, traced).
@@ -55,7 +57,7 @@ def read_rows(path, width):
     return rows
 
 
-def cost(label, path, per=1.0):
+def cost(label, path, per=1.0, yard="bare"):
     rows = read_rows(path, 3)
     bare = lambda s: median([r[1] - r[0] for r in s])
     traced = lambda s: median([r[2] - r[0] for r in s]) / per
@@ -70,19 +72,19 @@ def cost(label, path, per=1.0):
     if bi is None or bi[0] <= 0:
         # the yardstick itself is not resolved: no ratio against it
         tt = f"+{t:.0f} ns ({ti[0]:.0f} to {ti[1]:.0f})" if ti and ti[0] > 0 else "within noise"
-        print(f"{head}; bare probe +{b:.0f} ns: within noise (its 95 % interval reaches 0 or "
+        print(f"{head}; {yard} +{b:.0f} ns: within noise (its 95 % interval reaches 0 or "
               f"below over {len(rows)} rounds: untraced runs vary more than it costs); "
               f"tokenscope {tt}")
         return
     ri = interval(rows, ratio)
     r = t / b
     if ti[0] <= 0:
-        print(f"{head}; bare +{b:.0f} ns ({bi[0]:.0f} to {bi[1]:.0f}); tokenscope: within "
+        print(f"{head}; {yard} +{b:.0f} ns ({bi[0]:.0f} to {bi[1]:.0f}); tokenscope: within "
               f"noise (its added cost's 95 % interval, {ti[0]:.0f} to {ti[1]:.0f} ns, "
               f"reaches 0)")
         return
-    print(f"{head}; bare +{b:.0f} ns ({bi[0]:.0f} to {bi[1]:.0f}); tokenscope "
-          f"+{t:.0f} ns ({ti[0]:.0f} to {ti[1]:.0f}): {r:.2f}x bare (95 %: "
+    print(f"{head}; {yard} +{b:.0f} ns ({bi[0]:.0f} to {bi[1]:.0f}); tokenscope "
+          f"+{t:.0f} ns ({ti[0]:.0f} to {ti[1]:.0f}): {r:.2f}x {yard} (95 %: "
           f"{ri[0]:.2f} to {ri[1]:.2f}x, {len(rows)} rounds)")
 
 
@@ -113,7 +115,8 @@ def cpu(label, path):
 
 def main(argv):
     if len(argv) >= 4 and argv[1] == "cost":
-        cost(argv[2], argv[3], float(argv[4]) if len(argv) > 4 else 1.0)
+        cost(argv[2], argv[3], float(argv[4]) if len(argv) > 4 else 1.0,
+             argv[5] if len(argv) > 5 else "bare")
     elif len(argv) in (5, 7) and argv[1] == "paired":
         paired(*argv[2:])
     elif len(argv) == 4 and argv[1] == "cpu":
