@@ -49,6 +49,7 @@ void streams__free(struct streams *t)
 			free(s);
 		}
 	}
+	t->all = NULL;
 }
 
 static bool same_key(const struct stream_key *a, const struct stream_key *b)
@@ -81,6 +82,11 @@ struct stream *streams__get(struct streams *t, const struct stream_key *key, con
 		return NULL;
 	}
 	*link = s;
+	s->all_next = t->all;
+	if (t->all)
+		t->all->all_pprev = &s->all_next;
+	t->all = s;
+	s->all_pprev = &t->all;
 	t->not_tcp += key->transport != TRANSPORT_TCP;
 	return s;
 }
@@ -138,6 +144,9 @@ void streams__drop(struct streams *t, struct stream **link, uint64_t ts, const c
 		conn__free(s->conn);
 	}
 	*link = s->next;
+	*s->all_pprev = s->all_next;
+	if (s->all_next)
+		s->all_next->all_pprev = s->all_pprev;
 	t->not_tcp -= s->key.transport != TRANSPORT_TCP;
 	free(s);
 }
@@ -237,15 +246,12 @@ void streams__finish(struct streams *t, uint64_t ts)
 
 void streams__each_open(const struct streams *t, open_request_fn fn, void *ctx)
 {
-	for (size_t b = 0; b < STREAMS_BUCKETS; b++) {
-		for (struct stream *s = t->buckets[b]; s; s = s->next) {
-			const struct stream_key *k = conn__key(s->conn);
+	for (struct stream *s = t->all; s; s = s->all_next) {
+		const struct stream_key *k = conn__key(s->conn);
 
-			/* a connection two processes share: once, by the stream it was made for */
-			if (k->pid == s->key.pid && k->id == s->key.id &&
-			    k->transport == s->key.transport)
-				conn__each_open(s->conn, fn, ctx);
-		}
+		/* a connection two processes share: once, by the stream it was made for */
+		if (k->pid == s->key.pid && k->id == s->key.id && k->transport == s->key.transport)
+			conn__each_open(s->conn, fn, ctx);
 	}
 }
 

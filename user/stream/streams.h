@@ -34,11 +34,14 @@ struct stream {
 	bool orphaned;	   /* TLS: its process exited; it ends when its socket does */
 	struct conn *conn;
 	struct stream *next;
+	/* every stream, in one list (streams__each_open walks it, not the buckets) */
+	struct stream *all_next, **all_pprev;
 };
 
 struct streams {
 	struct stream *buckets[STREAMS_BUCKETS];
 	struct stream *by_sock[STREAMS_BUCKETS]; /* TLS streams by their socket's inode */
+	struct stream *all;			 /* every stream (stream.all_next) */
 	const struct conn_sink *sink;		 /* for the connections made here */
 	struct health *h;			 /* ended streams by kind, aged out */
 	/* streams of other transports than plaintext TCP: a process's exit, when its sockets'
