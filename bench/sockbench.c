@@ -137,8 +137,23 @@ static int bulk(long total)
 	return got == total ? 0 : 1;
 }
 
-static const char *const rw_tps[] = { "sys_enter_read", "sys_exit_read", "sys_enter_write",
-				       "sys_exit_write" };
+/* enter on the enter tracepoints of read and write, exit on their exits, into links[4]; false
+ * (said) where one does not attach */
+static bool attach_rw(struct bpf_program *enter, struct bpf_program *exit,
+		      struct bpf_link *links[4])
+{
+	static const char *const tps[] = { "sys_enter_read", "sys_exit_read", "sys_enter_write",
+					   "sys_exit_write" };
+
+	for (int i = 0; i < 4; i++) {
+		links[i] = tracefs__attach_to(i % 2 ? exit : enter, "syscalls", tps[i]);
+		if (!links[i]) {
+			fprintf(stderr, "sockbench: cannot attach to %s\n", tps[i]);
+			return false;
+		}
+	}
+	return true;
+}
 
 static int bare(char **cmd)
 {
@@ -151,13 +166,8 @@ static int bare(char **cmd)
 		fprintf(stderr, "sockbench: cannot load the bare program (root?)\n");
 		return 1;
 	}
-	for (int i = 0; i < 4; i++) {
-		links[i] = tracefs__attach_to(skel->progs.bare_tp, "syscalls", rw_tps[i]);
-		if (!links[i]) {
-			fprintf(stderr, "sockbench: cannot attach to %s\n", rw_tps[i]);
-			goto out;
-		}
-	}
+	if (!attach_rw(skel->progs.bare_tp, skel->progs.bare_tp, links))
+		goto out;
 	child = fork();
 	if (child == 0) {
 		execvp(cmd[0], cmd);
@@ -192,14 +202,8 @@ static int floor_run(char **cmd)
 		fprintf(stderr, "sockbench: cannot load the floor capturer (root?)\n");
 		return 1;
 	}
-	for (int i = 0; i < 4; i++) {
-		links[i] = tracefs__attach_to(i % 2 ? skel->progs.floor_exit : skel->progs.floor_enter,
-					      "syscalls", rw_tps[i]);
-		if (!links[i]) {
-			fprintf(stderr, "sockbench: cannot attach to %s\n", rw_tps[i]);
-			goto out;
-		}
-	}
+	if (!attach_rw(skel->progs.floor_enter, skel->progs.floor_exit, links))
+		goto out;
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.floor_ring), counted, &records, NULL);
 	if (!rb)
 		goto out;
