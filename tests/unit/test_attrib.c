@@ -287,6 +287,54 @@ static void test_merged_events(void **state)
 	}
 }
 
+/* One output per event from steps 2..9, but the host saw step 5 end 3 ms late, after the
+ * engine had made its output (a tensor-parallel rank's late end): that output's latest seen
+ * step is 4, the previous event's, and the server wrote that event before the host saw step 5
+ * end. Step 5 is the only step begun after 4 by the time the output was made, so it is the
+ * event's, known. */
+static void test_output_seen_late(void **state)
+{
+	struct attrib *a = new_attrib();
+	struct request *r = server_request(1, T0 + 1 * MS);
+	const struct attribution *at;
+
+	for (int k = 0; k < 12; k++) {
+		uint64_t s = step_start(k, 4), done = s + 4 * MS;
+		struct engine_step st = { .source = STEP_SOURCE_CUDA, .pid = ENGINE_PID, .start_ns = s,
+					  .end_ns = done,
+					  .host_seen_ns = done + (k == 5 ? 3 * MS : 10 * US) };
+
+		attrib__step(a, &st);
+	}
+	r->engine_outs = 8;
+	r->engine_out_ts = calloc(8, sizeof(*r->engine_out_ts));
+	r->engine_out_tokens = calloc(8, sizeof(*r->engine_out_tokens));
+	assert_non_null(r->engine_out_ts);
+	assert_non_null(r->engine_out_tokens);
+	for (size_t j = 0; j < 8; j++) {
+		r->engine_out_ts[j] = step_start(2 + (int)j, 4) + 4 * MS + 50 * US;
+		r->engine_out_tokens[j] = 1;
+	}
+	r->engine_output_ns = r->engine_out_ts[0];
+	for (int k = 2; k <= 9; k++) {
+		request__token(r, step_start(k, 4) + 4 * MS + (k == 5 ? 800 * US : 300 * US));
+		if (k == 2)
+			attrib__first_token(a, r);
+	}
+	r->end_ns = r->last_token_ns + 100 * US;
+	attrib__finished(a, r);
+	attrib__compute(a, r);
+	at = r->attr;
+	assert_true(at->ok);
+	assert_false(at->estimated & EST_TOKEN_STEPS);
+	for (size_t g = 0; g < at->ngaps; g++) {
+		assert_false(at->gaps[g].step_inferred);
+		assert_int_equal(at->gaps[g].producer_start_ns, step_start(3 + (int)g, 4));
+	}
+	request__free(r);
+	attrib__free(a);
+}
+
 /* A stream interval of 4 steps: events on steps 2 (the first token), 6, 10, ..., 30 and the
  * remainder on 32. The event of step 18 is written after step 19 was seen (the server a step
  * behind for a moment): it goes back onto the interval's grid, with or without usage's count. */
@@ -669,6 +717,7 @@ int main(void)
 		cmocka_unit_test(test_engine_output_bounds_first_step),
 		cmocka_unit_test(test_engine_outputs_place_every_event),
 		cmocka_unit_test(test_merged_events),
+		cmocka_unit_test(test_output_seen_late),
 		cmocka_unit_test(test_stream_interval),
 		cmocka_unit_test(test_server_falling_behind),
 		cmocka_unit_test(test_server_streams_every_token),

@@ -242,9 +242,12 @@ static bool outputs_carried(const struct request *r, size_t *o)
 /*
  * Each event on the step of the output it carried last (outputs_carried): output j was made
  * at engine time out_ts[j], right after the step that made its tokens, so the event's step is
- * the latest the host saw complete by then, however late the server wrote it. False where it
- * cannot be (an output made after its event was written or before the request arrived:
- * another clock's; two events on one step).
+ * the latest the host saw complete by then, however late the server wrote it. A step whose
+ * end the host saw only after the output was made (a tensor-parallel rank's late end) leaves
+ * that the step before, which the previous event has: then the output's step is the next one,
+ * where it is the only step begun by the time the output was made. False where it cannot be
+ * (an output made after its event was written or before the request arrived: another
+ * clock's; two events on one step otherwise).
  */
 static bool align_by_outputs(const struct window_step *v, size_t n, const struct request *r,
 			     size_t *q)
@@ -263,7 +266,12 @@ static bool align_by_outputs(const struct window_step *v, size_t n, const struct
 		if (made > t || made < r->start_ns)
 			return false;
 		k = attrib_latest_seen(v, n, made);
-		if (k == n || (i && k <= q[i - 1]) || (!i && v[k].start < r->start_ns))
+		if (k < n && i && k <= q[i - 1]) {
+			k = q[i - 1] + 1; /* seen late: the only step begun by then after the last */
+			if (k >= n || v[k].start > made || (k + 1 < n && v[k + 1].start <= made))
+				return false;
+		}
+		if (k == n || (!i && v[k].start < r->start_ns))
 			return false;
 		q[i] = k;
 	}
