@@ -1035,6 +1035,48 @@ static void test_speculative_decoding(void **state)
 	}
 }
 
+/*
+ * A prompt in chunks whose last chunk is its one last token, verified with a drafted one
+ * (node-llama-cpp's draft predictor: a 129-token prompt evaluated 64 + 32 + 16 + 16 + 1). That
+ * step's every token has an output, yet only the first is the prompt's: the prompt is 9
+ * tokens (8 in the first chunk), and the step produced 2 (the next step begins at 10), the
+ * usage's 9 agreeing. Without its earlier chunk such a step would be a prompt that asked for
+ * logits at every token.
+ */
+static void test_speculative_last_chunk_of_one(void **state)
+{
+	for (int usage = 0; usage < 2; usage++) {
+		struct attrib *a = attrib__new();
+		struct request *r = request_at(1, 1000, 9);
+		const struct attribution *at;
+
+		llama_step(a, 1050, 1090, 1, (struct step_seq[]){ { 0, 8, 0, 7, 0 } });
+		llama_step(a, 1100, 1500, 1, (struct step_seq[]){ { 0, 2, 8, 9, 2 } });
+		token_at(a, r, 1600);
+		token_at(a, r, 1650);
+		llama_step(a, 2000, 2100, 1, (struct step_seq[]){ { 0, 1, 10, 10, 1 } });
+		token_at(a, r, 2200);
+		if (!usage)
+			r->output_tokens.set = false;
+		attrib__compute(a, r);
+		at = r->attr;
+		assert_non_null(at);
+		assert_true(at->ok);
+		assert_false(at->usage_mismatch);
+		assert_int_equal(at->prompt_tokens, 9);
+		assert_int_equal(at->prefill_chunks, 1);
+		assert_int_equal(at->prefill_start_ns, 1050 * US);
+		assert_int_equal(at->verify_steps, 1);
+		assert_int_equal(at->drafted, 1);
+		assert_int_equal(at->accepted, 1);
+		assert_int_equal(at->ngaps, 2);
+		assert_int_equal(at->gaps[0].producer_start_ns, 1100 * US);
+		assert_int_equal(at->gaps[1].producer_start_ns, 2000 * US);
+		request__free(r);
+		attrib__free(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1056,6 +1098,7 @@ int main(void)
 		cmocka_unit_test(test_alike_runs_are_ambiguous),
 		cmocka_unit_test(test_embeddings_beside_chat),
 		cmocka_unit_test(test_speculative_decoding),
+		cmocka_unit_test(test_speculative_last_chunk_of_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

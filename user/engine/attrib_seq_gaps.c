@@ -17,7 +17,9 @@
  * them: the rejected ones were removed from its cache. Without a next step, as many as
  * left (the caller caps it by the tokens left to place); *exact says which. *drafted: the
  * tokens it verified. A prompt's step verifies drafted tokens where outputs follow tokens
- * that asked for none (a prompt whose every token asked for logits verified nothing).
+ * that asked for none, or where its earlier chunks asked for none (its own one token, then
+ * the drafted ones); a prompt of one step whose every token asked for logits verified
+ * nothing.
  */
 uint32_t attrib_seq_produced_of(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
 			    uint32_t *drafted, bool *exact)
@@ -28,7 +30,7 @@ uint32_t attrib_seq_produced_of(const struct step_proc *p, size_t hi, const stru
 	*drafted = 0;
 	*exact = true;
 	if (!q || q->outputs <= 1 || q->first_pos < 0 || q->outputs > q->tokens ||
-	    (k == c->end && q->outputs == q->tokens))
+	    (k == c->end && q->outputs == q->tokens && !c->chunks))
 		return 1;
 	*drafted = q->outputs - 1;
 	last = q->first_pos + (int32_t)q->tokens - (int32_t)q->outputs; /* the sequence's own */

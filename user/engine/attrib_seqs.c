@@ -97,6 +97,10 @@ static bool prompt_of(const struct step_proc *p, size_t lo, struct run *c, const
 		c->chunks++;
 		c->steps++;
 	}
+	/* a prompt's last chunk of one token, verified with the tokens drafted after it: every
+	 * token of the step has an output, and only the first is the prompt's */
+	if (c->chunks && q->outputs > 1 && q->outputs == q->tokens)
+		c->prompt -= q->tokens - 1;
 	c->cached = first_pos > 0 ? (uint32_t)first_pos : 0;
 	return p->v[c->first].start >= r->start_ns;
 }
