@@ -64,6 +64,22 @@ static struct attrib *new_attrib(void)
 	return a;
 }
 
+/* The engine's outputs (vLLM's engine wire): n of one token each, output j made just after
+ * step 2 + j was seen complete; the first is the request's first output. */
+static void engine_outputs(struct request *r, size_t n)
+{
+	r->engine_out_ts = calloc(n, sizeof(*r->engine_out_ts));
+	r->engine_out_tokens = calloc(n, sizeof(*r->engine_out_tokens));
+	assert_non_null(r->engine_out_ts);
+	assert_non_null(r->engine_out_tokens);
+	for (size_t j = 0; j < n; j++) {
+		r->engine_out_ts[j] = step_start(2 + (int)j, 4) + 4 * MS + 50 * US;
+		r->engine_out_tokens[j] = 1;
+	}
+	r->engine_outs = n;
+	r->engine_output_ns = r->engine_out_ts[0];
+}
+
 /* Token events written `delay` after the host saw steps first..last complete. */
 static void tokens(struct attrib *a, struct request *r, int first, int last, uint64_t len,
 		   uint64_t delay)
@@ -189,16 +205,7 @@ static void test_engine_outputs_place_every_event(void **state)
 			request__token(r, step_start(k, 4) + 4 * MS +
 						  (k == 4 || k == 7 ? 7500 * US : 300 * US));
 		r->end_ns = r->last_token_ns + 100 * US;
-		r->engine_out_ts = calloc(outs, sizeof(*r->engine_out_ts));
-		r->engine_out_tokens = calloc(outs, sizeof(*r->engine_out_tokens));
-		assert_non_null(r->engine_out_ts);
-		assert_non_null(r->engine_out_tokens);
-		for (size_t i = 0; i < outs; i++) {
-			r->engine_out_ts[i] = step_start(2 + (int)i, 4) + 4 * MS + 50 * US;
-			r->engine_out_tokens[i] = 1;
-		}
-		r->engine_outs = outs;
-		r->engine_output_ns = r->engine_out_ts[0];
+		engine_outputs(r, outs);
 		attrib__first_token(a, r);
 		attrib__finished(a, r);
 		attrib__compute(a, r);
@@ -239,16 +246,7 @@ static void test_merged_events(void **state)
 		size_t inferred = 0;
 
 		steps(a, ENGINE_PID, 20, 4);
-		r->engine_outs = 12;
-		r->engine_out_ts = calloc(12, sizeof(*r->engine_out_ts));
-		r->engine_out_tokens = calloc(12, sizeof(*r->engine_out_tokens));
-		assert_non_null(r->engine_out_ts);
-		assert_non_null(r->engine_out_tokens);
-		for (size_t j = 0; j < 12; j++) {
-			r->engine_out_ts[j] = step_start(2 + (int)j, 4) + 4 * MS + 50 * US;
-			r->engine_out_tokens[j] = 1;
-		}
-		r->engine_output_ns = r->engine_out_ts[0];
+		engine_outputs(r, 12);
 		for (size_t i = 0; i < 6; i++) {
 			request__token(r, step_start(2 + (int)last[i], 4) + 4 * MS + 300 * US);
 			if (counts[c][i])
@@ -306,16 +304,7 @@ static void test_output_seen_late(void **state)
 
 		attrib__step(a, &st);
 	}
-	r->engine_outs = 8;
-	r->engine_out_ts = calloc(8, sizeof(*r->engine_out_ts));
-	r->engine_out_tokens = calloc(8, sizeof(*r->engine_out_tokens));
-	assert_non_null(r->engine_out_ts);
-	assert_non_null(r->engine_out_tokens);
-	for (size_t j = 0; j < 8; j++) {
-		r->engine_out_ts[j] = step_start(2 + (int)j, 4) + 4 * MS + 50 * US;
-		r->engine_out_tokens[j] = 1;
-	}
-	r->engine_output_ns = r->engine_out_ts[0];
+	engine_outputs(r, 8);
 	for (int k = 2; k <= 9; k++) {
 		request__token(r, step_start(k, 4) + 4 * MS + (k == 5 ? 800 * US : 300 * US));
 		if (k == 2)

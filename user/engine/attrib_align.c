@@ -285,10 +285,10 @@ static bool align_by_outputs(const struct window_step *v, size_t n, const struct
  * each, and none made after it was written. Each event is moved into its bounds' steps (the
  * nearest to where it was, still one step after the other), and is inferred (inferred[i])
  * where they are more than one step. Where the bounds do not hold together (another clock's,
- * or steps they cannot order), q is left as it was and every event is inferred. False where
- * there are no such outputs (nothing changed).
+ * or steps they cannot order), q is left as it was and every event is inferred. Nothing
+ * changes where there are no such outputs.
  */
-bool attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct request *r,
+void attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct request *r,
 			     size_t *q, bool *inferred)
 {
 	size_t ne = r->token_events, nout = r->engine_outs, hi = 0;
@@ -296,7 +296,7 @@ bool attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct
 	size_t *b, *slo, *shi;
 
 	if (!ne || nout <= ne || !r->engine_out_ts || !(b = malloc(3 * ne * sizeof(*b))))
-		return false;
+		return;
 	slo = b + ne;
 	shi = slo + ne;
 	for (size_t i = 0; i < ne; i++) {
@@ -328,12 +328,11 @@ bool attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct
 	for (size_t i = 0; i < ne; i++)
 		inferred[i] = slo[i] != shi[i];
 	free(b);
-	return true;
+	return;
 apart:
 	free(b);
 	for (size_t i = 0; i < ne; i++)
 		inferred[i] = true;
-	return true;
 }
 
 /*

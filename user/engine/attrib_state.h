@@ -196,7 +196,7 @@ void attrib_place_first_tokens(struct attrib *a, const struct engine_procs *e, u
 			       struct window_step *v, size_t n, uint64_t to);
 bool attrib_align_tokens(const struct window_step *v, size_t n, const struct request *r,
 			 bool server_every_token, size_t *q, bool *inferred);
-bool attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct request *r,
+void attrib_bound_by_outputs(const struct window_step *v, size_t n, const struct request *r,
 			     size_t *q, bool *inferred);
 bool attrib_server_every_token(const struct attrib *a, uint32_t http_pid);
 
