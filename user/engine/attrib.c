@@ -95,8 +95,11 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 			st.seqs[q] = (struct seen_seq){ s->seqs[q].seq, s->seqs[q].tokens,
 						    s->seqs[q].first_pos, s->seqs[q].outputs };
 	}
-	/* Steps come in the order the host saw them, nearly: keep the array sorted by seen. */
-	for (i = p->n; i > 0 && p->v[i - 1].seen > st.seen; i--)
+	/* Steps come in the order the host saw them, nearly: keep the array sorted by seen, then
+	 * by start (the order attrib_gather_steps() gives a merged window). */
+	for (i = p->n; i > 0 && (p->v[i - 1].seen > st.seen ||
+				 (p->v[i - 1].seen == st.seen && p->v[i - 1].start > st.start));
+	     i--)
 		;
 	memmove(&p->v[i + 1], &p->v[i], (p->n - i) * sizeof(st));
 	p->v[i] = st;

@@ -5,6 +5,7 @@
  * the drafted tokens a verifying step accepted and its own), each token gap's steps (decode,
  * other requests' prompts beside it, embeddings, a context shift) and the speculation.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,20 @@ static bool overlaps_any(const struct step_proc *p, const size_t *idx, size_t n,
 	return false;
 }
 
+void attrib_embed_steps(const struct step_proc *p, size_t lo, size_t hi, struct embed_steps *out)
+{
+	out->n = 0;
+	for (size_t k = lo; k < hi; k++) {
+		if (!p->v[k].embed)
+			continue;
+		if (out->n == sizeof(out->k) / sizeof(out->k[0])) {
+			out->n = SIZE_MAX;
+			return;
+		}
+		out->k[out->n++] = k;
+	}
+}
+
 /* Gap g: the steps after the one that produced event g, up to the one that produced g + 1.
  * A step of the request's own sequence at a position below the one it had reached is a
  * context shift (llama-server moves the cache back in place and decodes on at the lower
@@ -114,8 +129,8 @@ static bool overlaps_any(const struct step_proc *p, const size_t *idx, size_t n,
  * request is still streaming. The time of the steps that evaluate its kept tokens again is
  * the gap's shift_ns. */
 void attrib_seq_gap(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
-		   size_t lo, size_t hi, const struct run *c, const struct request *r, size_t g,
-		   uint64_t baseline, struct attribution *at)
+		    size_t lo, size_t hi, const struct embed_steps *es, const struct run *c,
+		    const struct request *r, size_t g, uint64_t baseline, struct attribution *at)
 {
 	struct attrib_gap *gp = &at->gaps[g];
 	const struct seen_seq *from = seq_in(&p->v[c->out[g]], c->ctx, c->seq);
@@ -126,7 +141,8 @@ void attrib_seq_gap(const struct attrib *a, const struct engine_procs *e, const 
 	gp->gap_ns = r->gaps_ns[g];
 	/* embedding steps of the process in the gap, of any context: what it waited behind (a
 	 * CPU engine runs its contexts' steps on the same cores) */
-	for (size_t k = lo; k < hi; k++) {
+	for (size_t i = 0, n = es->n == SIZE_MAX ? hi - lo : es->n; i < n; i++) {
+		size_t k = es->n == SIZE_MAX ? lo + i : es->k[i];
 		const struct seen_step *s = &p->v[k];
 		uint64_t id;
 

@@ -464,6 +464,7 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 {
 	uint64_t start = p->v[c->first].start, done = p->v[c->end].done;
 	uint64_t baseline = decode_baseline(p, lo, hi);
+	struct embed_steps embeds;
 
 	at->prefill_start_ns = start;
 	at->queue_ns = start - r->start_ns;
@@ -501,8 +502,9 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 	if (!at->by_timings)
 		at->estimated |= EST_SEQUENCE;
 	at->output_tokens = output_tokens(p, hi, c, r);
+	attrib_embed_steps(p, lo, hi, &embeds);
 	for (size_t g = 0; g < at->ngaps; g++)
-		attrib_seq_gap(a, e, p, lo, hi, c, r, g, baseline, at);
+		attrib_seq_gap(a, e, p, lo, hi, &embeds, c, r, g, baseline, at);
 	attrib_seq_speculation(p, lo, hi, c, r, at);
 	if (at->ninterfered_by)
 		qsort(at->interfered_by, at->ninterfered_by, sizeof(uint64_t), attrib_cmp_u64);

@@ -256,9 +256,16 @@ uint32_t attrib_seq_produced_of(const struct step_proc *p, size_t hi, const stru
 				uint32_t *drafted, bool *exact);
 uint32_t attrib_seq_produced(const struct step_proc *p, size_t hi, const struct run *c, size_t k,
 			     uint32_t *drafted);
+/* The embedding steps of p->v[lo, hi), found once for all of a request's gaps: their
+ * indices; n is SIZE_MAX where there are more than fit, and every step is looked at. */
+struct embed_steps {
+	size_t k[32];
+	size_t n;
+};
+void attrib_embed_steps(const struct step_proc *p, size_t lo, size_t hi, struct embed_steps *out);
 void attrib_seq_gap(const struct attrib *a, const struct engine_procs *e, const struct step_proc *p,
-		    size_t lo, size_t hi, const struct run *c, const struct request *r, size_t g,
-		    uint64_t baseline, struct attribution *at);
+		    size_t lo, size_t hi, const struct embed_steps *es, const struct run *c,
+		    const struct request *r, size_t g, uint64_t baseline, struct attribution *at);
 void attrib_seq_speculation(const struct step_proc *p, size_t lo, size_t hi, const struct run *c,
 			    const struct request *r, struct attribution *at);
 
