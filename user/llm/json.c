@@ -132,6 +132,13 @@ static const char *unicode_escape(const char *r, const char *end, uint32_t *cp)
 	return r;
 }
 
+/* The bytes a JSON string holds as they are: printable ASCII but the quote and the backslash. */
+static const bool plain_byte[256] = {
+	[0x20 ... '"' - 1] = true,
+	['"' + 1 ... '\\' - 1] = true,
+	['\\' + 1 ... 0x7f] = true,
+};
+
 /* A string at ps->p (its opening quote), decoded in place and NUL-terminated. */
 static bool parse_string(struct parser *ps)
 {
@@ -142,7 +149,15 @@ static bool parse_string(struct parser *ps)
 		return false;
 	for (;;) {
 		unsigned char c;
+		char *run = r;
 
+		/* a run of bytes that stand for themselves, moved at once (not at all before the
+		 * first escape, where w is r) */
+		while (r < ps->end && plain_byte[(unsigned char)*r])
+			r++;
+		if (w != run)
+			memmove(w, run, (size_t)(r - run));
+		w += r - run;
 		if (r >= ps->end)
 			return false;
 		c = (unsigned char)*r;
