@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The small shared pieces: the growable buffer's limit, the /proc/PID/maps line parser, a
- * request's strings. */
+/* The small shared pieces: the growable buffer's limit, the k-th smallest, the /proc/PID/maps
+ * line parser, a request's strings. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "base/pidset.h"
+#include "base/stats.h"
 #include "llm/group.h"
 #include "llm/request.h"
 #include "capture/llama_layout.h"
@@ -302,11 +303,41 @@ static void test_pidset(void **state)
 	pidset__free(&s);
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* select_u64's k-th smallest is the sorted array's v[k], for every k: arrays of few distinct
+ * values (ties), sorted ones, reversed ones and random ones, of every length up to 40. */
+static void test_select_u64(void **state)
+{
+	uint64_t v[40], w[40], s[40], rng = 88172645463325252ull;
+
+	for (size_t n = 1; n <= 40; n++) {
+		for (int kind = 0; kind < 4; kind++) {
+			for (size_t i = 0; i < n; i++) {
+				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+				v[i] = kind == 0 ? rng % 3 : kind == 1 ? i : kind == 2 ? n - i : rng;
+			}
+			memcpy(s, v, n * sizeof(*v));
+			qsort(s, n, sizeof(*s), cmp_u64);
+			for (size_t k = 0; k < n; k++) {
+				memcpy(w, v, n * sizeof(*v));
+				assert_int_equal(select_u64(w, n, k), s[k]);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_buf_limit_is_sticky),
 		cmocka_unit_test(test_pidset),
+		cmocka_unit_test(test_select_u64),
 		cmocka_unit_test(test_array_reserve_doubles),
 		cmocka_unit_test(test_maps_lines),
 		cmocka_unit_test(test_maps_query_matches_text),

@@ -98,6 +98,38 @@ void sort_ns(uint64_t *v, size_t n)
 	qsort(v, n, sizeof(*v), cmp_u64);
 }
 
+uint64_t select_u64(uint64_t *v, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+
+	while (lo < hi) { /* Hoare's partition around the middle value, then the side with k */
+		uint64_t pivot = v[lo + (hi - lo) / 2], t;
+		size_t i = lo, j = hi;
+
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				t = v[i];
+				v[i] = v[j];
+				v[j] = t;
+				i++;
+				if (!j--)
+					break;
+			}
+		}
+		if (k <= j && j != (size_t)-1)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
+}
+
 double pct_sorted_ns_ms(const uint64_t *sorted, size_t n, double p)
 {
 	return n ? (double)sorted[rank_index(n, p)] / 1e6 : NAN;

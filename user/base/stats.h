@@ -34,6 +34,9 @@ void sample__clear(struct sample *s);
 void sample__print(FILE *out, const char *label, struct sample *s);
 /* Sort nanosecond values in place, once; then read any number of percentiles from them. */
 void sort_ns(uint64_t *v, size_t n);
+/* The k-th smallest of v[0..n) (k < n), found in place (v is reordered), in O(n): one value
+ * where a sort would order all. */
+uint64_t select_u64(uint64_t *v, size_t n, size_t k);
 /* The p-th percentile of sorted nanosecond values, in milliseconds (NAN when n is 0). */
 double pct_sorted_ns_ms(const uint64_t *sorted, size_t n, double p);
 

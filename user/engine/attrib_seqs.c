@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/stats.h"
 #include "engine/attrib_state.h"
 #include "engine/llama_models.h"
 
@@ -395,8 +396,7 @@ static uint64_t decode_baseline(const struct step_proc *p, size_t lo, size_t hi)
 	}
 	if (n < 4)
 		return 0;
-	qsort(v, n, sizeof(*v), attrib_cmp_u64);
-	return v[n / 10];
+	return select_u64(v, n, n / 10);
 }
 
 /* The engine's figures for the summary: each step once, up to the request's end. */
