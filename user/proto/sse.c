@@ -62,9 +62,9 @@ static void dispatch(struct sse_parser *p, uint64_t ts)
 	p->event[0] = 0;
 }
 
-static int sse_line(struct sse_parser *p, char *l, size_t n, uint64_t ts)
+static int sse_line(struct sse_parser *p, const char *l, size_t n, uint64_t ts)
 {
-	char *colon, *val;
+	const char *colon, *val;
 	size_t flen, vlen;
 
 	if (p->ndjson) {
@@ -148,16 +148,28 @@ int sse_parser__feed(struct sse_parser *p, const uint8_t *data, size_t len, uint
 				continue;
 			}
 		}
-		while (i + n < len && start[n] != '\n' && start[n] != '\r')
-			n++;
-		if (buf_add(&p->line, start, n))
-			goto fail;
+		const uint8_t *lf = memchr(start, '\n', len - i), *cr;
+
+		n = lf ? (size_t)(lf - start) : len - i;
+		cr = memchr(start, '\r', n);
+		if (cr)
+			n = (size_t)(cr - start);
+		if (i + n == len) { /* the line continues in the next feed */
+			if (buf_add(&p->line, start, n))
+				goto fail;
+			break;
+		}
 		i += n;
-		if (i == len)
-			break; /* line continues in the next feed */
 		p->after_cr = data[i] == '\r';
 		i++;
-		if (sse_line(p, p->line.p, p->line.len, ts))
+		if (!p->line.len && !p->ndjson) {
+			/* the whole line is here: read in place (its data is copied to the event's;
+			 * an NDJSON line is the event, NUL-terminated in its buffer) */
+			if (sse_line(p, (const char *)start, n, ts))
+				goto fail;
+			continue;
+		}
+		if (buf_add(&p->line, start, n) || sse_line(p, p->line.p, p->line.len, ts))
 			goto fail;
 		p->line.len = 0;
 	}
