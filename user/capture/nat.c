@@ -26,6 +26,15 @@
 /* How often whether conntrack is loaded is looked at again. */
 #define NAT_MODULE_RECHECK_NS (1000000000ull)
 
+/* Connections looked up lately, as their socket saw them: the other end of one (the same
+ * addresses reversed, in the same namespace) is its server's socket, not a translation. */
+#define NAT_LOOKED 64
+
+struct looked_up {
+	uint32_t netns;
+	struct ts_sock_addr a;
+};
+
 struct ns_handle {
 	uint32_t netns;
 	struct nfct_handle *h;
@@ -41,6 +50,8 @@ struct nat {
 	bool loaded;	    /* nf_conntrack is loaded */
 	uint64_t checked_ns; /* when that was last looked at */
 	bool localnet;	     /* an interface routes loopback addresses (route_localnet) */
+	struct looked_up looked[NAT_LOOKED];
+	unsigned nlooked; /* looked up so far: the next goes to looked[nlooked % NAT_LOOKED] */
 	/* the lookup in progress */
 	const struct ts_sock_addr *query;
 	bool found;
@@ -294,6 +305,25 @@ static bool loopback_peer(const struct ts_sock_addr *a)
 	return !memcmp(a->raddr, v6lo, 16) || (!memcmp(a->raddr, v4mapped, 12) && a->raddr[12] == 127);
 }
 
+/* Whether a is the other end of a connection looked up lately in netns (else a is
+ * remembered): the two ends see each other as each sees itself, which no translation leaves
+ * so, and neither end's lookup can find one. Both ends of a connection within a host are
+ * captured: the server's socket (its entry's reply direction, on_entry) is not looked up, a
+ * query a connection spared. */
+static bool other_end_looked_up(struct nat *n, uint32_t netns, const struct ts_sock_addr *a)
+{
+	for (unsigned i = 0; i < NAT_LOOKED && i < n->nlooked; i++) {
+		const struct looked_up *l = &n->looked[i];
+
+		if (l->netns == netns && l->a.family == a->family && l->a.lport == a->rport &&
+		    l->a.rport == a->lport && !memcmp(l->a.laddr, a->raddr, sizeof(a->raddr)) &&
+		    !memcmp(l->a.raddr, a->laddr, sizeof(a->laddr)))
+			return true;
+	}
+	n->looked[n->nlooked++ % NAT_LOOKED] = (struct looked_up){ netns, *a };
+	return false;
+}
+
 void nat__note(struct nat *n, struct pipeline *pl, const void *rec)
 {
 	const struct ts_event_hdr *h = rec;
@@ -323,7 +353,8 @@ void nat__note(struct nat *n, struct pipeline *pl, const void *rec)
 		return;
 	}
 	if (n->off || (a->family != AF_INET && a->family != AF_INET6) ||
-	    !conntrack_loaded(n, now) || (loopback_peer(a) && !n->localnet))
+	    !conntrack_loaded(n, now) || (loopback_peer(a) && !n->localnet) ||
+	    other_end_looked_up(n, netns, a))
 		return;
 	/* in the socket's namespace (a rule in the pod's own), then in the tracer's (the node's:
 	 * kube-proxy's rules) */
