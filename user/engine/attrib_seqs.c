@@ -515,14 +515,13 @@ int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct re
 {
 	struct step_proc *p = at->nengine_pids == 1 ? attrib_proc_of(a, at->engine_pids[0], false)
 						   : NULL;
-	size_t lo = 0, hi, *out, *scratch, *second_out;
+	size_t lo, hi, *out, *scratch, *second_out;
 	struct run best = { 0 }, second = { 0 };
 	bool named = false;
 
 	if (!p)
 		return 1;
-	while (lo < p->n && p->v[lo].seen < from)
-		lo++;
+	lo = attrib_first_seen_at(p->v, p->n, from);
 	for (hi = lo; hi < p->n && p->v[hi].seen <= to; hi++)
 		named |= p->v[hi].nseqs > 0;
 	if (!named)

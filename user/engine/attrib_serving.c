@@ -75,8 +75,7 @@ void attrib__exit(struct attrib *a, uint32_t pid)
 	}
 }
 
-/* Index of the first step seen at or after t. */
-static size_t first_seen_at(const struct seen_step *v, size_t n, uint64_t t)
+size_t attrib_first_seen_at(const struct seen_step *v, size_t n, uint64_t t)
 {
 	size_t lo = 0, hi = n;
 
@@ -93,7 +92,7 @@ static size_t first_seen_at(const struct seen_step *v, size_t n, uint64_t t)
 
 static bool stepped_between(const struct step_proc *p, uint64_t from, uint64_t to)
 {
-	size_t i = first_seen_at(p->v, p->n, from);
+	size_t i = attrib_first_seen_at(p->v, p->n, from);
 
 	return i < p->n && p->v[i].seen <= to;
 }
@@ -268,7 +267,7 @@ long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_
 
 		if (!p)
 			continue;
-		for (size_t i = first_seen_at(p->v, p->n, from); i < p->n && p->v[i].seen <= to; i++) {
+		for (size_t i = attrib_first_seen_at(p->v, p->n, from); i < p->n && p->v[i].seen <= to; i++) {
 			if (!array__reserve((void **)&v, &cap, n + 1, sizeof(*v))) {
 				free(v);
 				snprintf(err, errn, "out of memory");

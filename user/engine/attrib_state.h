@@ -187,6 +187,9 @@ bool attrib_serves(const struct attrib *a, uint32_t http_pid, uint32_t own_pid,
 		   const struct engine_procs *e);
 long attrib_gather_steps(struct attrib *a, const struct attribution *at, uint64_t from,
 			 uint64_t to, struct window_step **out, char *err, size_t errn);
+/* The index of the first of v[0..n) (by seen) seen at or after t: a search, for v holds up
+ * to 15 minutes of a process's steps. */
+size_t attrib_first_seen_at(const struct seen_step *v, size_t n, uint64_t t);
 
 /* attrib_align.c: which step produced each token event */
 size_t attrib_latest_seen(const struct window_step *v, size_t n, uint64_t t);
