@@ -95,6 +95,12 @@ void attrib__step(struct attrib *a, const struct engine_step *s)
 			st.seqs[q] = (struct seen_seq){ s->seqs[q].seq, s->seqs[q].tokens,
 						    s->seqs[q].first_pos, s->seqs[q].outputs };
 	}
+	if (st.model && !attrib_proc_may_name(p, st.model)) {
+		if (p->nmodels < sizeof(p->models) / sizeof(p->models[0]))
+			p->models[p->nmodels++] = st.model;
+		else
+			p->models_many = true;
+	}
 	/* Steps come in the order the host saw them, nearly: keep the array sorted by seen, then
 	 * by start (the order attrib_gather_steps() gives a merged window). */
 	for (i = p->n; i > 0 && (p->v[i - 1].seen > st.seen ||

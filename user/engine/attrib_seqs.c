@@ -282,7 +282,9 @@ static uint64_t model_named(const struct step_proc *p, size_t lo, size_t hi, con
 	for (size_t i = 0; i < 2; i++) {
 		uint64_t key = llama_model__key(names[i]);
 
-		for (size_t k = lo; key && k < hi; k++) {
+		if (!key || !attrib_proc_may_name(p, key))
+			continue;
+		for (size_t k = lo; k < hi; k++) {
 			if (p->v[k].model == key)
 				return key;
 		}
@@ -331,7 +333,9 @@ static bool find_run(const struct attrib *a, const struct engine_procs *e, const
 	uint64_t model = model_named(p, lo, hi, r);
 
 	second->steps = 0;
-	for (size_t k = lo; k < hi && p->v[k].seen <= r->first_token_ns; k++) {
+	/* from the first step seen after the request came: one seen before it began before */
+	for (size_t k = lo + attrib_first_seen_at(p->v + lo, hi - lo, r->start_ns);
+	     k < hi && p->v[k].seen <= r->first_token_ns; k++) {
 		if (p->v[k].start < r->start_ns)
 			continue; /* begun before the request came: no step of its prompt */
 		if (model && p->v[k].model != model)
@@ -402,6 +406,9 @@ static uint64_t decode_baseline(const struct step_proc *p, size_t lo, size_t hi)
 /* The engine's figures for the summary: each step once, up to the request's end. */
 static void account(struct engine_procs *e, const struct step_proc *p, size_t lo, size_t hi, uint64_t upto)
 {
+	/* from the first step seen after those counted */
+	if (e->counted_to)
+		lo += attrib_first_seen_at(p->v + lo, hi - lo, e->counted_to + 1);
 	for (size_t k = lo; k < hi; k++) {
 		const struct seen_step *s = &p->v[k];
 
@@ -468,7 +475,9 @@ static void split(const struct attrib *a, const struct engine_procs *e, const st
 
 	at->prefill_start_ns = start;
 	at->queue_ns = start - r->start_ns;
-	for (size_t k = lo; k < hi && p->v[k].start < start; k++) {
+	/* a step seen before the request came ended before it: no time of its queue */
+	for (size_t k = lo + attrib_first_seen_at(p->v + lo, hi - lo, r->start_ns);
+	     k < hi && p->v[k].start < start; k++) {
 		uint64_t s = p->v[k].start > r->start_ns ? p->v[k].start : r->start_ns;
 		uint64_t d = p->v[k].done < start ? p->v[k].done : start;
 
@@ -522,8 +531,9 @@ int attrib_by_sequence(struct attrib *a, struct engine_procs *e, const struct re
 	if (!p)
 		return 1;
 	lo = attrib_first_seen_at(p->v, p->n, from);
-	for (hi = lo; hi < p->n && p->v[hi].seen <= to; hi++)
-		named |= p->v[hi].nseqs > 0;
+	hi = to == UINT64_MAX ? p->n : lo + attrib_first_seen_at(p->v + lo, p->n - lo, to + 1);
+	for (size_t k = lo; k < hi && !named; k++)
+		named = p->v[k].nseqs > 0;
 	if (!named)
 		return 1;
 	out = calloc(r->token_events, sizeof(*out));

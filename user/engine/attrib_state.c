@@ -60,6 +60,17 @@ int attrib_add_interferer(struct attribution *at, uint64_t id)
 	return 0;
 }
 
+bool attrib_proc_may_name(const struct step_proc *p, uint64_t key)
+{
+	if (p->models_many)
+		return true;
+	for (uint32_t i = 0; i < p->nmodels; i++) {
+		if (p->models[i] == key)
+			return true;
+	}
+	return false;
+}
+
 size_t attrib_first_tokens_from(const struct attrib *a, uint64_t t)
 {
 	size_t lo = 0, hi = a->nfts;

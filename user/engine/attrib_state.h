@@ -57,7 +57,15 @@ struct step_proc {
 	uint32_t pid;
 	struct seen_step *v; /* by seen, oldest first */
 	size_t n, cap;
+	/* the model keys its steps ever named (more than fit: models_many), so that a request
+	 * naming none of them is not looked for in its window */
+	uint64_t models[8];
+	uint32_t nmodels;
+	bool models_many;
 };
+
+/* Whether p's steps may have named model key (0: none): false only where none ever did. */
+bool attrib_proc_may_name(const struct step_proc *p, uint64_t key);
 
 struct ancestry {
 	uint32_t pid;
