@@ -395,9 +395,15 @@ for i in $(seq 10); do
 	echo $(((t1 - t0) / 1000)) >>"$work/replay_ms"
 done
 /usr/bin/time -f "%M" ./tokenscope report "$work/rec" -q 2>"$work/rss" >/dev/null
-awk -v ev="$events" -v by="$bytes" -v tok="$tokens" -v us="$(median <"$work/replay_ms")" -v rss="$(tail -n 1 "$work/rss")" 'BEGIN {
+# the instructions of one replay: the same recording gives the same count every run, so two
+# builds compare exactly where the times above move with the host
+valgrind --tool=callgrind --callgrind-out-file=/dev/null ./tokenscope report "$work/rec" -q \
+	2>"$work/callgrind" >/dev/null
+ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/callgrind")
+awk -v ev="$events" -v by="$bytes" -v tok="$tokens" -v us="$(median <"$work/replay_ms")" -v rss="$(tail -n 1 "$work/rss")" -v ir="$ir" 'BEGIN {
 	printf "  pipeline replay (median of 10, process start included): %d records (%d bytes), %d token events in %.0f ms:\n", ev, by, tok, us / 1e3
 	printf "    %.0f records/s, %.0f token events/s (each its own SSE or NDJSON event), %.1f MB/s\n", ev / (us / 1e6), tok / (us / 1e6), by / us
+	printf "  its instructions (callgrind, one replay, exact for this recording): %.1f M, %.0f a token event\n", ir / 1e6, ir / tok
 	printf "  peak RSS of a replay: %d KiB\n", rss
 }'
 fi

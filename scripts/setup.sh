@@ -27,8 +27,9 @@ podman runc catatonit containerd docker.io mmdebstrap"
 # container runtimes whose containers tokenscope names (tests/integration/containers_checks.py;
 # RUNLEVEL=1 below keeps dockerd and containerd from starting system-wide); mmdebstrap: the
 # Debian 12 base the DaemonSet's image is built on (tests/integration/daemonset_checks.py)
-# make bench measures a peer, bpftrace, in the same run
-[ "${1:-}" = bench ] && need="$need bpftrace"
+# make bench measures a peer, bpftrace, in the same run, and counts the pipeline's instructions
+# under valgrind (callgrind), a figure the host's noise does not move
+[ "${1:-}" = bench ] && need="$need bpftrace valgrind"
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
 
