@@ -218,7 +218,7 @@ static void test_threads(void **state)
 	assert_true(r.epoll_fd >= 0);
 	b = backlog__new(&r, 1u << 20);
 	assert_non_null(b);
-	assert_int_equal(backlog__start(b, 1), 0);
+	assert_int_equal(backlog__start(b, 1, 1), 0);
 	assert_int_equal(pthread_create(&writer, NULL, write_all, &w), 0);
 	while (t.next < w.count && clock__now_ns() < deadline) {
 		backlog__wait(b, 5);
@@ -238,6 +238,24 @@ static void test_threads(void **state)
 	free(f);
 }
 
+/* The drain's wait: poll_ms while passes take records; after each that takes none, twice the
+ * last, up to idle_ms; back to poll_ms at the first record. No back-off where idle_ms is not
+ * above poll_ms. */
+static void test_idle_back_off(void **state)
+{
+	static const int want[] = { 40, 80, 160, 160, 160 };
+	int ms = 20;
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ms = backlog__next_wait(ms, 0, 20, 160);
+		assert_int_equal(ms, want[i]);
+	}
+	assert_int_equal(backlog__next_wait(ms, 3, 20, 160), 20);
+	assert_int_equal(backlog__next_wait(20, 0, 20, 20), 20);
+	assert_int_equal(backlog__next_wait(20, 0, 20, 50), 40);
+	assert_int_equal(backlog__next_wait(40, 0, 20, 50), 50);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +263,7 @@ int main(void)
 		cmocka_unit_test(test_full_leaves_records_in_the_ring),
 		cmocka_unit_test(test_take_stops_at_its_mark),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_idle_back_off),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

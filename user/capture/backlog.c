@@ -55,7 +55,7 @@ struct backlog {
 	int stop_fd;	      /* eventfd in the ring's epoll set: the thread's */
 	bool stop;	      /* atomic */
 	bool running;
-	int poll_ms;
+	int poll_ms, idle_ms;
 	pthread_t thread;
 };
 
@@ -174,10 +174,18 @@ long backlog__pass(struct backlog *b)
 	return n;
 }
 
+int backlog__next_wait(int ms, long took, int poll_ms, int idle_ms)
+{
+	if (took > 0 || idle_ms <= poll_ms)
+		return poll_ms;
+	return ms < idle_ms / 2 ? ms * 2 : idle_ms;
+}
+
 static void *drain(void *arg)
 {
 	struct backlog *b = arg;
 	struct epoll_event ev;
+	int ms = b->poll_ms;
 
 	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
 		if (b->full) {
@@ -192,21 +200,22 @@ static void *drain(void *arg)
 			if (b->in_use >= b->cap_chunks)
 				pthread_cond_timedwait(&b->space, &b->lock, &until);
 			pthread_mutex_unlock(&b->lock);
-		} else if (epoll_wait(b->ring->epoll_fd, &ev, 1, b->poll_ms) < 0 && errno != EINTR) {
+		} else if (epoll_wait(b->ring->epoll_fd, &ev, 1, ms) < 0 && errno != EINTR) {
 			break; /* cannot happen with a valid epoll set; the taker drains at the end */
 		}
-		backlog__pass(b);
+		ms = backlog__next_wait(ms, backlog__pass(b), b->poll_ms, b->idle_ms);
 	}
 	return NULL;
 }
 
-int backlog__start(struct backlog *b, int poll_ms)
+int backlog__start(struct backlog *b, int poll_ms, int idle_ms)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = b->stop_fd };
 	sigset_t all, old;
 	int err;
 
 	b->poll_ms = poll_ms;
+	b->idle_ms = idle_ms;
 	backlog__pass(b); /* what came before: drained_ns holds from the first take on */
 	if (epoll_ctl(b->ring->epoll_fd, EPOLL_CTL_ADD, b->stop_fd, &ev))
 		return -errno;

@@ -33,9 +33,13 @@ typedef void (*backlog_fn)(void *ctx, void *data, size_t size);
 /* A backlog of at most cap bytes for ring r's records (not started: backlog__pass fills it in
  * the caller's thread). NULL when out of memory. */
 struct backlog *backlog__new(struct ring *r, size_t cap);
-/* The thread that drains r whenever its ring wakes it, and at least every poll_ms. 0, or
+/* The thread that drains r whenever its ring wakes it, and at least every poll_ms while
+ * records come; after each pass that took none, its wait doubles, up to idle_ms (an idle
+ * tracer wakes a few times a second, not fifty; idle_ms <= poll_ms: always poll_ms). 0, or
  * -errno. */
-int backlog__start(struct backlog *b, int poll_ms);
+int backlog__start(struct backlog *b, int poll_ms, int idle_ms);
+/* The thread's next wait after a pass that took `took` records, having waited ms. */
+int backlog__next_wait(int ms, long took, int poll_ms, int idle_ms);
 /* Stop the thread (and wait for it): the caller owns the ring again. */
 void backlog__stop(struct backlog *b);
 void backlog__free(struct backlog *b);
