@@ -135,8 +135,9 @@ $(OUTPUT)/tests/test_cuda_names: $(OUTPUT)/user/capture/cuda_names.o $(OUTPUT)/u
 $(OUTPUT)/tests/test_cuda_names: LDLIBS_UNIT += -lelf -lstdc++
 $(OUTPUT)/tests/test_ring: $(OUTPUT)/user/capture/ring.o
 $(OUTPUT)/tests/test_backlog: $(OUTPUT)/user/capture/backlog.o $(OUTPUT)/user/capture/ring.o
-$(OUTPUT)/tests/test_elfsym: $(OUTPUT)/user/capture/elfsym.o $(OUTPUT)/user/capture/procmaps.o
-$(OUTPUT)/tests/test_elfsym: LDLIBS_UNIT += -lelf
+$(OUTPUT)/tests/test_elfsym: $(OUTPUT)/user/capture/elfsym.o $(OUTPUT)/user/capture/procmaps.o \
+	$(OUTPUT)/user/capture/ssl_inner.o
+$(OUTPUT)/tests/test_elfsym: LDLIBS_UNIT += -lelf -lcapstone -ldl
 
 # Go executables as user/capture/gobin.c reads them (functions, returns, version), against Go's
 # own tools, on the Go TLS client built normally, PIE and stripped PIE (tests/go).
@@ -346,9 +347,10 @@ $(OUTPUT)/llamabench: bench/llamabench.c $(OUTPUT)/libllamastub.so
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $< -L$(OUTPUT) -lllamastub -Wl,-rpath,$(abspath $(OUTPUT)) -o $@
 
-$(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h $(OUTPUT)/user/capture/gobin.o
+SSLBENCH_OBJS := $(patsubst %,$(OUTPUT)/user/capture/%.o,gobin elfsym ssl_inner)
+$(OUTPUT)/sslbench: bench/sslbench.c $(OUTPUT)/bare.skel.h $(SSLBENCH_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(OUTPUT)/user/capture/gobin.o -lssl -lcrypto \
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(SSLBENCH_OBJS) -lssl -lcrypto \
 		$(LDLIBS_STATIC) -o $@
 
 # The Go TLS workload (bench/gotls.go), built as the Go fixtures are (tests/fixtures/Makefile).

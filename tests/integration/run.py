@@ -20,6 +20,7 @@ packages from npm. The fixture itself is traced too (role "server").
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -630,6 +631,14 @@ def judge_records(work, port, truth_path, server_pid, driven):
                                     for r in filtered),
           f"-p {server_pid}: {len(filtered)} records, all from the server")
     check(rc == 0, f"tokenscope exited 0 on SIGINT (rc {rc}): {err[-500:]}")
+    # Debian's libssl3 reads and writes through one inner function each: probed there, once
+    # a call (user/capture/ssl_inner.h), for both tracers; the records below are exact only
+    # where each of the four exported forms is captured once
+    for e, label in ((err, "tokenscope"), (err2, "-p tracer")):
+        for d in ("read", "write"):
+            check(re.search(rf"libssl\.so\.3: SSL_{d} and SSL_{d}_ex probed where both go, "
+                            r"\+0x[0-9a-f]+ ", e) is not None,
+                  f"{label}: libssl's SSL_{d} and SSL_{d}_ex probed at their inner function")
     # every record, for the replay; the requests, for the checks (an unfiltered tracer also
     # writes the steps of any CUDA or llama.cpp program the machine runs meanwhile)
     all_records = [json.loads(line) for line in open(tracer.out)]

@@ -5,7 +5,10 @@
  * (dlsym, or the function's address) and the mapping that holds it (/proc/self/maps) give its
  * file offset, without reading the ELF file. Covered: a library's exported functions, found
  * through its GNU hash table (libcmocka's, one of them named "_c...", as node's C++ names
- * are "_Z..."), this binary's own functions, in .symtab only, and hostile files.
+ * are "_Z..."), this binary's own functions, in .symtab only, and hostile files. Then
+ * OpenSSL's inner read and write functions (user/capture/ssl_inner.c), found from the code of
+ * the functions that call them: on Debian 12's libssl3 (3.0) code, on variants of it that
+ * must not be taken, and on the library this process maps, against its code in memory.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +28,7 @@
 
 #include "capture/elfsym.h"
 #include "capture/procmaps.h"
+#include "capture/ssl_inner.h"
 
 /* Functions of this binary: global, not exported (no -rdynamic), so in .symtab alone. */
 __attribute__((noinline, used)) void elfsym_target_plain(void)
@@ -193,6 +197,90 @@ static void test_hostile_files(void **state)
 	unlink(tmp);
 }
 
+/* Debian 12's libssl3 3.0.19: SSL_read_ex at 0x354c0 (sub $8,%rsp; call 0x35290; ...) and
+ * SSL_read at 0x35430 (its checks, then the same call, then ret), and the first bytes of the
+ * function both call (push %r13; push %r12; ...). */
+static const uint8_t read_ex[] = { 0x48, 0x83, 0xec, 0x08, 0xe8, 0xc7, 0xfd, 0xff, 0xff,
+				   0x31, 0xd2, 0x85, 0xc0, 0x0f, 0x48, 0xc2, 0xc3 };
+static const uint8_t read_outer[] = {
+	0x48, 0x83, 0xec, 0x18, 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00, 0x48,
+	0x89, 0x44, 0x24, 0x08, 0x31, 0xc0, 0x85, 0xd2, 0x78, 0x2f, 0x48, 0x89, 0xe1, 0x48,
+	0x63, 0xd2, 0xe8, 0x3d, 0xfe, 0xff, 0xff, 0x85, 0xc0, 0x7e, 0x03, 0x8b, 0x04, 0x24,
+	0x48, 0x83, 0xc4, 0x18, 0xc3,
+};
+static const uint8_t read_inner[] = { 0x41, 0x55, 0x41, 0x54, 0x55, 0x53 };
+
+static void test_ssl_inner_from_code(void **state)
+{
+	/* the same wrapper, the fourth argument (rcx) set before its call: not passed on */
+	static const uint8_t sets_rcx[] = { 0x48, 0x83, 0xec, 0x08, 0x31, 0xc9, 0xe8, 0xc5, 0xfd,
+					    0xff, 0xff, 0xc3 };
+	/* a branch before the call (a check of its own): not a plain wrapper */
+	static const uint8_t branches[] = { 0x85, 0xd2, 0x78, 0x10, 0xe8, 0xc7, 0xfd, 0xff, 0xff,
+					    0xc3 };
+	/* endbr64; jmp 0x35290 (a tail call, from 0x354c0): passed on */
+	static const uint8_t tail[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xe9, 0xc7, 0xfd, 0xff, 0xff };
+	/* SSL_read returning before its call: the call after the ret is not its path (with a
+	 * nop in the ret's place, it is) */
+	static const uint8_t returns_first[] = { 0x31, 0xc0, 0xc3, 0xe8, 0x3d, 0xfe, 0xff, 0xff };
+	static const uint8_t nop_first[] = { 0x31, 0xc0, 0x90, 0xe8, 0x3d, 0xfe, 0xff, 0xff };
+	static const uint8_t endbr_push[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x53, 0x48 };
+	static const uint8_t sub_first[] = { 0x48, 0x83, 0xec, 0x38, 0x53 };
+	static const uint8_t endbr_sub[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x83, 0xec, 0x38 };
+
+	(void)state;
+	assert_int_equal(ssl_inner__passed_to(read_ex, sizeof(read_ex), 0x354c0), 0x35290);
+	assert_true(ssl_inner__calls(read_outer, sizeof(read_outer), 0x35430, 0x35290));
+	assert_false(ssl_inner__calls(read_outer, sizeof(read_outer), 0x35430, 0x35291));
+	assert_false(ssl_inner__calls(read_outer, 30, 0x35430, 0x35290)); /* cut before it */
+	assert_int_equal(ssl_inner__emulated_at(read_inner, sizeof(read_inner)), 0);
+
+	assert_int_equal(ssl_inner__passed_to(sets_rcx, sizeof(sets_rcx), 0x354c0), 0);
+	assert_int_equal(ssl_inner__passed_to(branches, sizeof(branches), 0x354c0), 0);
+	assert_int_equal(ssl_inner__passed_to(tail, sizeof(tail), 0x354c0), 0x35290);
+	assert_int_equal(ssl_inner__passed_to(read_ex, 6, 0x354c0), 0); /* cut in its call */
+	assert_false(ssl_inner__calls(returns_first, sizeof(returns_first), 0x3544b, 0x35290));
+	assert_true(ssl_inner__calls(nop_first, sizeof(nop_first), 0x3544b, 0x35290));
+	assert_int_equal(ssl_inner__emulated_at(endbr_push, sizeof(endbr_push)), 4);
+	assert_int_equal(ssl_inner__emulated_at(sub_first, sizeof(sub_first)), -1);
+	assert_int_equal(ssl_inner__emulated_at(endbr_sub, sizeof(endbr_sub)), -1);
+	assert_int_equal(ssl_inner__emulated_at(read_inner, 1), -1); /* cut in its push */
+}
+
+/* On the libssl this process maps: each direction's inner function is the target of the
+ * call in SSL_read_ex's (SSL_write_ex's) code as it lies in memory, the two differ, and none
+ * is found from a pair that does not share it (SSL_read with SSL_write_ex). */
+static void test_ssl_inner_in_libssl(void **state)
+{
+	static const char *const names[] = { "SSL_read", "SSL_read_ex", "SSL_write",
+					     "SSL_write_ex" };
+	char path[PATH_MAX], other[PATH_MAX];
+	uint64_t off[4], inner[2];
+	void *lib = dlopen("libssl.so.3", RTLD_NOW);
+
+	(void)state;
+	assert_non_null(lib);
+	for (int k = 0; k < 4; k++)
+		off[k] = offset_in_mapping(dlsym(lib, names[k]), k ? other : path, sizeof(path));
+	assert_string_equal(other, path);
+	for (int d = 0; d < 2; d++) {
+		const uint8_t *ex = dlsym(lib, names[2 * d + 1]);
+		int32_t rel;
+
+		inner[d] = ssl_inner__find(path, off[2 * d], off[2 * d + 1]);
+		assert_true(inner[d]);
+		/* Debian's code: sub $8,%rsp, then the call's e8 and its 32-bit displacement */
+		assert_int_equal(ex[4], 0xe8);
+		memcpy(&rel, ex + 5, sizeof(rel));
+		assert_int_equal(inner[d], offset_in_mapping(ex + 9 + rel, other, sizeof(other)));
+	}
+	assert_true(inner[0] != inner[1]);
+	assert_int_equal(ssl_inner__find(path, off[0], off[3]), 0);
+	assert_int_equal(ssl_inner__find(path, 0, off[1]), 0);
+	assert_int_equal(ssl_inner__find("/nonexistent/libssl.so.3", off[0], off[1]), 0);
+	dlclose(lib);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -200,6 +288,8 @@ int main(void)
 		cmocka_unit_test(test_own_functions_in_symtab),
 		cmocka_unit_test(test_many_names),
 		cmocka_unit_test(test_hostile_files),
+		cmocka_unit_test(test_ssl_inner_from_code),
+		cmocka_unit_test(test_ssl_inner_in_libssl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #include "capture/kernel.h"
 #include "capture/llama_layout.h"
 #include "capture/procmaps.h"
+#include "capture/ssl_inner.h"
 #include "capture/uprobe_sets.h"
 
 /* Delays after exec at which a process's mappings are looked at again (the loader maps
@@ -338,12 +340,42 @@ size_t attacher__probes_off(const struct attacher *a)
 	return a->probes_off;
 }
 
+/* OpenSSL's places (off) with each direction moved to its inner function where ssl_inner.h
+ * finds it: the _ex form's programs there (its arguments and result are the _ex form's), none
+ * on the two exported functions, whose every call reaches it. Written to moved. */
+static const uint64_t *tls_places(const struct attacher *a, const char *path,
+				  const uint64_t *off, uint64_t *moved)
+{
+	char safe[TEXT_SAFE_MAX(PATH_MAX)];
+
+	memcpy(moved, off, sets[SET_TLS].n * sizeof(*off));
+	for (int d = 0; d < 2; d++) {
+		size_t outer = d ? TLS_WRITE : TLS_READ, ex = d ? TLS_WRITE_EX : TLS_READ_EX;
+		uint64_t inner = ssl_inner__find(path, off[outer], off[ex]);
+
+		if (!inner)
+			continue;
+		moved[outer] = 0;
+		moved[ex] = inner;
+		if (a->verbose)
+			fprintf(stderr, "tokenscope: %s: %s and %s probed where both go, +0x%" PRIx64
+					" (one trap a call)\n",
+				text__safe(safe, sizeof(safe), path), sets[SET_TLS].probes[outer].sym,
+				sets[SET_TLS].probes[ex].sym, inner);
+	}
+	return moved;
+}
+
 /* Every probe of the set whose function the file has. */
 static void attach_set(struct attacher *a, size_t set, const char *path, const uint64_t *off)
 {
 	const struct uprobe_set *us = &sets[set];
 	int attached = 0;
 	uint64_t embeddings = 0; /* llama.cpp: the embeddings flag's offset in the context, + 1 */
+	uint64_t tls_off[MAX_SYMS];
+
+	if (set == SET_TLS)
+		off = tls_places(a, path, off, tls_off);
 
 	/* Cookies came with Linux 5.15; the legacy build (before 5.17) reads none */
 	if (set == SET_LLAMA && !kernel__legacy()) {

@@ -5,7 +5,7 @@
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* OpenSSL: the order matters to tls_file() below. */
+/* OpenSSL: the order matters to tls_file() below and to attach.c (TLS_READ...). */
 static const struct uprobe_spec tls_uprobes[] = {
 	{ "SSL_read", "ssl_read_enter", "ssl_read_exit" },
 	{ "SSL_read_ex", "ssl_read_ex_enter", "ssl_read_ex_exit" },
@@ -110,7 +110,7 @@ static const struct uprobe_spec llama_uprobes[] = {
 /* A library or executable that exports SSL_read and SSL_write is an OpenSSL. */
 static bool tls_file(const char *base, const uint64_t *off)
 {
-	return off[0] && off[2];
+	return off[TLS_READ] && off[TLS_WRITE];
 }
 
 /* glibc 2.34+ has dlopen in libc itself; older ones in libdl. */

@@ -34,6 +34,10 @@ extern const struct uprobe_set uprobe_sets[SET__N];
 /* The most symbols all sets look up together (uprobe_sets.c checks it at compile time). */
 #define UPROBE_SETS_MAX_SYMS 96
 
+/* The places in the TLS set of OpenSSL's reads and writes (attach.c moves them inward:
+ * ssl_inner.h). */
+enum { TLS_READ, TLS_READ_EX, TLS_WRITE, TLS_WRITE_EX };
+
 /* The places in llama.cpp's set of the symbols attach.c reads. */
 enum { LLAMA_DECODE, LLAMA_ENCODE, LLAMA_SET_EMBEDDINGS = 7, LLAMA_MEMBER_SET_EMBEDDINGS };
 
