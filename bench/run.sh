@@ -60,11 +60,14 @@ pin="taskset -c $(($(nproc) - 1))"
 
 # The workloads whose cost per call is measured: name, the command, the bare probe's place
 # (how sslbench attaches it: "bare LIB SYMBOLS" an entry uprobe, "pair LIB SYMBOLS" entry and
-# return, "gobare BINARY" uprobes where tokenscope puts its Go TLS ones, "tp" sockbench's
-# empty programs on the enter and exit of read and write).
+# return, "tokenscope" for SYMBOLS where tokenscope probes OpenSSL, "gobare BINARY" uprobes
+# where tokenscope puts its Go TLS ones, "tp" sockbench's empty programs on the enter and exit
+# of read and write). sslsym: the SSL workload against a bare pair on the exported functions,
+# where a tracer without tokenscope's inner places pays a single-step trap a call.
 workloads() {
 	cat <<-EOF
-	ssl|$ssl|pair $libssl SSL_write,SSL_read
+	ssl|$ssl|pair $libssl tokenscope
+	sslsym|$ssl|pair $libssl SSL_write,SSL_read
 	gotls|$gotls|gobare .output/gotlsbench
 	rt|.output/gpubench rt $N|bare $libcudart cudaLaunchKernel
 	drv|.output/gpubench drv $N|bare $libcuda cuLaunchKernel
@@ -240,9 +243,9 @@ until curl -sk "https://127.0.0.1:$nport/" -o /dev/null; do sleep 0.1; done
 front="https://127.0.0.1:$nport/v1/chat/completions"
 python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 32 32 16 "$cert" >/dev/null
 # The bare arm: empty programs where tokenscope's TLS and plaintext probes run on these paths
-# (an entry and a return uprobe on libssl's SSL_write, SSL_read and their _ex forms, in every
+# (an entry and a return uprobe where tokenscope probes libssl's reads and writes, in every
 # process; the enter and exit tracepoints of read and write), what any tracer placed there pays
-BARE="$bench pair $libssl SSL_write,SSL_read,SSL_write_ex,SSL_read_ex $sb bare"
+BARE="$bench pair $libssl tokenscope $sb bare"
 paired_rounds front python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 400 32 16 \
 	"$cert"
 for c in 2 4; do column_pair front $c; done
@@ -296,9 +299,12 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "  cost per call, ns: untraced; what a bare probe adds; what tokenscope adds (95 % intervals)"
 $stats cost "SSL_write + SSL_read round trip" "$work/ssl.rows"
+$stats cost "  over a bare pair on the exported functions" "$work/sslsym.rows"
 $stats cost "  the same under bpftrace (peer)" "$work/ssl.bt"
-echo "    (bare: an empty uprobe and uretprobe on SSL_write and on SSL_read; tokenscope takes"
-echo "    the entry and the return of each; bpftrace copies up to 200 bytes at each return)"
+echo "    (bare: an empty uprobe and uretprobe where tokenscope probes, the functions that"
+echo "    SSL_write and SSL_read call (user/capture/ssl_inner.h); on the exported functions"
+echo "    each hit is single-stepped; tokenscope takes the entry and the return of each;"
+echo "    bpftrace, on the exported functions, copies up to 200 bytes at each return)"
 range() { sort -n "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf(lo == hi ? "%d in every round" : "%d to %d", lo, hi) }'; }
 echo "  SSL calls not delivered, per round of $((2 * N)): bpftrace $(range "$work/ssl_bt_lost"); tokenscope: records dropped (ring full), over every workload of a round: $(range "$work/ssl_t_lost")"
 $stats cpu "tokenscope's own CPU while tracing them (2 records of 120 bytes a round trip)" "$work/ssl_cpu"

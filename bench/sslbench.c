@@ -10,6 +10,10 @@
  *                             cost is compared with it
  *   sslbench pair LIB SYMBOLS CMD...  the same with an empty uretprobe beside each uprobe:
  *                             the yardstick for probes that take the entry and the return
+ *   SYMBOLS "tokenscope": where tokenscope probes OpenSSL's reads and writes in LIB (the
+ *                             inner function of each direction where user/capture/ssl_inner.c
+ *                             finds it, else SSL_read and SSL_read_ex, SSL_write and
+ *                             SSL_write_ex)
  * Prints nanoseconds per iteration.
  */
 #include <bpf/libbpf.h>
@@ -24,7 +28,9 @@
 #include <unistd.h>
 
 #include "bare.skel.h"
+#include "capture/elfsym.h"
 #include "capture/gobin.h"
+#include "capture/ssl_inner.h"
 
 static double now_ns(void)
 {
@@ -55,6 +61,29 @@ static int run_probed(struct bare_bpf *skel, struct bpf_link **links, int nlinks
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* tokenscope's places for OpenSSL's reads and writes in lib (user/capture/attach.c), as
+ * SYMBOLS: "0x..." file offsets. */
+static void tokenscope_places(const char *lib, char *out, size_t n)
+{
+	static const char *const names[] = { "SSL_read", "SSL_read_ex", "SSL_write",
+					     "SSL_write_ex" };
+	uint64_t off[4] = { 0 };
+	size_t len = 0;
+
+	elfsym__offsets(lib, names, 4, off);
+	out[0] = 0;
+	for (int d = 0; d < 2; d++) {
+		uint64_t inner = ssl_inner__find(lib, off[2 * d], off[2 * d + 1]);
+
+		for (int k = 0; k < 2 && len < n; k++) {
+			if (inner ? k : !off[2 * d + k])
+				continue;
+			len += (size_t)snprintf(out + len, n - len, "%s0x%llx", len ? "," : "",
+						(unsigned long long)(inner ? inner : off[2 * d + k]));
+		}
+	}
+}
+
 static int bare_probe(const char *lib, const char *syms, bool with_return, char **cmd)
 {
 	struct bare_bpf *skel = bare_bpf__open_and_load();
@@ -66,14 +95,20 @@ static int bare_probe(const char *lib, const char *syms, bool with_return, char 
 		fprintf(stderr, "sslbench: cannot load the bare uprobe (root?)\n");
 		return 1;
 	}
-	snprintf(names, sizeof(names), "%s", syms);
+	if (!strcmp(syms, "tokenscope"))
+		tokenscope_places(lib, names, sizeof(names));
+	else
+		snprintf(names, sizeof(names), "%s", syms);
 	for (char *sym = strtok_r(names, ",", &save); sym && nlinks < 2 * MAX_BARE;
 	     sym = strtok_r(NULL, ",", &save)) {
 		for (int ret = 0; ret <= (int)with_return; ret++) {
-			LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = sym, .retprobe = ret);
+			bool at = !strncmp(sym, "0x", 2); /* a file offset */
+			LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = at ? NULL : sym,
+				    .retprobe = ret);
 			struct bpf_program *prog = ret ? skel->progs.bare_ret : skel->progs.bare;
 
-			links[nlinks] = bpf_program__attach_uprobe_opts(prog, -1, lib, 0, &opts);
+			links[nlinks] = bpf_program__attach_uprobe_opts(
+				prog, -1, lib, at ? strtoull(sym, NULL, 16) : 0, &opts);
 			if (!links[nlinks]) {
 				fprintf(stderr, "sslbench: cannot attach to %s in %s\n", sym, lib);
 				goto out;
