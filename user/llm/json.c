@@ -7,12 +7,16 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "base/buf.h"
 #include "base/text.h"
 #include "llm/json.h"
 
 #define JSON_MAX_DEPTH 2048 /* jansson's JSON_PARSER_MAX_DEPTH */
+#define JSON_PAD 16	    /* zero bytes past the input's copy: its NUL, and plain_run_end's reads */
 
 struct parser {
 	struct jdoc *d;
@@ -32,7 +36,8 @@ static long add_value(struct parser *ps, enum jkind kind)
 {
 	struct jdoc *d = ps->d;
 
-	if (!array__reserve((void **)&d->v, &d->vcap, d->nv + 1, sizeof(*d->v)))
+	/* room is there but once in a doubling: no call for it */
+	if (d->nv == d->vcap && !array__reserve((void **)&d->v, &d->vcap, d->nv + 1, sizeof(*d->v)))
 		return -1;
 	d->v[d->nv] = (struct jval){ .kind = kind, .skip = 1 };
 	return (long)d->nv++;
@@ -132,12 +137,44 @@ static const char *unicode_escape(const char *r, const char *end, uint32_t *cp)
 	return r;
 }
 
+#ifndef __SSE2__
 /* The bytes a JSON string holds as they are: printable ASCII but the quote and the backslash. */
 static const bool plain_byte[256] = {
 	[0x20 ... '"' - 1] = true,
 	['"' + 1 ... '\\' - 1] = true,
 	['\\' + 1 ... 0x7f] = true,
 };
+#endif
+
+/*
+ * The first byte at or after r (r < end) that does not stand for itself, or end. The copy of
+ * the input has JSON_PAD zero bytes past its end, so that 16 bytes can be read at any r before
+ * it. With SSE2 16 bytes are tested at once: the quote, the backslash, and (compared as signed
+ * bytes, below 0x20) both the control characters and every byte from 0x80 on.
+ */
+static char *plain_run_end(char *r, const char *end)
+{
+#ifdef __SSE2__
+	const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+		      space = _mm_set1_epi8(0x20);
+
+	while (r < end) {
+		__m128i b = _mm_loadu_si128((const __m128i *)r);
+		unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(b, quote), _mm_cmpeq_epi8(b, backslash)),
+			_mm_cmplt_epi8(b, space)));
+
+		if (m)
+			return r + __builtin_ctz(m) < end ? r + __builtin_ctz(m) : (char *)end;
+		r += 16;
+	}
+	return (char *)end;
+#else
+	while (r < end && plain_byte[(unsigned char)*r])
+		r++;
+	return r;
+#endif
+}
 
 /* A string at ps->p (its opening quote), decoded in place and NUL-terminated. */
 static bool parse_string(struct parser *ps)
@@ -153,8 +190,7 @@ static bool parse_string(struct parser *ps)
 
 		/* a run of bytes that stand for themselves, moved at once (not at all before the
 		 * first escape, where w is r) */
-		while (r < ps->end && plain_byte[(unsigned char)*r])
-			r++;
+		r = plain_run_end(r, ps->end);
 		if (w != run)
 			memmove(w, run, (size_t)(r - run));
 		w += r - run;
@@ -390,16 +426,16 @@ const struct jval *jdoc__parse(struct jdoc *d, const char *buf, size_t len)
 	if (len < JDOC_KEEP && (d->textcap > JDOC_KEEP || d->vcap > JDOC_KEEP))
 		jdoc__free(d);
 
-	if (len + 1 > d->textcap) {
-		char *t = realloc(d->text, len + 1);
+	if (len + JSON_PAD > d->textcap) {
+		char *t = realloc(d->text, len + JSON_PAD);
 
 		if (!t)
 			return NULL;
 		d->text = t;
-		d->textcap = len + 1;
+		d->textcap = len + JSON_PAD;
 	}
 	memcpy(d->text, buf, len);
-	d->text[len] = 0;
+	memset(d->text + len, 0, JSON_PAD);
 	d->nv = 0;
 	d->too_deep = false;
 	ps.p = d->text;
