@@ -21,6 +21,7 @@
 """
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -92,11 +93,15 @@ def base_image(pm, image, work):
     """The Dockerfile's FROM, from a cached mmdebstrap of Debian 12 (made once)."""
     if pm.run("image", "exists", image)[0] == 0:
         return True, ""
-    if not os.path.exists(BASE_CACHE):
+    if os.path.isdir(BASE_CACHE):  # left by a run whose mmdebstrap wrote a directory
+        shutil.rmtree(BASE_CACHE)
+    if not os.path.isfile(BASE_CACHE):
         os.makedirs(os.path.dirname(BASE_CACHE), exist_ok=True)
-        r = subprocess.run(["mmdebstrap", "--variant=minbase", "--mode=root", "bookworm",
-                            BASE_CACHE + ".tmp", MIRROR], capture_output=True, text=True,
-                           timeout=900)
+        # --format: mmdebstrap reads the format from the target's suffix, and ".tmp" says a
+        # directory
+        r = subprocess.run(["mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar",
+                            "bookworm", BASE_CACHE + ".tmp", MIRROR], capture_output=True,
+                           text=True, timeout=900)
         if r.returncode:
             return False, r.stderr[-500:]
         os.rename(BASE_CACHE + ".tmp", BASE_CACHE)
