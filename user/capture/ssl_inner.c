@@ -64,7 +64,6 @@ uint64_t ssl_inner__passed_to(const uint8_t *code, size_t n, uint64_t at)
 	insn = cs_malloc(cs);
 	for (int i = 0; insn && i < WRAPPER_MAX_INSNS && cs_disasm_iter(cs, &code, &n, &at, insn);
 	     i++) {
-
 		if (insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) {
 			found = direct_target(insn);
 			break;
