@@ -849,8 +849,15 @@ def split_against_truth(calls, served, same, records):
     return good, gaps, gaps_right, bad, lag
 
 
+# Requests whose attribution may be refused as ambiguous (two of the engine's sequences fit it
+# alike: the wire cannot tell them apart, and tokenscope says so rather than guess): at most
+# this share; the rest are judged right or wrong.
+MOST_REFUSED = 0.03
+
+
 def check_attribution(check, calls, served, same, records):
-    """The split of every request against the truth (split_against_truth), 99 % right."""
+    """The split of every request against the truth (split_against_truth), 99 % of those it
+    attributed right; at most MOST_REFUSED of them refused as ambiguous."""
     check(len(records) == len(served), f"llama: a server record per request ({len(records)} of "
                                        f"{len(served)})")
     good, gaps, gaps_right, bad, lag = split_against_truth(calls, served, same, records)
@@ -866,9 +873,16 @@ def check_attribution(check, calls, served, same, records):
     check(any(g.get("interfered") for r in records if r["attribution"]
               for g in r["attribution"].get("gaps", [])),
           "llama: some gaps shared their step with another request's prompt")
+    refused = sum(1 for r in records if not r.get("attribution") and
+                  (r.get("attribution_error") or "").startswith("ambiguous"))
+    check(refused <= MOST_REFUSED * n,
+          f"llama: at most {100 * MOST_REFUSED:.0f} % of requests refused as ambiguous "
+          f"({refused}/{n})")
+    judged = n - refused
     for k in good:
-        check(n and good[k] * 100 >= 99 * n,
-              f"llama: {k} right for 99 % of requests ({good[k]}/{n})")
+        check(judged and good[k] * 100 >= 99 * judged,
+              f"llama: {k} right for 99 % of the requests attributed ({good[k]}/{judged}; "
+              f"{refused} refused as ambiguous)")
     check(gaps and gaps_right * 100 >= 99 * gaps,
           f"llama: each gap's producing step right for 99 % ({gaps_right}/{gaps})")
 
