@@ -71,16 +71,12 @@ static void tokenscope_places(const char *lib, char *out, size_t n)
 	size_t len = 0;
 
 	elfsym__offsets(lib, names, 4, off);
+	ssl_inner__move(lib, off);
 	out[0] = 0;
-	for (int d = 0; d < 2; d++) {
-		uint64_t inner = ssl_inner__find(lib, off[2 * d], off[2 * d + 1]);
-
-		for (int k = 0; k < 2 && len < n; k++) {
-			if (inner ? k : !off[2 * d + k])
-				continue;
+	for (int k = 0; k < 4 && len < n; k++) {
+		if (off[k])
 			len += (size_t)snprintf(out + len, n - len, "%s0x%llx", len ? "," : "",
-						(unsigned long long)(inner ? inner : off[2 * d + k]));
-		}
+						(unsigned long long)off[k]);
 	}
 }
 

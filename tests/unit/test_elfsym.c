@@ -275,6 +275,16 @@ static void test_ssl_inner_in_libssl(void **state)
 		assert_int_equal(inner[d], offset_in_mapping(ex + 9 + rel, other, sizeof(other)));
 	}
 	assert_true(inner[0] != inner[1]);
+	/* the four places as attach.c probes them: each _ex form's moved inward, the other off */
+	{
+		uint64_t moved[4] = { off[0], off[1], off[2], off[3] };
+
+		assert_int_equal(ssl_inner__move(path, moved), 3);
+		assert_int_equal(moved[0], 0);
+		assert_int_equal(moved[1], inner[0]);
+		assert_int_equal(moved[2], 0);
+		assert_int_equal(moved[3], inner[1]);
+	}
 	assert_int_equal(ssl_inner__find(path, off[0], off[3]), 0);
 	assert_int_equal(ssl_inner__find(path, 0, off[1]), 0);
 	assert_int_equal(ssl_inner__find("/nonexistent/libssl.so.3", off[0], off[1]), 0);

@@ -341,27 +341,25 @@ size_t attacher__probes_off(const struct attacher *a)
 }
 
 /* OpenSSL's places (off) with each direction moved to its inner function where ssl_inner.h
- * finds it: the _ex form's programs there (its arguments and result are the _ex form's), none
- * on the two exported functions, whose every call reaches it. Written to moved. */
+ * finds it. Written to moved. */
 static const uint64_t *tls_places(const struct attacher *a, const char *path,
 				  const uint64_t *off, uint64_t *moved)
 {
+	_Static_assert(TLS_READ == 0 && TLS_READ_EX == 1 && TLS_WRITE == 2 && TLS_WRITE_EX == 3,
+		       "ssl_inner__move's order");
 	char safe[TEXT_SAFE_MAX(PATH_MAX)];
+	unsigned dirs;
 
 	memcpy(moved, off, sets[SET_TLS].n * sizeof(*off));
-	for (int d = 0; d < 2; d++) {
-		size_t outer = d ? TLS_WRITE : TLS_READ, ex = d ? TLS_WRITE_EX : TLS_READ_EX;
-		uint64_t inner = ssl_inner__find(path, off[outer], off[ex]);
+	dirs = ssl_inner__move(path, moved);
+	for (int d = 0; a->verbose && d < 2; d++) {
+		size_t ex = d ? TLS_WRITE_EX : TLS_READ_EX;
 
-		if (!inner)
-			continue;
-		moved[outer] = 0;
-		moved[ex] = inner;
-		if (a->verbose)
+		if (dirs & 1u << d)
 			fprintf(stderr, "tokenscope: %s: %s and %s probed where both go, +0x%" PRIx64
 					" (one trap a call)\n",
-				text__safe(safe, sizeof(safe), path), sets[SET_TLS].probes[outer].sym,
-				sets[SET_TLS].probes[ex].sym, inner);
+				text__safe(safe, sizeof(safe), path), sets[SET_TLS].probes[ex - 1].sym,
+				sets[SET_TLS].probes[ex].sym, moved[ex]);
 	}
 	return moved;
 }

@@ -183,3 +183,19 @@ out:
 	close(fd);
 	return inner;
 }
+
+unsigned ssl_inner__move(const char *path, uint64_t off[4])
+{
+	unsigned moved = 0;
+
+	for (int d = 0; d < 2; d++) {
+		uint64_t inner = ssl_inner__find(path, off[2 * d], off[2 * d + 1]);
+
+		if (inner) {
+			off[2 * d] = 0;
+			off[2 * d + 1] = inner;
+			moved |= 1u << d;
+		}
+	}
+	return moved;
+}

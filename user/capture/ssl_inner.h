@@ -42,4 +42,10 @@ int ssl_inner__emulated_at(const uint8_t *code, size_t n);
  * that both reach is probed, or 0. */
 uint64_t ssl_inner__find(const char *path, uint64_t outer, uint64_t ex);
 
+/* The file offsets of SSL_read, SSL_read_ex, SSL_write and SSL_write_ex, in that order (0:
+ * absent), moved where ssl_inner__find finds each direction's inner function: the _ex form's
+ * offset becomes the inner one's (its arguments and result are the _ex form's), the exported
+ * form's 0 (its every call reaches it). Returns the directions moved: bit 0 read, bit 1 write. */
+unsigned ssl_inner__move(const char *path, uint64_t off[4]);
+
 #endif
