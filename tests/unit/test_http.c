@@ -75,6 +75,10 @@ static void test_keepalive_responses(void **state)
 			    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
 			    "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n"
 			    "HTTP/1.1 204 No Content\r\n\r\n";
+	/* sizes in either case, with leading zeros, and the largest 64 bits hold */
+	const char *hex = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+			  "A\r\n0123456789\r\n000b\r\nabcdefghijk\r\n0\r\n\r\n"
+			  "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx";
 
 	for (size_t step = 0; step <= 7; step++) {
 		struct seen s = { 0 };
@@ -87,6 +91,17 @@ static void test_keepalive_responses(void **state)
 		assert_memory_equal(s.body, "helloabcde", 10);
 		assert_int_equal(s.last.status, 204);
 		assert_false(http_parser__eof(p, 0)); /* nothing left unfinished */
+		http_parser__free(p);
+	}
+	for (size_t step = 0; step <= 7; step++) {
+		struct seen s = { 0 };
+		struct http_parser *p = http_parser__new(false, &cbs, &s);
+
+		assert_int_equal(feed(p, hex, step, 1, NULL), HTTP_OK);
+		assert_int_equal(s.ends, 1);
+		assert_int_equal(s.body_len, 22);
+		assert_memory_equal(s.body, "0123456789abcdefghijkx", 22);
+		assert_true(http_parser__eof(p, 0)); /* the second is 2^64 - 2 bytes short */
 		http_parser__free(p);
 	}
 }
@@ -195,6 +210,9 @@ static void test_malformed(void **state)
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nabcde\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\nabcde\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n 5\r\nabcde\r\n",
+		/* hex digits only, and a size that fits 64 bits (2^64 does not) */
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nabcde\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\nab\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
 		"SSH-2.0-OpenSSH\r\n",

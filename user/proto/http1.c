@@ -59,10 +59,17 @@ struct http_parser {
 	bool in_message;
 };
 
-static const char *const sensitive_headers[] = {
-	"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie",
-	"set-cookie",	 "x-goog-api-key",	"openai-organization", "openai-project",
+/* with their lengths: every header name of every message is looked up here */
+#define NAMED(s) { s, sizeof(s) - 1 }
+static const struct {
+	const char *name;
+	size_t len;
+} sensitive_headers[] = {
+	NAMED("authorization"),	 NAMED("proxy-authorization"), NAMED("x-api-key"),
+	NAMED("api-key"),	 NAMED("cookie"),		 NAMED("set-cookie"),
+	NAMED("x-goog-api-key"), NAMED("openai-organization"), NAMED("openai-project"),
 };
+#undef NAMED
 
 static void reset_message(struct http_parser *p);
 
@@ -421,15 +428,18 @@ static enum http_error parse_line(struct http_parser *p, uint64_t ts)
 			return fail(p, HTTP_ERR_TOO_LARGE);
 		return parse_header(p, l) ? HTTP_OK : fail(p, HTTP_ERR_SYNTAX);
 	case S_CHUNK_SIZE: {
-		char *end;
-		unsigned long long n;
+		const char *end = l;
+		uint64_t n = 0;
 
-		/* hex digits only: strtoull would take "-5" as a huge size, and blanks and "+" */
+		/* hex digits only (no sign, blank or "0x"), at least one, and a size that fits */
 		if (!isxdigit((unsigned char)*l))
 			return fail(p, HTTP_ERR_SYNTAX);
-		errno = 0;
-		n = strtoull(l, &end, 16);
-		if (errno || end == l || (*end && *end != ';' && *end != ' ' && *end != '\t'))
+		for (; isxdigit((unsigned char)*end); end++) {
+			if (n >> 60)
+				return fail(p, HTTP_ERR_SYNTAX);
+			n = n << 4 | (uint64_t)(*end <= '9' ? *end - '0' : (*end | 0x20) - 'a' + 10);
+		}
+		if (*end && *end != ';' && *end != ' ' && *end != '\t')
 			return fail(p, HTTP_ERR_SYNTAX);
 		if (n == 0) {
 			p->st = S_TRAILERS;
@@ -459,7 +469,7 @@ static enum http_error parse_line(struct http_parser *p, uint64_t ts)
 bool http__is_credential(const char *name, size_t n)
 {
 	for (size_t i = 0; i < sizeof(sensitive_headers) / sizeof(sensitive_headers[0]); i++) {
-		if (strlen(sensitive_headers[i]) == n && !strncasecmp(name, sensitive_headers[i], n))
+		if (sensitive_headers[i].len == n && !strncasecmp(name, sensitive_headers[i].name, n))
 			return true;
 	}
 	return false;
@@ -516,6 +526,82 @@ static enum http_error line_byte(struct http_parser *p, uint8_t *c, uint64_t ts)
 	return HTTP_OK;
 }
 
+/* Whether the rest of the current line needs no byte's own look: a chunk line, a status
+ * line, a request line past its target, a header value that is no credential. */
+static bool line_plain(const struct http_parser *p)
+{
+	switch (p->st) {
+	case S_CHUNK_SIZE:
+	case S_CHUNK_END:
+		return true;
+	case S_START:
+		return !p->requests || p->sp_count >= 2;
+	case S_HEADERS:
+	case S_TRAILERS:
+		return p->in_value && !p->mask_value && p->line_len;
+	default:
+		return false;
+	}
+}
+
+/* n bytes of a line, none its end, that line_plain says need no look: what line_byte does
+ * to each, at once. Returns the bytes taken: all of them, or up to the one at which the head
+ * or the line passed its bound or the line's buffer could not grow (then *e says so, as
+ * line_byte would at that byte). */
+static size_t line_plain_bytes(struct http_parser *p, const uint8_t *c, size_t n,
+			       enum http_error *e)
+{
+	bool header = p->st == S_HEADERS || p->st == S_TRAILERS;
+	size_t room = LINE_MAX_BYTES - 1 - p->line_len, keep = n < room ? n : room;
+	size_t ok = header ? n : keep;
+
+	*e = HTTP_OK;
+	if ((header || p->st == S_START) && HEAD_MAX_BYTES - p->head_bytes < ok)
+		ok = HEAD_MAX_BYTES - p->head_bytes;
+	if (ok < n) {
+		*e = fail(p, HTTP_ERR_TOO_LARGE);
+		return ok + 1;
+	}
+	if (header || p->st == S_START)
+		p->head_bytes += n;
+	p->line_cut |= keep < n; /* the rest of a long header line: not kept */
+	while (p->line_len + keep >= p->line_cap) {
+		if (!grow_line(p)) {
+			*e = fail(p, HTTP_ERR_NO_MEMORY);
+			return p->line_cap - p->line_len;
+		}
+	}
+	memcpy(p->line + p->line_len, c, keep);
+	p->line_len += keep;
+	return n;
+}
+
+/* A line's bytes from data up to its end, or the data's: those that need a look one by one,
+ * the rest as a run. Returns the bytes taken. */
+static size_t line_run(struct http_parser *p, uint8_t *data, size_t len, uint64_t ts,
+		       enum http_error *e)
+{
+	uint8_t *nl = memchr(data, '\n', len);
+	size_t n = nl ? (size_t)(nl - data) : len, i = 0;
+
+	*e = HTTP_OK;
+	while (i < n && !line_plain(p)) {
+		*e = line_byte(p, &data[i++], ts);
+		if (*e)
+			return i;
+	}
+	if (i < n) {
+		size_t took = line_plain_bytes(p, data + i, n - i, e);
+
+		if (*e)
+			return i + took;
+	}
+	if (!nl)
+		return n;
+	*e = end_line(p, ts);
+	return n + 1;
+}
+
 enum http_error http_parser__feed(struct http_parser *p, uint8_t *data, size_t len, uint64_t ts)
 {
 	size_t i = 0;
@@ -550,7 +636,9 @@ enum http_error http_parser__feed(struct http_parser *p, uint8_t *data, size_t l
 		case S_CHUNK_SIZE:
 		case S_CHUNK_END:
 		case S_TRAILERS:
-			e = line_byte(p, &data[i++], ts);
+			/* before a message, a byte at a time: one other than CR or LF begins it */
+			i += line_run(p, data + i, p->in_message || p->st != S_START ? len - i : 1, ts,
+				      &e);
 			if (e) {
 				p->upgrade_used = i;
 				return e;
