@@ -8,7 +8,7 @@
 #include "fuzz.h"
 #include "llm/json.h"
 
-static struct jdoc doc;
+static struct jdoc doc, recent; /* recent keeps its parses (jdoc__keep_recent) */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -17,6 +17,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!!j != !!v || (j && !json_same(j, v)))
 		abort();
+	if (!recent.recent && !jdoc__keep_recent(&recent))
+		abort();
+	for (int k = 0; k < 2; k++) { /* the second from what it kept */
+		v = jdoc__parse(&recent, (const char *)data, size);
+		if (!!j != !!v || (j && !json_same(j, v)))
+			abort();
+	}
 	json_decref(j);
 	return 0;
 }

@@ -21,26 +21,44 @@
 #include "json_oracle.h"
 
 static struct jdoc doc;
-static size_t accepted, refused;
+/* a document that keeps its recent parses (jdoc__keep_recent): each input is parsed in it
+ * twice, the second from what it kept, and both must read as jansson does */
+static struct jdoc recent;
+static size_t accepted, refused, accepted_small;
+
+static void differs(const json_t *j, const struct jval *v, const char *buf, size_t len,
+		    const char *how)
+{
+	fprintf(stderr, "differs (jansson %s, json.c %s%s) on %zu bytes:", j ? "accepts" : "refuses",
+		v ? "accepts" : "refuses", how, len);
+	for (size_t i = 0; i < len; i++)
+		fprintf(stderr, (unsigned char)buf[i] >= 0x20 && buf[i] < 0x7f ? "%c" : "\\x%02x",
+			(unsigned char)buf[i]);
+	fprintf(stderr, "\n");
+	fail();
+}
 
 static void check_one(const char *buf, size_t len)
 {
 	json_t *j = json_loadb(buf, len, 0, NULL);
 	const struct jval *v = jdoc__parse(&doc, buf, len);
 
-	if (!!j != !!v || (j && !json_same(j, v))) {
-		fprintf(stderr, "differs (jansson %s, json.c %s) on %zu bytes:", j ? "accepts" : "refuses",
-			v ? "accepts" : "refuses", len);
-		for (size_t i = 0; i < len; i++)
-			fprintf(stderr, (unsigned char)buf[i] >= 0x20 && buf[i] < 0x7f ? "%c" : "\\x%02x",
-				(unsigned char)buf[i]);
-		fprintf(stderr, "\n");
-		fail();
+	if (!!j != !!v || (j && !json_same(j, v)))
+		differs(j, v, buf, len, "");
+	if (!recent.recent)
+		assert_true(jdoc__keep_recent(&recent));
+	for (int k = 0; k < 2; k++) {
+		v = jdoc__parse(&recent, buf, len);
+		if (!!j != !!v || (j && !json_same(j, v)))
+			differs(j, v, buf, len, k ? ", parsed again, keeping" : ", keeping");
+		if (!v && recent.too_deep != doc.too_deep)
+			differs(j, v, buf, len, ", another reason");
 	}
 	if (j)
 		accepted++;
 	else
 		refused++;
+	accepted_small += j && len <= 4096;
 	json_decref(j);
 }
 
@@ -235,6 +253,9 @@ static void test_random_documents_and_mutations(void **state)
 	/* both outcomes were exercised, many times */
 	assert_true(accepted > (size_t)iterations);
 	assert_true(refused > (size_t)iterations * 5 / 2);
+	/* an input accepted once is answered from the kept document when parsed again (inputs
+	 * that came up twice add more) */
+	assert_true(recent.recent_hits >= accepted_small);
 }
 
 static void test_reading_values(void **state)
@@ -260,6 +281,39 @@ static void test_reading_values(void **state)
 	assert_null(jv_get(c, "choices")); /* not an object */
 	jv_array_foreach(jv_get(o, "usage"), i, e)
 		fail(); /* not an array: no elements */
+}
+
+/* Kept documents are found by their whole bytes: inputs that differ in one byte, more of
+ * them than there are kept documents, each read as its own, again and again. */
+static void test_kept_documents(void **state)
+{
+	struct jdoc d = { 0 };
+	char s[64];
+
+	assert_true(jdoc__keep_recent(&d));
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 300; i++) {
+			const struct jval *o;
+			int n = snprintf(s, sizeof(s), "{\"choices\":[{\"delta\":{\"content\":\"%03d\"}}]}", i);
+
+			o = jdoc__parse(&d, s, (size_t)n);
+			assert_non_null(o);
+			assert_int_equal(atoi(jv_str(jv_get(jv_get(jv_get(o, "choices") + 1, "delta"),
+							    "content"))),
+					 i);
+		}
+	}
+	assert_true(d.recent_hits > 0 && d.recent_hits < 600); /* some were put out by others */
+	/* a refusal is not kept: its reason again, then a success clears it */
+	memset(s, '[', 40);
+	assert_null(jdoc__parse(&d, s, 40));
+	assert_false(d.too_deep);
+	assert_null(jdoc__parse(&d, s, 40));
+	assert_non_null(jdoc__parse(&d, "[1]", 3));
+	assert_non_null(jdoc__parse(&d, "[1]", 3));
+	assert_false(d.too_deep);
+	jdoc__free(&d);
+	assert_null(d.recent);
 }
 
 /* A large document's memory is given back at the next small one. */
@@ -289,10 +343,12 @@ int main(void)
 		cmocka_unit_test(test_depth_limit),
 		cmocka_unit_test(test_reading_values),
 		cmocka_unit_test(test_large_then_small),
+		cmocka_unit_test(test_kept_documents),
 		cmocka_unit_test(test_random_documents_and_mutations),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
 	jdoc__free(&doc);
+	jdoc__free(&recent);
 	return rc;
 }

@@ -31,17 +31,28 @@ struct jval {
 	};
 };
 
+struct jdoc_recent;
+
 struct jdoc {
 	char *text; /* the input's copy, its strings decoded in place */
 	size_t textcap;
 	struct jval *v;
 	size_t nv, vcap;
 	bool too_deep; /* the last parse failed at the depth limit, not on bad syntax */
+	struct jdoc_recent *recent; /* jdoc__keep_recent's documents, else NULL */
+	uint64_t recent_hits;	    /* parses answered from them */
 };
 
 /* The top value of buf, or NULL when jansson would refuse it (or memory ran out). What it
  * returns stays valid until the next parse or jdoc__free. */
 const struct jval *jdoc__parse(struct jdoc *d, const char *buf, size_t len);
+/*
+ * From now on d keeps the documents of its recent parses of small inputs (an event's size),
+ * and answers a parse of the very same bytes from them. Where both ends of a connection are
+ * traced, or a relay passes a stream on, each event's bytes are read two to four times in
+ * quick succession. false without memory (d then parses each time, as before).
+ */
+bool jdoc__keep_recent(struct jdoc *d);
 void jdoc__free(struct jdoc *d);
 
 static inline bool jv_is(const struct jval *v, enum jkind k)

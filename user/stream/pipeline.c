@@ -237,6 +237,7 @@ struct pipeline *pipeline__new(request_fn fn, step_fn on_engine_step, void *ctx)
 	p->sink.next_id = &p->next_id;
 	p->sink.counts = &p->h.conn;
 	p->sink.json = &p->json;
+	jdoc__keep_recent(&p->json); /* an event read at both ends, or each hop, parsed once */
 	p->sink.h2 = &p->h.h2;
 	p->sink.zmtp_message = on_zmtp_message;
 	streams__init(&p->streams, &p->sink, &p->h);
