@@ -21,6 +21,11 @@ bench=.output/sslbench
 sb=.output/sockbench
 lb=.output/llamabench
 stats="python3 bench/stats.py"
+# The servers' load client runs as Debian's python itself: a version manager's shim on PATH
+# (pyenv's `python3` is a shell script) execs some 40 short-lived processes per start, which a
+# traced round would then probe while it runs (about 23 ms of tracer CPU a round, measured):
+# a cost of that shell's set-up, not of the server's streams (the exec section measures it).
+loadpy=/usr/bin/python3
 work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
 trap '[ -z "$tracer$server$servers" ] || kill $tracer $server $servers 2>/dev/null; rm -rf "$work"' EXIT
 tracer= server= servers=
@@ -210,8 +215,8 @@ for slots in 4 16; do
 		sleep 0.1
 	done
 	url="http://127.0.0.1:$lport/v1/chat/completions"
-	python3 bench/server_load.py "$url" tiny 16 16 48 >/dev/null # warm
-	paired_rounds ls$slots python3 bench/server_load.py "$url" tiny 128 16 48
+	$loadpy bench/server_load.py "$url" tiny 16 16 48 >/dev/null # warm
+	paired_rounds ls$slots $loadpy bench/server_load.py "$url" tiny 128 16 48
 	kill "$servers"
 	wait "$servers" 2>/dev/null || true
 	servers=
@@ -241,12 +246,12 @@ nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" -g "daemon off;" 2>"$work/ngi
 servers="$servers $!"
 until curl -sk "https://127.0.0.1:$nport/" -o /dev/null; do sleep 0.1; done
 front="https://127.0.0.1:$nport/v1/chat/completions"
-python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 32 32 16 "$cert" >/dev/null
+$loadpy bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 32 32 16 "$cert" >/dev/null
 # The bare arm: empty programs where tokenscope's TLS and plaintext probes run on these paths
 # (an entry and a return uprobe where tokenscope probes libssl's reads and writes, in every
 # process; the enter and exit tracepoints of read and write), what any tracer placed there pays
 BARE="$bench pair $libssl tokenscope $sb bare"
-paired_rounds front python3 bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 400 32 16 \
+paired_rounds front $loadpy bench/server_load.py "$front" fx-ttft1-itl1-n16-bench 400 32 16 \
 	"$cert"
 for c in 2 4; do column_pair front $c; done
 $stats paired "nginx (TLS) -> uvicorn SSE: requests/s" requests/s "$work/front.2"
