@@ -35,11 +35,14 @@
 
 /* Longest wait for records while they come. Data records do not wake the reader
  * (ts_submit_flags in bpf/common.bpf.h): the ring is drained at least this often, and
- * whenever it passes an eighth full or a lifecycle record (exec, dlopen, exit) comes. */
+ * whenever it passes an eighth full or a lifecycle record (exec, dlopen, exit) comes. Each
+ * pass wakes both of the reader's threads, a context switch each; records carry the kernel's
+ * times, so a later read changes no figure, only when a request's record is printed. */
+#define DRAIN_MS 50
+/* `tokenscope top`'s: its view moves with what was drained, and it redraws this often. */
 #define POLL_MAX_MS 20
 /* Longest wait once none came: the drain backs off to it (backlog.h), so that an idle tracer
- * wakes about 6 times a second; the first data records after a quiet spell wait up to this.
- * `tokenscope top` keeps POLL_MAX_MS: its view moves with what was drained. */
+ * wakes about 6 times a second; the first data records after a quiet spell wait up to this. */
 #define IDLE_MAX_MS 160
 #define STATS_INTERVAL_NS 1000000000ull /* kernel counters read, drops warned about */
 #define CONSUMED_MARGIN_NS 1000000ull
@@ -449,7 +452,7 @@ static int setup(struct live *lv)
 	/* drained from now on, while the rest of the start runs: the ring is small */
 	lv->backlog = backlog__new(&lv->ring,
 				   (size_t)(o->ringbuf_mb - families__ring_mb(o->ringbuf_mb)) << 20);
-	if (!lv->backlog || (err = backlog__start(lv->backlog, POLL_MAX_MS,
+	if (!lv->backlog || (err = backlog__start(lv->backlog, lv->o->poll ? POLL_MAX_MS : DRAIN_MS,
 						       lv->o->poll ? POLL_MAX_MS : IDLE_MAX_MS))) {
 		fprintf(stderr, "tokenscope: cannot start the ring buffer's reader: %s\n",
 			strerror(lv->backlog ? -err : ENOMEM));
