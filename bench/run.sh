@@ -22,7 +22,7 @@ sb=.output/sockbench
 lb=.output/llamabench
 stats="python3 bench/stats.py"
 # The servers' load client runs as Debian's python itself: a version manager's shim on PATH
-# (pyenv's `python3` is a shell script) execs some 40 short-lived processes per start, which a
+# (pyenv's `python3` is a shell script) execs some 20 short-lived processes per start, which a
 # traced round would then probe while it runs (about 23 ms of tracer CPU a round, measured):
 # a cost of that shell's set-up, not of the server's streams (the exec section measures it).
 loadpy=/usr/bin/python3
