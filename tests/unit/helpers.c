@@ -122,8 +122,15 @@ void run__data(struct run *r, bool write, uint64_t ts, const void *data, size_t 
 	e->len = (__u32)len;
 	memcpy(e->data, data, len);
 	assert_int_equal(pipeline__feed(r->pl, e, size), 0);
-	r->tape[write] = realloc(r->tape[write], r->ntape[write] + len);
-	assert_non_null(r->tape[write]);
+	if (r->ntape[write] + len > r->tapecap[write]) {
+		size_t cap = r->tapecap[write] ? r->tapecap[write] : 4096;
+
+		while (cap < r->ntape[write] + len)
+			cap *= 2;
+		r->tape[write] = realloc(r->tape[write], cap);
+		assert_non_null(r->tape[write]);
+		r->tapecap[write] = cap;
+	}
 	memcpy(r->tape[write] + r->ntape[write], e->data, len);
 	r->ntape[write] += len;
 	free(e);

@@ -37,7 +37,7 @@ struct run {
 	/* every byte run__data fed, as the pipeline left it (what a recording holds), per
 	 * direction ([1]: written) */
 	uint8_t *tape[2];
-	size_t ntape[2];
+	size_t ntape[2], tapecap[2]; /* grown by doubling: a flood feeds tens of thousands */
 };
 
 /* A conversation under construction: segments whose text the script owns. */
