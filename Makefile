@@ -71,7 +71,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-.PHONY: all clean test check layers calls docs-check options man install install-check package-check deploy-check unit unit-sanitized asan fuzz soak replay integration kernels \
+.PHONY: all clean test check layers calls docs-check options man install install-check package-check deploy-check unit unit-bins unit-sanitized asan fuzz soak replay integration kernels \
 	demo bench deps \
 	go-binaries \
 	fixtures gpu-testbed llama-server
@@ -227,6 +227,9 @@ UNIT_RUN := $(if $(T),$(OUTPUT)/tests/$(T),$(UNIT_BINS))
 unit: $(UNIT_RUN)
 	$(Q)TS_UNIT_CASE='$(CASE)' ./tests/unit/run.sh $(UNIT_RUN)
 
+# The unit tests built, not run: `make test` builds them two at a time first.
+unit-bins: $(UNIT_BINS)
+
 # Recorded captures (a real H200 run among them) replayed and checked; no root needed.
 # TOKENSCOPE=./tokenscope-asan runs them through the sanitized build.
 replay: tokenscope
@@ -249,7 +252,8 @@ check: layers docs-check calls options unit replay
 # README promise: on a fresh Debian 12 machine this installs what is missing and passes every test.
 test: deps
 	$(Q)$(MAKE) -s layers docs-check deploy-check
-	$(Q)$(MAKE) -s all unit options calls install-check
+	$(Q)$(MAKE) -s -j2 all unit-bins
+	$(Q)$(MAKE) -s unit options calls install-check
 	$(Q)$(MAKE) -s go-binaries
 	$(Q)$(MAKE) -s package-check
 	$(Q)$(MAKE) -s unit-sanitized
@@ -302,13 +306,14 @@ SAN_CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 # The unit tests (and the Go executables' reader) again under AddressSanitizer and
 # UndefinedBehaviorSanitizer.
 unit-sanitized:
+	$(Q)$(MAKE) -s -j2 OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" unit-bins
 	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" unit go-binaries
 
 # The tracer itself under both sanitizers, beside the release build: ./tokenscope-asan (its
 # objects in $(OUTPUT)/san). `make test` replays every recording and runs the plaintext
 # integration tests with it.
 asan:
-	$(Q)$(MAKE) -s OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" $(OUTPUT)/san/tokenscope
+	$(Q)$(MAKE) -s -j2 OUTPUT=$(OUTPUT)/san CFLAGS="$(SAN_CFLAGS)" $(OUTPUT)/san/tokenscope
 	$(Q)cp $(OUTPUT)/san/tokenscope tokenscope-asan
 
 # `make demo TOP=1`: the vLLM-shaped service under waves of load, in `tokenscope top`.

@@ -21,7 +21,7 @@ fail() { echo "package: FAIL: $*"; exit 1; }
 # what git holds (and, in a working copy, what it does not ignore), without the builds
 mkdir "$work/src"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$work/src"
-(cd "$work/src" && dpkg-buildpackage -b -us -uc) >"$work/build.log" 2>&1 ||
+(cd "$work/src" && dpkg-buildpackage -b -us -uc -jauto) >"$work/build.log" 2>&1 ||
 	{ tail -n 30 "$work/build.log"; fail "dpkg-buildpackage"; }
 deb=$(ls "$work"/tokenscope_*_amd64.deb)
 # kept for the image that deploy-run builds from it (tests/check_deploy_run.sh)
