@@ -24,7 +24,7 @@ stats="python3 bench/stats.py"
 # The servers' load client runs as Debian's python itself: a version manager's shim on PATH
 # (pyenv's `python3` is a shell script) execs some 20 short-lived processes per start, which a
 # traced round would then probe while it runs (about 23 ms of tracer CPU a round, measured):
-# a cost of that shell's set-up, not of the server's streams (the exec section measures it).
+# a cost of that shell's set-up, not of the server's streams.
 loadpy=/usr/bin/python3
 work=$(mktemp -d /tmp/tokenscope-bench-XXXXXX)
 trap '[ -z "$tracer$server$servers" ] || kill $tracer $server $servers 2>/dev/null; rm -rf "$work"' EXIT
