@@ -12,22 +12,56 @@ The test builds its own namespaces, as pods have them:
 Checked, against what the test made: every client record is joined to the server record of
 its own request (same model, served by the server process of its own namespace), never the
 other namespace's; each record's netns is its namespace's inode; the veth call is joined
-across; the Service call is joined through its conntrack entry, its nat naming the server's
-real address; the summary counts the translated connection.
+across; each Service call is joined through its conntrack entry, its nat naming the server's
+real address, also a client's that exited before the tracer read its socket's record (the
+tracer stopped while it ran: gone_clients); the summary counts the translated connections.
 """
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 from plaintext_checks import DEBIAN_PYTHON, stop_all, wait_file
 from unix_checks import curl_args
 
 ROUNDS = 4
+SERVICE_CALLS = 4  # svc0 and svc1 while the tracer runs, svc2 and svc3 (gone_clients)
 
 
 def sh(*cmd):
     subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def gone_clients(ns, service, tracer, procs):
+    """Two Service calls from namespace ns made while the tracer is stopped (SIGSTOP), so that
+    each client has exited before its socket's record is read and its conntrack entry looked
+    up: the namespace is then entered through what still holds it. svc2: the name `ip netns`
+    mounted; svc3, that name deleted: a process still in it (as a pod's pause container).
+    The curls' errors, if any."""
+    holder = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"])
+    procs.append(holder)
+    want = os.stat(f"/run/netns/{ns}").st_ino
+    deadline = time.monotonic() + 30
+    while os.stat(f"/proc/{holder.pid}/ns/net").st_ino != want:  # ip netns exec execs sleep
+        if holder.poll() is not None or time.monotonic() > deadline:
+            return [f"the holder of namespace {ns} did not start in it"]
+        time.sleep(0.01)
+    failed = []
+    for k, enter in ((2, ["ip", "netns", "exec", ns]),
+                     (3, ["nsenter", f"--net=/proc/{holder.pid}/ns/net"])):
+        if k == 3:
+            sh("ip", "netns", "del", ns)
+        os.kill(tracer.p.pid, signal.SIGSTOP)
+        try:
+            r = subprocess.run(enter + curl_args(f"fx-ttft15-itl5-n4-svc{k}") +
+                               [f"http://{service}/v1/chat/completions"],
+                               capture_output=True, text=True, timeout=60)
+        finally:
+            os.kill(tracer.p.pid, signal.SIGCONT)
+        failed += [r.stderr] if r.returncode else []
+    return failed
 
 
 def run_netns_checks(ctx):
@@ -46,6 +80,7 @@ def run_netns_checks(ctx):
         for ns in names.values():
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
+        inode = {k: os.stat(f"/run/netns/{ns}").st_ino for k, ns in names.items()}
         sh("ip", "link", "add", veth_c, "type", "veth", "peer", "name", veth_d)
         sh("ip", "link", "set", veth_c, "netns", names["c"])
         sh("ip", "link", "set", veth_d, "netns", names["d"])
@@ -89,14 +124,14 @@ def run_netns_checks(ctx):
             for kind, url in (("veth", f"http://{server_d}:8000"), ("svc", f"http://{service}")):
                 p = curl("c", f"fx-ttft15-itl5-n4-{kind}{k}", url + "/v1/chat/completions")
                 failed += [p.communicate()[1]] if p.wait(timeout=60) else []
+        failed += gone_clients(names["c"], service, tracer, procs)
         check(not failed, f"netns: every curl ran ({failed[:2]})")
         rc, out, err = tracer.stop()
         tracer = None
         check(rc == 0, f"netns: tokenscope exited 0 ({err[-300:]})")
-        check(re.search(r"^network: connections through NAT=2 ", out, re.M) is not None,
-              "netns: the summary counts the two connections NAT changed "
-              f"({[l for l in out.splitlines() if l.startswith('network')]})")
-        inode = {k: os.stat(f"/run/netns/{ns}").st_ino for k, ns in names.items()}
+        check(re.search(rf"^network: connections through NAT={SERVICE_CALLS} ", out, re.M)
+              is not None, f"netns: the summary counts the {SERVICE_CALLS} connections NAT "
+                           f"changed ({[l for l in out.splitlines() if l.startswith('network')]})")
     finally:
         if tracer:
             tracer.stop()
@@ -133,11 +168,11 @@ def run_netns_checks(ctx):
     cross = [joined(f"veth{k}", "d", "c") for k in range(2)]
     check(all(e is None for e in cross),
           f"netns: calls over a veth pair are joined across namespaces ({cross})")
-    svc = [joined(f"svc{k}", "d", "c") for k in range(2)]
+    svc = [joined(f"svc{k}", "d", "c") for k in range(SERVICE_CALLS)]
     check(all(e is None for e in svc),
           f"netns: calls to a Service address DNAT'd to another namespace's server are joined "
           f"through their conntrack entry ({svc})")
-    clients = [by_model.get(f"svc{k}", {}).get("client") or {} for k in range(2)]
+    clients = [by_model.get(f"svc{k}", {}).get("client") or {} for k in range(SERVICE_CALLS)]
     check(all(c.get("peer") == f"{service}:80" and
               (c.get("nat") or {}).get("peer") == f"{server_d}:8000" for c in clients),
           f"netns: those clients' peer is the Service address, their nat.peer the server's "

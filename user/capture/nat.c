@@ -26,6 +26,9 @@
 /* How often whether conntrack is loaded is looked at again. */
 #define NAT_MODULE_RECHECK_NS (1000000000ull)
 
+/* How long a namespace that nothing was found to hold is not searched for again. */
+#define NAT_SEARCH_AGAIN_NS (1000000000ull)
+
 /* Connections looked up lately, as their socket saw them: the other end of one (the same
  * addresses reversed, in the same namespace) is its server's socket, not a translation. */
 #define NAT_LOOKED 64
@@ -52,6 +55,8 @@ struct nat {
 	bool localnet;	     /* an interface routes loopback addresses (route_localnet) */
 	struct looked_up looked[NAT_LOOKED];
 	unsigned nlooked; /* looked up so far: the next goes to looked[nlooked % NAT_LOOKED] */
+	uint32_t unfound_netns; /* the namespace last searched for in vain (holder_of), and when */
+	uint64_t unfound_ns;
 	/* the lookup in progress */
 	const struct ts_sock_addr *query;
 	bool found;
@@ -184,6 +189,53 @@ static struct nfct_handle *open_handle(struct nat *n)
 	return h;
 }
 
+/* An open file of namespace netns among dir's entries (/run/netns/NAME, or /proc/PID/ns/net
+ * for dir /proc); -1 where none is. */
+static int ns_file_in(const char *dir, uint32_t netns)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int fd = -1;
+
+	if (!d)
+		return -1;
+	while (fd < 0 && (e = readdir(d))) {
+		char path[300];
+		struct stat st;
+
+		if (e->d_name[0] == '.' || (!strcmp(dir, "/proc") && (e->d_name[0] < '1' ||
+								       e->d_name[0] > '9')))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s%s", dir, e->d_name,
+			 strcmp(dir, "/proc") ? "" : "/ns/net");
+		if (!stat(path, &st) && (uint32_t)st.st_ino == netns)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	closedir(d);
+	return fd;
+}
+
+/* The namespace of a process gone by the time its socket's record is read (a short-lived
+ * client: curl in a pod exits within milliseconds of its reply), through what still holds
+ * it: a name `ip netns` or a CNI plugin mounted (/run/netns), or any process still in it (a
+ * pod's pause container). The /proc walk is a stat a process, so a namespace not found is
+ * not searched for again within a second. */
+static int holder_of(struct nat *n, uint32_t netns, uint64_t now)
+{
+	int fd;
+
+	if (n->unfound_netns == netns && now - n->unfound_ns < NAT_SEARCH_AGAIN_NS)
+		return -1;
+	fd = ns_file_in("/run/netns", netns);
+	if (fd < 0)
+		fd = ns_file_in("/proc", netns);
+	if (fd < 0) {
+		n->unfound_netns = netns;
+		n->unfound_ns = now;
+	}
+	return fd;
+}
+
 /* A conntrack handle in namespace netns, which process pid is in: the tracer's own, or
  * opened inside the other (setns on this thread, and back). NULL: not to be had. */
 static struct nfct_handle *handle_for(struct nat *n, uint32_t netns, uint32_t pid, uint64_t now)
@@ -226,12 +278,14 @@ static struct nfct_handle *handle_for(struct nat *n, uint32_t netns, uint32_t pi
 			return NULL;
 		snprintf(path, sizeof(path), "/proc/%u/ns/net", pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return NULL; /* gone */
-		if (fstat(fd, &st) || (uint32_t)st.st_ino != netns) {
-			close(fd); /* the socket is not in its process's namespace */
-			return NULL;
+		if (fd >= 0 && (fstat(fd, &st) || (uint32_t)st.st_ino != netns)) {
+			close(fd); /* the socket is not in its process's namespace (any more) */
+			fd = -1;
 		}
+		if (fd < 0)
+			fd = holder_of(n, netns, now);
+		if (fd < 0)
+			return NULL;
 		if (setns(fd, CLONE_NEWNET)) {
 			close(fd);
 			if (errno == EPERM) {

@@ -7,7 +7,10 @@
  * stream's socket) up once, when it is first seen, in the socket's network namespace (where a
  * rule in the pod's own namespace put it) and then in the tracer's own (where kube-proxy's
  * rules put it), and sends what it found as a record (TS_REC_SOCK_NAT), so that a replay
- * joins the same. Only a socket that began its connection (a client: the entry's original
+ * joins the same. A client gone by the time its socket's record is read (curl in a pod
+ * exits within milliseconds of its reply) is looked up in its namespace through what still
+ * holds it: a name under /run/netns, or a process still in it (the pod's pause container).
+ * Only a socket that began its connection (a client: the entry's original
  * direction is its own view) is translated; a server's socket finds the entry by its reply
  * direction and is not. Nothing is looked up while conntrack is not loaded (no NAT can exist,
  * and a query must not load it), nor for a connection to a loopback address unless an
