@@ -13,7 +13,7 @@ the JSON Lines, the engine steps and agent sessions as many as its records, and 
 readable:
 axes with ticks and titles with units, what was measured, a tooltip on every bar and point
 (readable()). Screenshots of each
-section go to SCREENSHOT_DIR. Exits 1 on any difference (all said).
+section (of the groups, the first six) go to SCREENSHOT_DIR. Exits 1 on any difference (all said).
 """
 import json
 import math

@@ -55,7 +55,7 @@ for rec in tests/fixtures/*/*.tsrec.gz; do
 		fail=$((fail + 1))
 	fi
 	# the HTML report of the same replay, opened in a browser and checked against its records
-	# (screenshots of each section kept in .output/test-artifacts/html/NAME); with
+	# (screenshots of its sections kept in .output/test-artifacts/html/NAME); with
 	# REPLAY_HTML_AS=BINARY (make test's pass with the sanitized build), the same file as that
 	# build's report, which its own pass opened (the browser took 95 s of each pass)
 	if [ -n "${REPLAY_HTML_AS:-}" ]; then
