@@ -90,8 +90,11 @@ $(OUTPUT) $(OUTPUT)/tests $(patsubst %,$(OUTPUT)/user/%,$(LAYERS)):
 # The CUDA probes hand out map slots with an atomic fetch-and-add, which needs BPF ISA v3
 # (atomics with fetch: Linux 5.12).
 $(OUTPUT)/cuda.bpf.o: BPF_CPU = -mcpu=v3
+# The build's folder kept out of the objects' BTF (its line info names the sources): the same
+# source builds the same binary and package wherever it is built (the package and its image
+# in make test are then what the last build made, and podman's layer cache holds).
 BPF_CFLAGS = -g -O2 -target bpf $(BPF_CPU) -D__TARGET_ARCH_$(ARCH) -Ibpf -Ivmlinux/$(ARCH) \
-	-Wall -Wno-unused-function
+	-Wall -Wno-unused-function -ffile-prefix-map=$(CURDIR)=.
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
