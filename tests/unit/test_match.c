@@ -125,6 +125,53 @@ static void test_direct(void **state)
 	match__free(m);
 }
 
+/* The client of server record i (of those fed by kept_servers), fed: its server_id. */
+static uint64_t client_of(struct match *m, int i)
+{
+	char local[32];
+	struct request *c;
+	uint64_t id;
+
+	snprintf(local, sizeof(local), "127.0.0.1:%d", 10000 + i);
+	c = req(100000 + (uint64_t)i, 20, ROLE_CLIENT, local, "127.0.0.1:8000",
+		(1000 + (uint64_t)i) * MS - MS / 2, (1051 + (uint64_t)i) * MS, (1101 + (uint64_t)i) * MS);
+	match__request(m, c);
+	id = c->server_id;
+	request__free(c);
+	return id;
+}
+
+/* The last 8192 finished requests are kept, the clients' among them: a client finds its
+ * server's record among them, wherever in the kept span, and not once 8192 came after it.
+ * Fed one at a time, past the growth of the kept ring (64, doubled) and its wrap. */
+static void test_kept(void **state)
+{
+	struct match *m = match__new();
+	const int servers = 8192 + 100;
+
+	assert_non_null(m);
+	for (int i = 0; i < servers; i++) {
+		char peer[32];
+		struct request *s;
+
+		snprintf(peer, sizeof(peer), "127.0.0.1:%d", 10000 + i);
+		s = req(1 + (uint64_t)i, 10, ROLE_SERVER, "127.0.0.1:8000", peer,
+			(1000 + (uint64_t)i) * MS, (1050 + (uint64_t)i) * MS, (1100 + (uint64_t)i) * MS);
+		match__request(m, s);
+		request__free(s);
+		if (i == 63 || i == 64 || i == 200) /* at the first growth, and before a wrap */
+			assert_int_equal(client_of(m, i - 1), (uint64_t)i);
+	}
+	/* 8295 fed (the three clients above among them), then a client each: the 8192 kept when
+	 * the third below is fed begin with the 107th fed, server 104 */
+	assert_int_equal(client_of(m, servers - 1), (uint64_t)servers);
+	assert_int_equal(client_of(m, 5000), 5001);
+	assert_int_equal(client_of(m, 104), 105);
+	assert_int_equal(client_of(m, 103), 0); /* 8192 came after it */
+	assert_int_equal(client_of(m, 50), 0);
+	match__free(m);
+}
+
 /* client -> proxy (pid 30: a server that is also a client) -> server; two requests in flight
  * through the proxy at once, told apart by their first tokens. */
 static void test_through_proxy(void **state)
@@ -288,6 +335,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_direct),
+		cmocka_unit_test(test_kept),
 		cmocka_unit_test(test_through_proxy),
 		cmocka_unit_test(test_h2_streams),
 		cmocka_unit_test(test_proxy_events),

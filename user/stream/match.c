@@ -9,6 +9,9 @@
 #include "stream/match.h"
 
 #define MATCH_KEEP 8192
+/* kept in a ring that doubles from this up to MATCH_KEEP: a pipeline for a few requests (a
+ * unit test's, a fuzz input's, a short replay's) does not clear 2.8 MB */
+#define MATCH_FIRST 64
 #define MATCH_HOPS 4			 /* proxies followed, at most */
 #define MATCH_EARLY_NS (1000000ull)	 /* a server may read the request before the client's
 					    write returned (timestamped at its return) */
@@ -37,24 +40,26 @@ struct seen {
 };
 
 struct match {
-	struct seen *v; /* a ring, in the order requests finished */
-	size_t n, next;
+	struct seen *v; /* a ring of cap, in the order requests finished */
+	size_t n, next, cap;
 };
 
 /* The j-th newest kept request. */
 static struct seen *newest(struct match *m, size_t j)
 {
-	return &m->v[(m->next + MATCH_KEEP - 1 - j) % MATCH_KEEP];
+	return &m->v[(m->next + m->cap - 1 - j) % m->cap];
 }
 
 struct match *match__new(void)
 {
 	struct match *m = calloc(1, sizeof(*m));
 
-	if (m && !(m->v = calloc(MATCH_KEEP, sizeof(*m->v)))) {
+	if (m && !(m->v = calloc(MATCH_FIRST, sizeof(*m->v)))) {
 		free(m);
 		return NULL;
 	}
+	if (m)
+		m->cap = MATCH_FIRST;
 	return m;
 }
 
@@ -159,9 +164,26 @@ static struct seen *upstream_of(struct match *m, const struct seen *s)
 	return mutual ? mutual : best;
 }
 
+/* Doubles the ring where it is full and its oldest is first (next 0): in order, so the new
+ * half follows the newest. Without memory it stays as it is and keeps fewer. */
+static void grow(struct match *m)
+{
+	struct seen *v;
+
+	if (m->n < m->cap || m->next || m->cap >= MATCH_KEEP ||
+	    !(v = realloc(m->v, 2 * m->cap * sizeof(*v))))
+		return;
+	m->v = v;
+	m->next = m->cap;
+	m->cap *= 2;
+}
+
 void match__request(struct match *m, struct request *r)
 {
-	struct seen *s = &m->v[m->next], *srv;
+	struct seen *s, *srv;
+
+	grow(m);
+	s = &m->v[m->next];
 
 	*s = (struct seen){ .id = r->id, .pid = r->pid, .role = r->role,
 			    .stream_id = r->http_version == 2 ? r->stream_id : 0,
@@ -176,8 +198,8 @@ void match__request(struct match *m, struct request *r)
 		memcpy(s->local, r->local, sizeof(s->local));
 		memcpy(s->peer, r->peer, sizeof(s->peer));
 	}
-	m->next = (m->next + 1) % MATCH_KEEP;
-	if (m->n < MATCH_KEEP)
+	m->next = (m->next + 1) % m->cap;
+	if (m->n < m->cap)
 		m->n++;
 	if (r->role != ROLE_CLIENT)
 		return;
