@@ -232,8 +232,11 @@ static double sum_lines(const char *t, const char *prefix)
 	double sum = 0;
 
 	for (const char *l = t; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-		if (!strncmp(l, prefix, strlen(prefix)))
-			sum += strtod(strrchr(l, ' ') ? strchr(l, '}') + 2 : l, NULL);
+		const char *labels_end = strchr(l, '}');
+
+		/* the value follows the labels' "} " */
+		if (!strncmp(l, prefix, strlen(prefix)) && labels_end)
+			sum += strtod(labels_end + 2, NULL);
 	}
 	return sum;
 }
