@@ -19,6 +19,7 @@ usage), the same engine steps (kind, tokens, launches); the Go server's and the 
 truth is checked in the guest itself.
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -47,6 +48,9 @@ KERNELS = [
      "plaintext TCP."),
 ]
 BOOT_TIMEOUT = 240  # seconds a guest may take, boot to power-off
+# guests booted at once: each is one host thread (thread=single, below), this machine has two
+# CPUs, and the host's own run is over before the first boots
+GUESTS_AT_ONCE = 2
 # loglevel=5: a lockup's or stall's register dump and stack (KERN_DEFAULT, level 4) reach
 # the console, not only its first line; every CPU's backtrace on a soft lockup, and the
 # hung-task report, so a stuck kernel says where each CPU was
@@ -286,7 +290,9 @@ def build_llama_step():
 # ---- running the workload ----
 
 def boot(vmlinuz, initramfs, series):
-    """The guest's files, as its /init sent them on its second serial port."""
+    """The guest's files, as its /init sent them on its second serial port; how long it ran;
+    what went wrong past the guest's own watchdog (None). Runs beside another guest's boot:
+    it checks nothing itself."""
     console = os.path.join(OUT, f"guest-{series}.console")
     files = os.path.join(OUT, f"guest-{series}.files")
     if os.path.exists(files):
@@ -301,7 +307,7 @@ def boot(vmlinuz, initramfs, series):
            "-smp", "2", "-kernel", vmlinuz, "-initrd", initramfs, "-append",
            KERNEL_CMDLINE, "-display", "none", "-no-reboot",
            "-net", "none", "-serial", f"file:{console}", "-serial", f"file:{files}"]
-    t = time.monotonic()
+    t, trouble = time.monotonic(), None
     try:
         subprocess.run(cmd, timeout=BOOT_TIMEOUT, capture_output=True)
     except subprocess.TimeoutExpired:
@@ -310,9 +316,9 @@ def boot(vmlinuz, initramfs, series):
             if os.path.exists(console) else []
         first = next((i for i, line in enumerate(lines) if KERNEL_TROUBLE.search(line)), None)
         shown = lines[first:first + 200] if first is not None else lines[-40:]
-        check(False, f"kernel {series}: the guest powered off within {BOOT_TIMEOUT} s; its "
-                     f"console" + (" from the first report of trouble" if first is not None
-                                   else "'s end") + f" ({console}):\n" + "\n".join(shown))
+        trouble = (f"kernel {series}: the guest powered off within {BOOT_TIMEOUT} s; its "
+                   f"console" + (" from the first report of trouble" if first is not None
+                                 else "'s end") + f" ({console}):\n" + "\n".join(shown))
     took = time.monotonic() - t
     out, name = {}, None
     text = open(files, errors="replace").read() if os.path.exists(files) else ""
@@ -325,7 +331,7 @@ def boot(vmlinuz, initramfs, series):
             name = None
         elif name:
             out[name] += line + "\n"
-    return out, took
+    return out, took, trouble
 
 
 # The capabilities tokenscope documents (docs/security.md, deploy/tokenscope.service), less
@@ -525,9 +531,11 @@ def check_llama_split(label, files, recs):
           f"{label}: llama.cpp server: the prompt step most of the server's call ({said})")
 
 
-def run_guest(series, deb, vmlinuz, version, initramfs, host_recs, build):
-    """One boot of a kernel, its workload's files checked against the host's: its table row."""
-    files, took = boot(vmlinuz, initramfs, series)
+def run_guest(series, deb, version, booted, host_recs, build):
+    """One boot of a kernel (what boot returned), its workload's files checked against the
+    host's: its table row."""
+    files, took, trouble = booted
+    check(trouble is None, trouble)
     label = f"kernel {files.get('kernel', series)}"
     check("hung" not in files, f"{label}: every workload step within its bound: "
                                f"{files.get('hung', '').strip()}")
@@ -581,6 +589,7 @@ def main():
     check_truth("host", host, host_recs)
     check_capabilities(root, host, host_recs)
     table = [("host", os.uname().release, "", "traced", "")]
+    guests = []
     for series, suite, pattern, build in KERNELS:
         if a.only and series not in a.only:
             continue
@@ -588,9 +597,16 @@ def main():
         if not check(deb is not None, f"kernel {series}: a {pattern} package (archive or "
                                       f"{CACHE})"):
             continue
-        vmlinuz, version = vmlinuz_of(deb)
-        for _ in range(a.repeat):
-            table.append(run_guest(series, deb, vmlinuz, version, initramfs, host_recs, build))
+        guests.append((series, deb, *vmlinuz_of(deb), build))
+
+    def boots(series, vmlinuz):  # a series' boots one after another (its files' names)
+        return [boot(vmlinuz, initramfs, series) for _ in range(a.repeat)]
+
+    with concurrent.futures.ThreadPoolExecutor(GUESTS_AT_ONCE) as pool:
+        booting = [pool.submit(boots, series, vmlinuz) for series, _, vmlinuz, _, _ in guests]
+        for (series, deb, _, version, build), done in zip(guests, booting):
+            for booted in done.result():
+                table.append(run_guest(series, deb, version, booted, host_recs, build))
     print("kernels: | series | package | version | result | guest run |", flush=True)
     for row in table:
         print("kernels: | " + " | ".join(row) + " |", flush=True)
