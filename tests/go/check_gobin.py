@@ -140,8 +140,11 @@ def main():
     src = os.path.join(work, "hello.go")
     with open(src, "w") as f:
         f.write('package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello") }\n')
+    # the fixtures' cache (tests/fixtures/Makefile): Go's own, else .gen's
+    cache = subprocess.run(["go", "env", "GOCACHE"], capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, GO111MODULE="off", CGO_ENABLED="0",
-               GOCACHE=os.path.join(gen, "go", "cache"), GOPATH=os.path.join(gen, "go", "path"))
+               GOCACHE=cache if cache and cache != "off" else os.path.join(gen, "go", "cache"),
+               GOPATH=os.path.join(gen, "go", "path"))
     subprocess.run(["go", "build", "-o", hello, src], env=env, check=True)
     # Go 1.16: the build info's version rewritten in place (the same length)
     old = os.path.join(work, "old-go")
