@@ -185,7 +185,8 @@ static int wire_otlp(struct outputs *out)
 	return 0;
 }
 
-/* --otlp at the end: what is queued goes (5 s at most), and what was sent and lost is said. */
+/* --otlp at the end: what is queued goes (within the endpoint's timeout, 5 s unless
+ * OTEL_EXPORTER_OTLP_TIMEOUT says), and what was sent and lost is said. */
 static void stop_otlp(struct outputs *out)
 {
 	struct otlp_counts n;
@@ -194,7 +195,7 @@ static void stop_otlp(struct outputs *out)
 		return;
 	out->otlp_stopped = true;
 	otlp__flush(out->otlp);
-	otlp_export__stop(out->otlp_export, 5000);
+	otlp_export__stop(out->otlp_export);
 	otlp_health(out);
 	otlp_export__counts(out->otlp_export, &n);
 	fprintf(stderr, "tokenscope: otlp: %llu spans sent in %llu posts, %llu dropped, %llu "

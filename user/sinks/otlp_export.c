@@ -20,7 +20,6 @@
 #include "sinks/otlp_export.h"
 
 #define SEND_EVERY_MS 1000 /* a batch leaves this long after its first part, or when full */
-#define IO_TIMEOUT_MS 5000 /* connect, write, answer: each at most this */
 #define RETRY_FIRST_MS 500
 #define RETRY_MAX_MS 30000
 #define TRIES_MAX 5 /* then the batch is given up on (counted) */
@@ -92,6 +91,29 @@ static int parse_headers(const char *spec, struct otlp_endpoint *ep, char *err, 
 	return 0;
 }
 
+/* OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT: whole milliseconds, 1
+ * to 10 minutes; neither set: OTLP_TIMEOUT_MS_DEFAULT. */
+static int parse_timeout(struct otlp_endpoint *ep, char *err, size_t n)
+{
+	const char *name = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", *env = getenv(name);
+	unsigned long v;
+	char *end;
+
+	if (!env || !*env)
+		env = getenv(name = "OTEL_EXPORTER_OTLP_TIMEOUT");
+	ep->timeout_ms = OTLP_TIMEOUT_MS_DEFAULT;
+	if (!env || !*env)
+		return 0;
+	errno = 0;
+	v = strtoul(env, &end, 10);
+	if (*env < '0' || *env > '9' || *end || errno || v < 1 || v > 600000) {
+		snprintf(err, n, "%s '%.32s': want milliseconds, 1 to 600000", name, env);
+		return -1;
+	}
+	ep->timeout_ms = (unsigned)v;
+	return 0;
+}
+
 int otlp_endpoint__parse(const char *url, struct otlp_endpoint *ep, char *err, size_t n)
 {
 	char buf[1024];
@@ -147,6 +169,8 @@ int otlp_endpoint__parse(const char *url, struct otlp_endpoint *ep, char *err, s
 		snprintf(err, n, "OTLP endpoint '%s': no host, or a path not allowed", buf);
 		return -1;
 	}
+	if (parse_timeout(ep, err, n))
+		return -1;
 	env = getenv("OTEL_EXPORTER_OTLP_HEADERS");
 	return env && *env ? parse_headers(env, ep, err, n) : 0;
 }
@@ -158,17 +182,17 @@ struct conn {
 	SSL *ssl;
 };
 
-static int wait_fd(int fd, short events)
+static int wait_fd(int fd, short events, unsigned timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };
 
-	return poll(&p, 1, IO_TIMEOUT_MS) == 1 ? 0 : -1;
+	return poll(&p, 1, (int)timeout_ms) == 1 ? 0 : -1;
 }
 
 static int dial(struct otlp_export *x, struct conn *c)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
-	struct timeval tv = { IO_TIMEOUT_MS / 1000, 0 };
+	struct timeval tv = { x->ep.timeout_ms / 1000, (x->ep.timeout_ms % 1000) * 1000 };
 	int fd = -1;
 
 	c->ssl = NULL;
@@ -269,7 +293,7 @@ static int post(struct otlp_export *x, const struct buf *body, unsigned *retry_m
 		buf__printf(&head, 1 << 16, "%s: %s\r\n", x->ep.headers[i][0], x->ep.headers[i][1]);
 	buf__printf(&head, 1 << 16, "\r\n");
 	if (!head.overflow && !put_all(&c, head.p, head.len) && !put_all(&c, body->p, body->len) &&
-	    !wait_fd(c.fd, POLLIN))
+	    !wait_fd(c.fd, POLLIN, x->ep.timeout_ms))
 		status = answer(&c, retry_ms);
 	buf__free(&head);
 	hang_up(&c);
@@ -453,18 +477,23 @@ void otlp_export__send(struct otlp_export *x, const void *bytes, size_t len, uin
 	pthread_mutex_unlock(&x->lock);
 }
 
-void otlp_export__stop(struct otlp_export *x, unsigned wait_ms)
+void otlp_export__stop(struct otlp_export *x)
 {
 	if (!x)
 		return;
 	pthread_mutex_lock(&x->lock);
 	x->stopping = true;
 	clock_gettime(CLOCK_REALTIME, &x->stop_by);
-	x->stop_by.tv_sec += wait_ms / 1000;
+	x->stop_by.tv_sec += x->ep.timeout_ms / 1000;
+	x->stop_by.tv_nsec += (long)(x->ep.timeout_ms % 1000) * 1000000;
+	if (x->stop_by.tv_nsec >= 1000000000) {
+		x->stop_by.tv_sec++;
+		x->stop_by.tv_nsec -= 1000000000;
+	}
 	pthread_cond_broadcast(&x->wake);
 	pthread_mutex_unlock(&x->lock);
 	/* past stop_by no batch is tried again: a collector that does not answer holds the
-	 * last POST to its timeout (IO_TIMEOUT_MS), no longer */
+	 * last POST to its timeout (ep.timeout_ms), no longer */
 	pthread_join(x->thread, NULL);
 	pthread_mutex_lock(&x->lock);
 	for (struct part *p = x->head, *next; p; p = next) {

@@ -19,6 +19,7 @@
 #define OTLP_QUEUE_MAX (16u << 20) /* bytes waiting to be sent, at most */
 #define OTLP_BATCH_MAX (4u << 20)  /* bytes one POST carries, at most */
 #define OTLP_HEADERS_MAX 8
+#define OTLP_TIMEOUT_MS_DEFAULT 5000
 
 /* Where spans go: from --otlp URL and the OpenTelemetry environment variables. */
 struct otlp_endpoint {
@@ -28,6 +29,9 @@ struct otlp_endpoint {
 	char path[512];
 	char headers[OTLP_HEADERS_MAX][2][256]; /* OTEL_EXPORTER_OTLP_HEADERS: name, value */
 	size_t nheaders;
+	/* OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT: connect, write and answer each wait at most this,
+	 * and the end of a run this long for what is queued */
+	unsigned timeout_ms;
 };
 
 /* What the exporter did (capture health, the summary, /metrics). */
@@ -39,8 +43,9 @@ struct otlp_counts {
 
 /* The endpoint of --otlp URL: "env" (or "") takes OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
  * OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces, else http://localhost:4318/v1/traces; and
- * OTEL_EXPORTER_OTLP_HEADERS (name=value,... percent-encoded). Returns 0, or -1 with the
- * reason in err. */
+ * OTEL_EXPORTER_OTLP_HEADERS (name=value,... percent-encoded) and
+ * OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT (milliseconds). Returns 0,
+ * or -1 with the reason in err. */
 int otlp_endpoint__parse(const char *url, struct otlp_endpoint *ep, char *err, size_t n);
 
 struct otlp_export;
@@ -49,8 +54,9 @@ struct otlp_export *otlp_export__start(const struct otlp_endpoint *ep);
 /* One part of a body (whole ResourceSpans fields) carrying nspans spans: queued, or dropped
  * and counted when the queue is full. Never blocks on the network. */
 void otlp_export__send(struct otlp_export *x, const void *part, size_t len, uint64_t nspans);
-/* Sends what is queued (waiting at most wait_ms for the collector), then stops the thread. */
-void otlp_export__stop(struct otlp_export *x, unsigned wait_ms);
+/* Sends what is queued (waiting at most the endpoint's timeout for the collector), then stops
+ * the thread. */
+void otlp_export__stop(struct otlp_export *x);
 void otlp_export__counts(struct otlp_export *x, struct otlp_counts *out);
 void otlp_export__free(struct otlp_export *x);
 
