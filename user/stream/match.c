@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "llm/request.h"
 #include "stream/match.h"
 
+/* kept in a ring that grows by doubling up to this (array__reserve, from 16): a pipeline for
+ * a few requests (a unit test's, a fuzz input's, a short replay's) does not clear 2.8 MB */
 #define MATCH_KEEP 8192
-/* kept in a ring that doubles from this up to MATCH_KEEP: a pipeline for a few requests (a
- * unit test's, a fuzz input's, a short replay's) does not clear 2.8 MB */
-#define MATCH_FIRST 64
 #define MATCH_HOPS 4			 /* proxies followed, at most */
 #define MATCH_EARLY_NS (1000000ull)	 /* a server may read the request before the client's
 					    write returned (timestamped at its return) */
@@ -52,15 +52,7 @@ static struct seen *newest(struct match *m, size_t j)
 
 struct match *match__new(void)
 {
-	struct match *m = calloc(1, sizeof(*m));
-
-	if (m && !(m->v = calloc(MATCH_FIRST, sizeof(*m->v)))) {
-		free(m);
-		return NULL;
-	}
-	if (m)
-		m->cap = MATCH_FIRST;
-	return m;
+	return calloc(1, sizeof(struct match));
 }
 
 void match__free(struct match *m)
@@ -168,14 +160,9 @@ static struct seen *upstream_of(struct match *m, const struct seen *s)
  * half follows the newest. Without memory it stays as it is and keeps fewer. */
 static void grow(struct match *m)
 {
-	struct seen *v;
-
-	if (m->n < m->cap || m->next || m->cap >= MATCH_KEEP ||
-	    !(v = realloc(m->v, 2 * m->cap * sizeof(*v))))
-		return;
-	m->v = v;
-	m->next = m->cap;
-	m->cap *= 2;
+	if (m->n == m->cap && !m->next && m->cap < MATCH_KEEP &&
+	    array__reserve((void **)&m->v, &m->cap, m->cap + 1, sizeof(*m->v)))
+		m->next = m->n;
 }
 
 void match__request(struct match *m, struct request *r)
