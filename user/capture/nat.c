@@ -189,9 +189,9 @@ static struct nfct_handle *open_handle(struct nat *n)
 	return h;
 }
 
-/* An open file of namespace netns among dir's entries (/run/netns/NAME, or /proc/PID/ns/net
- * for dir /proc); -1 where none is. */
-static int ns_file_in(const char *dir, uint32_t netns)
+/* An open file of namespace netns, dir/NAME/under for an entry of dir (/run/netns/NAME with
+ * under "", /proc/PID/ns/net with "/ns/net"); -1 where none is. */
+static int ns_file_in(const char *dir, const char *under, uint32_t netns)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -203,11 +203,9 @@ static int ns_file_in(const char *dir, uint32_t netns)
 		char path[300];
 		struct stat st;
 
-		if (e->d_name[0] == '.' || (!strcmp(dir, "/proc") && (e->d_name[0] < '1' ||
-								       e->d_name[0] > '9')))
+		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s%s", dir, e->d_name,
-			 strcmp(dir, "/proc") ? "" : "/ns/net");
+		snprintf(path, sizeof(path), "%s/%s%s", dir, e->d_name, under);
 		if (!stat(path, &st) && (uint32_t)st.st_ino == netns)
 			fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
@@ -226,9 +224,9 @@ static int holder_of(struct nat *n, uint32_t netns, uint64_t now)
 
 	if (n->unfound_netns == netns && now - n->unfound_ns < NAT_SEARCH_AGAIN_NS)
 		return -1;
-	fd = ns_file_in("/run/netns", netns);
+	fd = ns_file_in("/run/netns", "", netns);
 	if (fd < 0)
-		fd = ns_file_in("/proc", netns);
+		fd = ns_file_in("/proc", "/ns/net", netns);
 	if (fd < 0) {
 		n->unfound_netns = netns;
 		n->unfound_ns = now;
